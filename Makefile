@@ -1,0 +1,39 @@
+# make test : set up .venv when missing, install attnlab, run the test suite
+# make demo : quick CPU grid (experiment=quick) and its ablation report
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# CPU machines take the local CPU wheel; with an NVIDIA GPU the open range in pyproject applies.
+CPU_TORCH ?= torch==2.13.0
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+PYTEST_ARGS ?= -n 2 -q
+export WANDB_MODE ?= offline
+export WANDB_SILENT ?= true
+export HYDRA_FULL_ERROR ?= 0
+
+.PHONY: test demo venv clean bench
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+ifeq ($(HAS_GPU),1)
+	$(PIP) install -q -e '.[dev,gpu]'
+else
+	$(PIP) install -q $(CPU_TORCH)
+	$(PIP) install -q -e '.[dev]'
+endif
+	touch $@
+
+venv: $(VENV)/.installed
+
+test: venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: venv
+	$(PY) -m experiments.demo
+
+bench: venv
+	$(PY) -m experiments.bench
+
+clean:
+	rm -rf $(VENV) outputs multirun report

@@ -1,0 +1,80 @@
+"""Hard attention: each query reads exactly one key.
+
+The forward weights are always one-hot. Training differs by ``estimator``:
+- ``straight_through``: one-hot of the argmax forward, the softmax's gradient backward;
+- ``gumbel``: Gumbel-softmax with ``temperature``; the hard sample forward, the
+  relaxed sample's gradient backward;
+- ``reinforce``: sample a key from the softmax; no gradient flows through the
+  choice, and ``log_probs`` holds log p(choice) for a score-function loss that
+  the training loop adds (see ``reinforce_terms``).
+In eval mode every estimator takes the argmax.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from variants.attention.layer import AttentionLayer
+from variants.checks import one_of, positive
+from variants.masking import Masking
+from variants.position.base import PositionEncoding
+from variants.registries import ATTENTION
+
+ESTIMATORS = ("straight_through", "gumbel", "reinforce")
+
+
+@ATTENTION.register("hard")
+class HardAttention(AttentionLayer):
+    default_heads = 1
+    backends = ("auto", "math")
+    kind = "hard"
+
+    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
+                 score: str = "scaled_dot", backend: str = "auto", estimator: str = "straight_through",
+                 temperature: float = 1.0) -> None:
+        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
+        self.estimator = one_of("estimator", estimator, ESTIMATORS)
+        self.temperature = float(positive("temperature", temperature))
+        #: (B, H, Tq) log-probabilities of the sampled keys, set by the last training call
+        #: with ``estimator='reinforce'``; None otherwise.
+        self.log_probs: Tensor | None = None
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        scores = self.logits(q, k, masking.q_pos, masking.k_pos, position)  # (B, H, Tq, Tk)
+        allowed = masking.dense()
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        any_key = torch.isfinite(scores).any(-1, keepdim=True)  # (B, H, Tq, 1)
+        # A query with no allowed key reads nothing; keep its scores finite so nothing is NaN.
+        scores = torch.where(any_key, scores, torch.zeros_like(scores))
+        self.log_probs = None
+
+        if not self.training:
+            weights = _one_hot(scores.argmax(-1), scores)
+        elif self.estimator == "straight_through":
+            soft = scores.softmax(-1)
+            weights = _one_hot(scores.argmax(-1), scores) + soft - soft.detach()
+        elif self.estimator == "gumbel":
+            soft = F.gumbel_softmax(scores, tau=self.temperature, hard=False, dim=-1)
+            weights = _one_hot(soft.argmax(-1), scores) + soft - soft.detach()
+        else:  # reinforce
+            dist = torch.distributions.Categorical(logits=scores)
+            choice = dist.sample()  # (B, H, Tq)
+            self.log_probs = dist.log_prob(choice) * any_key.squeeze(-1)
+            weights = _one_hot(choice, scores)
+        weights = weights * any_key
+        out = self.mix(self.weight_dropout(weights), v, masking.q_pos, masking.k_pos, position)
+        return out, weights
+
+
+def _one_hot(index: Tensor, like: Tensor) -> Tensor:
+    return F.one_hot(index, like.shape[-1]).to(like.dtype)  # (B, H, Tq, Tk)
+
+
+def reinforce_terms(module: torch.nn.Module) -> list[Tensor]:
+    """The (B, H, Tq) log-probabilities of every REINFORCE hard layer inside ``module``."""
+    return [m.log_probs for m in module.modules() if isinstance(m, HardAttention) and m.log_probs is not None]

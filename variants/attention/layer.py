@@ -1,0 +1,170 @@
+"""The attention layer: projections, head split, position hooks and the key/value cache.
+
+A registered attention type subclasses ``AttentionLayer`` and implements
+``attend``, which decides how scores become weights and outputs. Everything a
+type needs arrives by name; no type ever asks which position encoding it got.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from variants.attention.scores import Score, build_score
+from variants.checks import heads_divide, probability
+from variants.kernels import check_backend
+from variants.masking import Masking, masked_softmax
+from variants.position.base import PositionEncoding
+
+
+@dataclass
+class KVCache:
+    """Per-layer state for incremental decoding; one instance per layer and sequence batch.
+
+    Self-attention appends the new keys (already rotated) and values; cross-attention
+    projects the memory once and keeps the raw keys, since rotary encodings rotate
+    them by key position on every call.
+    """
+
+    k: Tensor | None = None  # (B, H, T_cached, D)
+    v: Tensor | None = None  # (B, H, T_cached, D)
+    offset: int = 0  # query positions already processed
+
+
+class AttentionLayer(nn.Module):
+    #: heads used when the caller does not name a number
+    default_heads: int = 1
+    #: kernels this type can run on; ``auto`` picks the first fused one it has
+    backends: tuple[str, ...] = ("auto", "math")
+    #: registry name, set for error messages
+    kind: str = "attention"
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        score: str = "scaled_dot",
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        num_heads = self.default_heads if num_heads is None else num_heads
+        heads_divide(d_model, num_heads)
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.dropout_p = probability("dropout", dropout)
+        self.backend = check_backend(backend, self.backends, self.kind)
+        self.score: Score = build_score(score, num_heads, self.head_dim)
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.weight_dropout = nn.Dropout(dropout)
+
+    # -- head split -------------------------------------------------------------------------
+    def _split(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+
+    def _merge(self, x: Tensor) -> Tensor:
+        B, H, T, D = x.shape
+        return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, d_model)
+
+    # -- the call ---------------------------------------------------------------------------
+    def forward(
+        self,
+        query: Tensor,
+        key_value: Tensor | None = None,
+        *,
+        causal: bool = False,
+        key_padding_mask: Tensor | None = None,
+        position: PositionEncoding | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """query (B, Tq, d_model); key_value (B, Tk, d_model) for cross attention.
+
+        ``key_padding_mask`` (B, Tk) is True at padded keys; with a self-attention
+        cache it covers every key so far. Returns the output (B, Tq, d_model) and,
+        when asked, the weights (B, H, Tq, Tk).
+        """
+        B, Tq, _ = query.shape
+        offset = cache.offset if cache is not None else 0
+        q = self._split(self.w_q(query))  # (B, H, Tq, D)
+        q_pos = torch.arange(offset, offset + Tq, device=query.device)
+
+        if key_value is None:  # self attention: new keys sit at the query positions
+            k = self._split(self.w_k(query))
+            v = self._split(self.w_v(query))
+            if position is not None:
+                q, k = position.rotate(q, k, q_pos, q_pos)
+            if cache is not None:
+                if cache.k is not None:
+                    k = torch.cat((cache.k, k), dim=2)
+                    v = torch.cat((cache.v, v), dim=2)
+                cache.k, cache.v = k, v
+            k_pos = torch.arange(k.shape[2], device=query.device)
+        else:  # cross attention: the memory is projected once per cache
+            if cache is not None and cache.k is not None:
+                k, v = cache.k, cache.v
+            else:
+                k = self._split(self.w_k(key_value))
+                v = self._split(self.w_v(key_value))
+                if cache is not None:
+                    cache.k, cache.v = k, v
+            k_pos = torch.arange(k.shape[2], device=query.device)
+            if position is not None:
+                q, k = position.rotate(q, k, q_pos, k_pos)
+        if cache is not None:
+            cache.offset = offset + Tq
+
+        if key_padding_mask is not None and key_padding_mask.shape != (B, k.shape[2]):
+            raise ValueError(
+                f"key_padding_mask has shape {tuple(key_padding_mask.shape)}; expected (B, Tk) = {(B, k.shape[2])}"
+            )
+        masking = Masking(q_pos=q_pos, k_pos=k_pos, causal=causal and key_value is None,
+                          key_padding_mask=key_padding_mask)
+        out, weights = self.attend(q, k, v, masking=masking, position=position, need_weights=need_weights)
+        return self.w_o(self._merge(out)), (weights if need_weights else None)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """q (B, H, Tq, D), k/v (B, H, Tk, D) -> output (B, H, Tq, D), weights (B, H, Tq, Tk) or None."""
+        raise NotImplementedError
+
+    # -- shared pieces of the reference path --------------------------------------------------
+    def logits(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,
+               position: PositionEncoding | None) -> Tensor:
+        """Scores plus any relative bias: (B, H, Tq, Tk)."""
+        scores = self.score(q, k)
+        if position is not None:
+            bias = position.score_bias(q, q_pos, k_pos)
+            if bias is not None:
+                scores = scores + bias
+        return scores
+
+    def mix(self, weights: Tensor, v: Tensor, q_pos: Tensor, k_pos: Tensor,
+            position: PositionEncoding | None) -> Tensor:
+        """Weighted values plus any relative value term: (B, H, Tq, D)."""
+        out = weights @ v
+        if position is not None:
+            extra = position.value_term(weights, q_pos, k_pos)
+            if extra is not None:
+                out = out + extra
+        return out
+
+    def soft_reference(self, q: Tensor, k: Tensor, v: Tensor, masking: Masking,
+                       position: PositionEncoding | None) -> tuple[Tensor, Tensor]:
+        """The readable path: logits, mask, softmax, dropout, weighted sum."""
+        scores = self.logits(q, k, masking.q_pos, masking.k_pos, position)
+        weights = masked_softmax(scores, masking.dense())
+        dropped = self.weight_dropout(weights)
+        return self.mix(dropped, v, masking.q_pos, masking.k_pos, position), weights
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, score={type(self.score).__name__}, "
+                f"backend={self.backend}, dropout={self.dropout_p}")

@@ -1,0 +1,66 @@
+"""Global soft attention over all keys, and Vaswani's multi-head attention.
+
+Both run through a fused kernel (SDPA, or xformers on CUDA) when the weights are
+not requested and the score is a dot product after a transform of the query;
+otherwise through the reference path. The two are tested equal.
+"""
+from __future__ import annotations
+
+from torch import Tensor
+
+from variants.attention.layer import AttentionLayer
+from variants.kernels import fused_attention
+from variants.masking import Masking
+from variants.position.base import PositionEncoding
+from variants.registries import ATTENTION
+
+
+class _GlobalSoft(AttentionLayer):
+    backends = ("auto", "math", "sdpa", "xformers")
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        fused = self.score.fused_query(q) if self.backend != "math" else None
+        values_need_weights = position is not None and position.needs_weights_for_values
+        if fused is None or need_weights or values_need_weights:
+            return self.soft_reference(q, k, v, masking, position)
+        q_fused, scale = fused
+        bias = position.score_bias(q, masking.q_pos, masking.k_pos) if position is not None else None
+        causal_square = (masking.causal and masking.key_padding_mask is None
+                         and q.shape[2] == k.shape[2] and int(masking.q_pos[0]) == 0)
+        out = fused_attention(
+            q_fused, k, v,
+            allowed=None if causal_square and bias is None else masking.dense(),
+            bias=bias,
+            scale=scale,
+            dropout_p=self.dropout_p if self.training else 0.0,
+            causal_square=causal_square,
+            backend=self.backend,
+        )
+        return out, None
+
+
+@ATTENTION.register("soft")
+class SoftAttention(_GlobalSoft):
+    """Global soft attention (Bahdanau / Luong global); one head unless asked otherwise."""
+
+    default_heads = 1
+    kind = "soft"
+
+    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
+                 score: str = "scaled_dot", backend: str = "auto") -> None:
+        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
+
+
+@ATTENTION.register("multihead")
+class MultiHeadAttention(_GlobalSoft):
+    """Vaswani et al. 2017: h heads of d/h, scaled dot-product, concatenated, W_o."""
+
+    default_heads = 8
+    kind = "multihead"
+
+    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
+                 backend: str = "auto") -> None:
+        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score="scaled_dot", backend=backend)

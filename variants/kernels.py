@@ -1,0 +1,113 @@
+"""Fused attention kernels behind one signature, each tested equal to the math path.
+
+``fused_attention(q, k, v, *, allowed, bias, scale, dropout_p, causal_square, backend)``
+computes softmax(scale * q k^T + bias, masked by ``allowed``) v.
+
+- ``sdpa``: torch.nn.functional.scaled_dot_product_attention (flash / memory-efficient
+  kernels on CUDA, a fused C++ kernel on CPU);
+- ``xformers``: xformers.ops.memory_efficient_attention, CUDA only.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from variants.checks import VariantConfigError, one_of
+
+BACKENDS = ("auto", "math", "sdpa", "xformers")
+
+
+def xformers_available() -> bool:
+    return torch.cuda.is_available() and importlib.util.find_spec("xformers") is not None
+
+
+def check_backend(backend: str, supported: tuple[str, ...], attention: str) -> str:
+    """Resolve ``auto`` once, at construction, and reject what cannot run here."""
+    one_of("backend", backend, BACKENDS)
+    if backend not in supported:
+        raise VariantConfigError(
+            f"backend={backend!r} is not supported by attention={attention!r}; allowed: {list(supported)}"
+        )
+    if backend == "xformers" and not xformers_available():
+        raise VariantConfigError(
+            "backend='xformers' needs a CUDA device and the xformers package (pip install 'attnlab[gpu]'); "
+            "allowed here: ['auto', 'math', 'sdpa']"
+        )
+    if backend == "auto":
+        return "sdpa" if "sdpa" in supported else "math"
+    return backend
+
+
+def _float_mask(allowed: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    if bias is None:
+        return allowed
+    bias = bias.to(dtype)
+    if allowed is None:
+        return bias
+    return bias.masked_fill(~allowed, float("-inf"))
+
+
+def fused_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    allowed: Tensor | None,
+    bias: Tensor | None,
+    scale: float,
+    dropout_p: float,
+    causal_square: bool,
+    backend: str,
+) -> Tensor:
+    """q (B, H, Tq, D), k/v (B, H, Tk, D); ``allowed`` (B|1, 1, Tq, Tk) bool; ``bias`` (B|1, H, Tq, Tk).
+
+    ``causal_square`` says the mask is exactly the lower triangle of a square
+    matrix, which lets the kernel skip the mask tensor (and use flash on CUDA).
+    """
+    if backend == "xformers":
+        return _xformers(q, k, v, allowed=allowed, bias=bias, scale=scale, dropout_p=dropout_p,
+                         causal_square=causal_square)
+    if backend != "sdpa":
+        raise VariantConfigError(f"backend={backend!r} has no fused kernel; allowed: ['sdpa', 'xformers']")
+    if causal_square and bias is None:
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
+        return out
+    mask = _float_mask(allowed, bias, q.dtype)
+    if mask is not None and mask.dtype == torch.bool:
+        mask = mask.expand(q.shape[0], q.shape[1], -1, -1) if mask.shape[0] == 1 else mask
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+    if allowed is not None:
+        # A query with no allowed key gets zeros, as in the math path (SDPA gives NaN).
+        out = out.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+    return out
+
+
+def _xformers(q: Tensor, k: Tensor, v: Tensor, *, allowed: Tensor | None, bias: Tensor | None, scale: float,
+              dropout_p: float, causal_square: bool) -> Tensor:
+    import xformers.ops as xops  # optional dependency, CUDA only
+
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    attn_bias = None
+    if causal_square and bias is None:
+        attn_bias = xops.LowerTriangularMask()
+    else:
+        mask = _float_mask(allowed, bias, q.dtype)
+        if mask is not None:
+            if mask.dtype == torch.bool:
+                mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+            # xformers wants a (B, H, Tq, Tk) bias whose last dim is 8-aligned in memory.
+            pad = (-Tk) % 8
+            storage = torch.zeros(B, H, Tq, Tk + pad, dtype=q.dtype, device=q.device)
+            storage[..., :Tk] = mask.expand(B, H, Tq, Tk)
+            attn_bias = storage[..., :Tk]
+    out = xops.memory_efficient_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_bias=attn_bias, p=dropout_p, scale=scale
+    )  # (B, Tq, H, D)
+    out = out.transpose(1, 2)
+    if allowed is not None:
+        out = out.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+    return out

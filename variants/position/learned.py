@@ -1,0 +1,28 @@
+"""A trainable table of ``max_len`` absolute positions, added to the embeddings."""
+from torch import Tensor, nn
+
+from variants.checks import VariantConfigError, positive
+from variants.position.base import PositionEncoding
+from variants.registries import POSITION
+
+
+class SequenceTooLongError(VariantConfigError):
+    """An input longer than a learned table: never index garbage silently."""
+
+
+@POSITION.register("learned")
+class Learned(PositionEncoding):
+    def __init__(self, d_model: int, num_heads: int = 1, max_len: int = 512) -> None:
+        super().__init__(d_model, num_heads)
+        self.max_len = positive("max_len", max_len, integer=True)
+        self.table = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        longest = int(positions.max()) + 1 if positions.numel() else 0
+        if longest > self.max_len:
+            raise SequenceTooLongError(
+                f"position=learned has max_len={self.max_len} but saw a sequence of length {longest}; "
+                f"set max_len >= {longest}"
+            )
+        return x + self.table(positions)[None].to(x.dtype)  # (1, T, d_model)

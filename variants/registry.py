@@ -1,0 +1,87 @@
+"""A small typed registry: variants are chosen by an explicit string key.
+
+A registry entry is a class or factory registered with a decorator. ``get`` on an
+unknown name and ``build`` with an unknown parameter fail loudly, naming the key,
+the value and what is allowed, so a typo on the command line is a one-line error.
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+class RegistryError(ValueError):
+    """A bad name or parameter given to a registry (a user error, not a bug)."""
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, Callable[..., T]] = {}
+
+    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator: ``@ATTENTION.register("soft")``. A duplicate name is an error."""
+        if not isinstance(name, str) or not name:
+            raise RegistryError(f"{self.kind}: a registry name must be a non-empty string, got {name!r}")
+
+        def decorator(factory: Callable[..., T]) -> Callable[..., T]:
+            if name in self._entries:
+                raise RegistryError(
+                    f"{self.kind}={name!r} is already registered (by {self._entries[name]!r}); "
+                    "choose another name"
+                )
+            self._entries[name] = factory
+            return factory
+
+        return decorator
+
+    def unregister(self, name: str) -> None:
+        """Remove an entry (used by tests that register throw-away variants)."""
+        self.get(name)
+        del self._entries[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, name: str) -> Callable[..., T]:
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):
+            pass
+        choices = self.names()
+        near = difflib.get_close_matches(str(name), choices, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise RegistryError(f"{self.kind}={name!r} is unknown; choose one of {choices}{hint}")
+
+    def accepted_params(self, name: str) -> list[str]:
+        """The keyword parameters the entry's constructor accepts."""
+        factory = self.get(name)
+        sig = inspect.signature(factory)
+        return [
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
+        ]
+
+    def build(self, name: str, **params: Any) -> T:
+        """Construct the entry, rejecting unknown parameters by name."""
+        factory = self.get(name)
+        accepted = self.accepted_params(name)
+        unknown = sorted(set(params) - set(accepted))
+        if unknown:
+            raise RegistryError(
+                f"{self.kind}={name!r} got unknown parameter(s) {unknown}; accepted: {sorted(accepted)}"
+            )
+        return factory(**params)
