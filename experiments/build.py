@@ -1,0 +1,211 @@
+"""Assembling one run from its config: task, model, loggers, trainer; and reading it out afterwards."""
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from omegaconf import DictConfig, OmegaConf
+
+from experiments import checks
+from experiments.callbacks import FailAtStep, PlainProgress
+from experiments.checkpointing import AtomicCheckpointIO
+from experiments.loggers import csv_logger, wandb_logger
+from experiments.model import count_parameters
+from experiments.module import DivergedError, Seq2SeqModule
+
+log = logging.getLogger("attnlab")
+
+
+@dataclass
+class Parts:
+    trainer: L.Trainer
+    module: Seq2SeqModule
+    datamodule: Any
+    wandb: Any
+    params: int
+
+
+def variant(node: Any) -> dict[str, Any]:
+    """A group node or a bare registry name -> {"name": .., "params": {..}}."""
+    if isinstance(node, str):
+        return {"name": node, "params": {}}
+    node = dict(node)
+    return {"name": node.pop("name"), "params": node}
+
+
+def build_datamodule(cfg: DictConfig, run_dir: Path):
+    from experiments.tasks import TASKS
+
+    params = OmegaConf.to_container(cfg.task, resolve=True)
+    name = params.pop("name")
+    accepted = TASKS.accepted_params(name)
+    if "cache_dir" in accepted and params.get("cache_dir") is None:
+        params["cache_dir"] = str(run_dir / "cache")
+    return TASKS.build(name, seed=cfg.seed, **params)
+
+
+def model_dict(cfg: DictConfig, datamodule) -> dict[str, Any]:
+    m = OmegaConf.to_container(cfg.model, resolve=True)
+    m.pop("compile", None)
+    model = {
+        **m,
+        "vocab_size": int(datamodule.vocab_size),
+        "attention": variant(OmegaConf.to_container(cfg.attention, resolve=True)),
+        "position": variant(OmegaConf.to_container(cfg.position, resolve=True)),
+        "num_classes": int(getattr(datamodule, "num_classes", 0) or 0),
+        "backend": cfg.backend,
+        "pad_id": datamodule.pad_id, "bos_id": datamodule.bos_id, "eos_id": datamodule.eos_id,
+    }
+    for role in ("encoder_attention", "decoder_attention", "cross_attention"):
+        model[role] = variant(model[role]) if model[role] is not None else None
+    return model
+
+
+def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any]) -> Parts:
+    checks.check_config(cfg)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = build_datamodule(cfg, run_dir)
+    checks.check_task_fit(cfg, datamodule)
+    module = Seq2SeqModule(
+        model=model_dict(cfg, datamodule),
+        optim={k: v for k, v in OmegaConf.to_container(cfg.optim, resolve=True).items() if k != "grad_clip"},
+        task_kind=datamodule.kind,
+        max_steps=cfg.trainer.max_steps,
+        eval_lengths=list(getattr(datamodule, "eval_lengths", []) or []),
+        sep_id=datamodule.sep_id,
+        generate=cfg.eval.generate,
+        bleu=cfg.task.name == "translation",
+    )
+    module.decode_text = datamodule.decode
+    if cfg.model.compile:
+        module.model.compile()
+    params = count_parameters(module.model)
+
+    loggers: list[Any] = [csv_logger(run_dir)]
+    wandb = None
+    if cfg.logger.wandb.enabled and cfg.trainer.fast_dev_run is False:
+        wandb = wandb_logger(
+            run_dir=run_dir, run_id=run_id, group=cfg.name,
+            tags=[cfg.task.name, cfg.attention.name, cfg.position.name, *cfg.logger.wandb.tags],
+            config=flat_config, mode=cfg.logger.wandb.mode, project=cfg.logger.wandb.project,
+            entity=cfg.logger.wandb.entity,
+        )
+        if wandb is not None:
+            loggers.append(wandb)
+
+    t = cfg.trainer
+    progress = t.progress_bar if t.progress_bar is not None else sys.stdout.isatty()
+    callbacks: list[Any] = [
+        ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="step{step}", save_last=True, save_top_k=0,
+                        every_n_train_steps=max(t.checkpoint_every_n_steps, 1), auto_insert_metric_name=False),
+    ]
+    callbacks.append(RichProgressBar() if progress else PlainProgress(every=max(t.log_every_n_steps, 1)))
+    if cfg.get("fail_at_step") is not None:
+        callbacks.append(FailAtStep(int(cfg.fail_at_step)))
+    trainer = L.Trainer(
+        accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
+        precision=t.precision, max_steps=t.max_steps, val_check_interval=_val_interval(cfg),
+        check_val_every_n_epoch=None, limit_val_batches=t.limit_val_batches, limit_test_batches=t.limit_test_batches,
+        deterministic=t.deterministic, fast_dev_run=t.fast_dev_run, log_every_n_steps=t.log_every_n_steps,
+        accumulate_grad_batches=t.accumulate_grad_batches, gradient_clip_val=cfg.optim.grad_clip or None,
+        num_sanity_val_steps=t.num_sanity_val_steps, enable_progress_bar=progress, enable_model_summary=False,
+        logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO()], default_root_dir=str(run_dir),
+    )
+    return Parts(trainer=trainer, module=module, datamodule=datamodule, wandb=wandb, params=params)
+
+
+def _val_interval(cfg: DictConfig) -> int:
+    return max(1, min(int(cfg.trainer.val_check_interval), int(cfg.trainer.max_steps)))
+
+
+def scalar_metrics(outputs: list[dict[str, Any]]) -> dict[str, float]:
+    merged: dict[str, float] = {}
+    for out in outputs or []:
+        for key, value in out.items():
+            merged[key.split("/dataloader_idx")[0]] = float(value)
+    return merged
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB -> MB (Linux)
+
+
+def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float) -> dict[str, Any]:
+    tokens = module.tokens_seen * max(trainer.world_size, 1)
+    return {
+        "train_seconds": train_seconds,
+        "tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,
+        "peak_memory_mb": peak_memory_mb(module.device),
+        "steps": int(trainer.global_step),
+        "world_size": int(trainer.world_size),
+    }
+
+
+def device_name(trainer: L.Trainer | None) -> str:
+    if trainer is not None and trainer.strategy.root_device.type == "cuda":
+        return torch.cuda.get_device_name(trainer.strategy.root_device)
+    return "cpu"
+
+
+def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Path) -> dict[str, Any]:
+    from experiments.train import user_error_types
+
+    if isinstance(err, DivergedError):
+        return {"status": "diverged", "error": str(err), "diverged_at_step": err.step}
+    if isinstance(err, user_error_types()):
+        return {"status": "failed", "error": str(err), "user_error": True}
+    if isinstance(err, KeyboardInterrupt):
+        return {"status": "failed", "error": "interrupted"}
+    (run_dir / "error.log").write_text("".join(traceback.format_exception(err)))
+    log.error("run failed: %s: %s (traceback in %s)", type(err).__name__, err, run_dir / "error.log")
+    return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+
+
+def save_attention_maps(module: Seq2SeqModule, datamodule, run_dir: Path, wandb) -> None:
+    maps = module.attention_maps(datamodule.example())
+    arrays = {k: v.numpy().astype(np.float32) for k, v in maps.items()}
+    np.savez_compressed(run_dir / "attention_maps.npz", **arrays)
+    if wandb is None or getattr(wandb, "broken", False):
+        return
+    try:
+        import wandb as wb
+
+        images = {f"attention/{k}": wb.Image(_heatmap(v[0]), caption=f"{k} head 0") for k, v in arrays.items()}
+        wandb.experiment.log(images)
+    except Exception as err:  # noqa: BLE001 - pictures are optional
+        log.warning("could not log attention maps to W&B: %s", err)
+
+
+def _heatmap(weights: np.ndarray) -> np.ndarray:
+    """(Tq, Tk) weights -> an 8-bit grey image, brightest = most attended."""
+    top = float(weights.max()) or 1.0
+    return (255 * np.clip(weights / top, 0, 1)).astype(np.uint8)
+
+
+def close_wandb(wandb, result: dict[str, Any]) -> None:
+    """Put the whole result into the W&B summary and finish the run (one W&B run per job)."""
+    if wandb is None:
+        return
+    try:
+        if not getattr(wandb, "broken", False):
+            run = wandb.experiment
+            run.summary["attnlab_result"] = {k: v for k, v in result.items() if k != "config"}
+            for key, value in result.get("metrics", {}).items():
+                run.summary[key] = value
+            run.summary["status"] = result["status"]
+        import wandb as wb
+
+        wb.finish(exit_code=0 if result["status"] == "completed" else 1, quiet=True)
+    except Exception as err:  # noqa: BLE001
+        log.warning("W&B could not finish the run (%s); the result file is unaffected", err)

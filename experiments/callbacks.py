@@ -1,0 +1,46 @@
+"""Small Lightning callbacks the training app adds."""
+from __future__ import annotations
+
+import logging
+import time
+
+import lightning as L
+
+log = logging.getLogger("attnlab")
+
+
+class PlainProgress(L.Callback):
+    """Plain log lines instead of a progress bar when stdout is not a terminal."""
+
+    def __init__(self, every: int = 50) -> None:
+        self.every = max(every, 1)
+        self.start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every == 0 or step == trainer.max_steps:
+            loss = trainer.callback_metrics.get("train/loss")
+            loss_txt = f"{float(loss):.4f}" if loss is not None else "-"
+            log.info("step %d/%d train/loss %s (%.1fs)", step, trainer.max_steps, loss_txt,
+                     time.perf_counter() - self.start)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return
+        shown = {k: f"{float(v):.4f}" for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        log.info("step %d validation %s", trainer.global_step, shown)
+
+
+class InjectedFault(RuntimeError):
+    """Raised on purpose by ``fail_at_step`` (tests of failure handling)."""
+
+
+class FailAtStep(L.Callback):
+    """Raise at a given training step: exercises the failure and resume paths."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            raise InjectedFault(f"fail_at_step={self.step}: injected failure")

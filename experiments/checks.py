@@ -1,0 +1,74 @@
+"""Checks of a composed config, run before anything trains. One line per error."""
+from __future__ import annotations
+
+import torch
+from omegaconf import DictConfig
+
+ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key, the value and what is allowed."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def check_config(cfg: DictConfig) -> None:
+    from experiments.tasks import TASKS
+    from variants import ATTENTION, POSITION
+
+    ATTENTION.get(cfg.attention.name)
+    POSITION.get(cfg.position.name)
+    TASKS.get(cfg.task.name)
+    for role in ("encoder_attention", "decoder_attention", "cross_attention"):
+        node = cfg.model.get(role)
+        if node is not None:
+            ATTENTION.get(node if isinstance(node, str) else node.name)
+    t, o, m = cfg.trainer, cfg.optim, cfg.model
+    _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
+    _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
+    _require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")
+    _require(t.fast_dev_run or t.max_steps > 0,
+             f"trainer.max_steps={t.max_steps} is not allowed; it must be a positive number of steps")
+    _require(t.val_check_interval > 0,
+             f"trainer.val_check_interval={t.val_check_interval} is not allowed; it must be > 0")
+    for key in ("dropout", "attention_dropout"):
+        value = m[key]
+        _require(0 <= value < 1, f"model.{key}={value} is not allowed; it must be in [0, 1)")
+    _require(cfg.seed >= 0, f"seed={cfg.seed} is not allowed; it must be >= 0")
+    if "ddp" in str(t.strategy):
+        devices = t.devices
+        many = (isinstance(devices, int) and devices > 1) or t.num_nodes > 1 or devices in ("auto", -1) \
+            or (not isinstance(devices, int) and len(list(devices)) > 1)
+        _require(many, f"trainer.strategy={t.strategy} with trainer.devices={devices} and num_nodes={t.num_nodes}: "
+                       "DDP needs more than one process; set trainer.devices >= 2 or use trainer=cpu")
+    if t.accelerator in ("gpu", "cuda"):
+        _require(torch.cuda.is_available(),
+                 f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu")
+
+
+def longest_sequence(cfg: DictConfig, datamodule) -> int:
+    """The longest position index + 1 the model will see in any split."""
+    arch = cfg.model.arch
+    src, tgt = datamodule.max_source_length(), datamodule.max_target_length()
+    if datamodule.kind == "lm":
+        return src
+    if datamodule.kind == "classify":
+        return src + (1 if cfg.model.pooling == "cls" else 0)
+    return src + 1 + tgt if arch == "decoder" else max(src, tgt)
+
+
+def check_task_fit(cfg: DictConfig, datamodule) -> None:
+    kind, arch = datamodule.kind, cfg.model.arch
+    allowed = ARCH_FOR_KIND[kind]
+    _require(arch in allowed, f"model.arch={arch} does not fit task={cfg.task.name} (a {kind} task); "
+                              f"allowed: {list(allowed)}")
+    if cfg.position.name == "learned":
+        max_len = int(cfg.position.get("max_len", 512))
+        need = longest_sequence(cfg, datamodule)
+        _require(max_len >= need,
+                 f"position.max_len={max_len} is shorter than the longest sequence of task={cfg.task.name} "
+                 f"with model.arch={arch} ({need}, eval lengths included); set position.max_len >= {need}")

@@ -1,0 +1,319 @@
+"""The Transformer, assembled from registry names (plain torch, no Lightning).
+
+``arch``:
+- ``seq2seq``: encoder-decoder as in "Attention Is All You Need": N encoder layers of
+  self attention + FFN, N decoder layers of causal self attention + cross attention
+  + FFN, residual and LayerNorm around every sub-layer, the decoder input shifted
+  right with ``<bos>``;
+- ``decoder``: a decoder-only language model (no cross attention);
+- ``encoder``: an encoder and a pooled classifier (``pooling`` = ``mean`` | ``cls``).
+
+Each stack owns one position encoding (absolute ones add to its embeddings,
+relative ones bias every self-attention layer). Cross attention gets no position
+hooks: decoder and encoder positions do not share an index space.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from variants import ATTENTION, POSITION, AttentionLayer, KVCache, PositionEncoding
+from variants.checks import VariantConfigError, one_of, positive, probability
+
+ARCHS = ("seq2seq", "decoder", "encoder")
+NORMS = ("post", "pre")
+POOLINGS = ("mean", "cls")
+
+
+@dataclass
+class VariantSpec:
+    """A registry name plus its parameters, e.g. ``VariantSpec("local", {"window": 8})``."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelSpec:
+    arch: str
+    vocab_size: int
+    attention: VariantSpec
+    position: VariantSpec
+    d_model: int = 64
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    ffn_dim: int = 256
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    norm: str = "post"
+    tie_embeddings: bool = True
+    pooling: str = "mean"
+    num_classes: int = 0
+    backend: str = "auto"
+    # per-role attention; None means "the same as ``attention``"
+    encoder_attention: VariantSpec | None = None
+    decoder_attention: VariantSpec | None = None
+    cross_attention: VariantSpec | None = None
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def validate(self) -> None:
+        one_of("model.arch", self.arch, ARCHS)
+        one_of("model.norm", self.norm, NORMS)
+        one_of("model.pooling", self.pooling, POOLINGS)
+        positive("model.d_model", self.d_model, integer=True)
+        positive("model.ffn_dim", self.ffn_dim, integer=True)
+        positive("model.vocab_size", self.vocab_size, integer=True)
+        probability("model.dropout", self.dropout)
+        probability("model.attention_dropout", self.attention_dropout)
+        if self.arch in ("seq2seq", "encoder"):
+            positive("model.encoder_layers", self.encoder_layers, integer=True)
+        if self.arch in ("seq2seq", "decoder"):
+            positive("model.decoder_layers", self.decoder_layers, integer=True)
+        if self.arch == "encoder":
+            positive("model.num_classes", self.num_classes, integer=True)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ffn_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, ffn_dim), nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Linear(ffn_dim, d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+class Residual(nn.Module):
+    """LayerNorm(x + Dropout(f(x))) for ``post``; x + Dropout(f(LayerNorm(x))) for ``pre``."""
+
+    def __init__(self, d_model: int, dropout: float, norm: str) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+        self.pre = norm == "pre"
+
+    def forward(self, x: Tensor, fn) -> Tensor:
+        if self.pre:
+            return x + self.drop(fn(self.norm(x)))
+        return self.norm(x + self.drop(fn(x)))
+
+
+def _build_attention(spec: ModelSpec, variant: VariantSpec) -> AttentionLayer:
+    return ATTENTION.build(variant.name, d_model=spec.d_model, dropout=spec.attention_dropout,
+                           backend=spec.backend, **variant.params)
+
+
+class Layer(nn.Module):
+    """One encoder or decoder layer: self attention, optional cross attention, FFN."""
+
+    def __init__(self, spec: ModelSpec, self_attn: VariantSpec, cross_attn: VariantSpec | None) -> None:
+        super().__init__()
+        self.self_attn = _build_attention(spec, self_attn)
+        self.cross_attn = _build_attention(spec, cross_attn) if cross_attn is not None else None
+        self.ffn = FeedForward(spec.d_model, spec.ffn_dim, spec.dropout)
+        n_sub = 3 if cross_attn is not None else 2
+        self.sub = nn.ModuleList(Residual(spec.d_model, spec.dropout, spec.norm) for _ in range(n_sub))
+
+    def forward(self, x: Tensor, *, causal: bool, pad: Tensor | None, position: PositionEncoding,
+                memory: Tensor | None = None, memory_pad: Tensor | None = None,
+                caches: tuple[KVCache, KVCache] | None = None,
+                maps: list[Tensor] | None = None) -> Tensor:
+        self_cache, cross_cache = caches if caches is not None else (None, None)
+        want = maps is not None
+
+        def attend_self(h: Tensor) -> Tensor:
+            out, w = self.self_attn(h, causal=causal, key_padding_mask=pad, position=position, cache=self_cache,
+                                    need_weights=want)
+            if want:
+                maps.append(w)
+            return out
+
+        x = self.sub[0](x, attend_self)
+        if self.cross_attn is not None:
+            def attend_cross(h: Tensor) -> Tensor:
+                out, w = self.cross_attn(h, memory, key_padding_mask=memory_pad, cache=cross_cache,
+                                         need_weights=want)
+                if want:
+                    maps.append(w)
+                return out
+
+            x = self.sub[1](x, attend_cross)
+        return self.sub[-1](x, self.ffn)
+
+
+class Stack(nn.Module):
+    """Embedding + position encoding + N layers (+ a final LayerNorm for pre-norm)."""
+
+    def __init__(self, spec: ModelSpec, embedding: nn.Embedding, num_layers: int, self_attn: VariantSpec,
+                 cross_attn: VariantSpec | None) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.scale = math.sqrt(spec.d_model)
+        # The position hooks need the head count of the layers they serve.
+        heads = self_attn.params.get("num_heads") or getattr(ATTENTION.get(self_attn.name), "default_heads", 1)
+        self.position = POSITION.build(spec.position.name, d_model=spec.d_model, num_heads=heads,
+                                       **spec.position.params)
+        self.drop = nn.Dropout(spec.dropout)
+        self.layers = nn.ModuleList(Layer(spec, self_attn, cross_attn) for _ in range(num_layers))
+        self.final_norm = nn.LayerNorm(spec.d_model) if spec.norm == "pre" else nn.Identity()
+
+    def embed(self, tokens: Tensor, offset: int = 0, prefix: Tensor | None = None) -> Tensor:
+        x = self.embedding(tokens) * self.scale  # (B, T, d_model)
+        if prefix is not None:
+            x = torch.cat((prefix.expand(x.shape[0], -1, -1), x), dim=1)
+        positions = torch.arange(offset, offset + x.shape[1], device=tokens.device)
+        return self.drop(self.position.embed(x, positions))
+
+    def forward(self, x: Tensor, *, causal: bool, pad: Tensor | None, memory: Tensor | None = None,
+                memory_pad: Tensor | None = None, caches: list[tuple[KVCache, KVCache]] | None = None,
+                maps: list[Tensor] | None = None) -> Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x, causal=causal, pad=pad, position=self.position, memory=memory, memory_pad=memory_pad,
+                      caches=caches[i] if caches is not None else None, maps=maps)
+        return self.final_norm(x)
+
+
+class Transformer(nn.Module):
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        spec.validate()
+        self.spec = spec
+        d = spec.d_model
+        self.embedding = nn.Embedding(spec.vocab_size, d, padding_idx=spec.pad_id)
+        # Scaled by sqrt(d) at the input, so unit-variance embeddings after scaling.
+        nn.init.normal_(self.embedding.weight, std=d**-0.5)
+        with torch.no_grad():
+            self.embedding.weight[spec.pad_id].zero_()
+        enc_attn = spec.encoder_attention or spec.attention
+        dec_attn = spec.decoder_attention or spec.attention
+        cross = spec.cross_attention or spec.attention
+        self.encoder = self.decoder = None
+        if spec.arch in ("seq2seq", "encoder"):
+            self.encoder = Stack(spec, self.embedding, spec.encoder_layers, enc_attn, None)
+        if spec.arch in ("seq2seq", "decoder"):
+            self.decoder = Stack(spec, self.embedding, spec.decoder_layers, dec_attn,
+                                 cross if spec.arch == "seq2seq" else None)
+            self.lm_head = nn.Linear(d, spec.vocab_size, bias=False)
+            if spec.tie_embeddings:
+                self.lm_head.weight = self.embedding.weight
+        if spec.arch == "encoder":
+            self.cls = nn.Parameter(torch.randn(1, 1, d) * d**-0.5) if spec.pooling == "cls" else None
+            self.classifier = nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Linear(d, spec.num_classes))
+
+    # -- encoder ---------------------------------------------------------------------------------
+    def encode(self, src: Tensor, maps: list[Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        """src (B, S) -> memory (B, S', d), padding mask (B, S') with S' = S (+1 for a [CLS] token)."""
+        pad = src.eq(self.spec.pad_id)  # (B, S)
+        prefix = getattr(self, "cls", None) if self.spec.arch == "encoder" else None
+        if prefix is not None:
+            pad = torch.cat((pad.new_zeros(pad.shape[0], 1), pad), dim=1)
+        x = self.encoder.embed(src, prefix=prefix)
+        return self.encoder(x, causal=False, pad=pad, maps=maps), pad
+
+    def classify(self, src: Tensor) -> Tensor:
+        """src (B, S) -> class logits (B, C); padded positions never enter the pooled vector."""
+        memory, pad = self.encode(src)
+        if self.spec.pooling == "cls":
+            pooled = memory[:, 0]
+        else:
+            keep = (~pad).unsqueeze(-1).to(memory.dtype)  # (B, S, 1)
+            pooled = (memory * keep).sum(1) / keep.sum(1).clamp(min=1)
+        return self.classifier(pooled)
+
+    # -- decoder ---------------------------------------------------------------------------------
+    def decode(self, tokens: Tensor, memory: Tensor | None = None, memory_pad: Tensor | None = None, *,
+               caches: list[tuple[KVCache, KVCache]] | None = None, offset: int = 0,
+               maps: list[Tensor] | None = None) -> Tensor:
+        """tokens (B, T) -> logits (B, T, V); with ``caches`` only the new tokens are given."""
+        # Decoder inputs are padded on the right only, so the causal mask already keeps
+        # every real token away from padding; no key padding mask is needed.
+        x = self.decoder.embed(tokens, offset=offset)
+        h = self.decoder(x, causal=True, pad=None, memory=memory, memory_pad=memory_pad, caches=caches, maps=maps)
+        return self.lm_head(h)
+
+    def forward(self, src: Tensor | None = None, tgt_in: Tensor | None = None) -> Tensor:
+        arch = self.spec.arch
+        if arch == "encoder":
+            return self.classify(src)
+        if arch == "decoder":
+            return self.decode(tgt_in)
+        memory, memory_pad = self.encode(src)
+        return self.decode(tgt_in, memory, memory_pad)
+
+    def shift_right(self, tgt: Tensor) -> Tensor:
+        bos = tgt.new_full((tgt.shape[0], 1), self.spec.bos_id)
+        return torch.cat((bos, tgt[:, :-1]), dim=1)
+
+    def new_caches(self) -> list[tuple[KVCache, KVCache]]:
+        return [(KVCache(), KVCache()) for _ in self.decoder.layers]
+
+    # -- generation ------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, prompt: Tensor, steps: int, src: Tensor | None = None, use_cache: bool = True) -> Tensor:
+        """Greedy decoding of ``steps`` tokens after ``prompt`` (B, P) -> (B, steps).
+
+        For ``seq2seq`` the prompt is ``<bos>`` and ``src`` is encoded once; for
+        ``decoder`` the prompt is the unpadded context. Once a sequence emits
+        ``<eos>`` it keeps emitting padding.
+        """
+        memory = memory_pad = None
+        if src is not None:
+            memory, memory_pad = self.encode(src)
+        out = []
+        done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+        seq = prompt
+        caches = self.new_caches() if use_cache else None
+        step_input, offset = prompt, 0
+        for _ in range(steps):
+            if use_cache:
+                logits = self.decode(step_input, memory, memory_pad, caches=caches, offset=offset)
+                offset += step_input.shape[1]
+            else:
+                logits = self.decode(seq, memory, memory_pad)
+            nxt = logits[:, -1].argmax(-1)  # (B,)
+            nxt = nxt.masked_fill(done, self.spec.pad_id)
+            done |= nxt.eq(self.spec.eos_id)
+            out.append(nxt)
+            step_input = nxt[:, None]
+            seq = torch.cat((seq, step_input), dim=1)
+            if bool(done.all()):
+                break
+        generated = torch.stack(out, dim=1)
+        if generated.shape[1] < steps:
+            fill = generated.new_full((generated.shape[0], steps - generated.shape[1]), self.spec.pad_id)
+            generated = torch.cat((generated, fill), dim=1)
+        return generated
+
+    # -- inspection --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def attention_maps(self, src: Tensor | None = None, tgt_in: Tensor | None = None) -> dict[str, Tensor]:
+        """Weights of every attention layer for one example: {"<block>/<layer>": (H, Tq, Tk)}."""
+        maps: dict[str, Tensor] = {}
+        arch = self.spec.arch
+        memory = memory_pad = None
+        if arch in ("seq2seq", "encoder"):
+            enc: list[Tensor] = []
+            memory, memory_pad = self.encode(src, maps=enc)
+            maps.update({f"encoder_self/{i}": w[0] for i, w in enumerate(enc)})
+        if arch in ("seq2seq", "decoder"):
+            dec: list[Tensor] = []
+            self.decode(tgt_in, memory, memory_pad, maps=dec)
+            per_layer = 2 if arch == "seq2seq" else 1
+            for i in range(len(dec) // per_layer):
+                maps[f"decoder_self/{i}"] = dec[i * per_layer][0]
+                if arch == "seq2seq":
+                    maps[f"cross/{i}"] = dec[i * per_layer + 1][0]
+        return {k: v.float().cpu() for k, v in maps.items()}
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+__all__ = ["ARCHS", "ModelSpec", "Transformer", "VariantConfigError", "VariantSpec", "count_parameters"]

@@ -1,0 +1,299 @@
+"""The LightningModule: loss, optimiser and schedule, evaluation by real generation.
+
+Training is teacher-forced cross-entropy (with optional label smoothing) plus,
+for REINFORCE hard attention, a score-function term with a moving-average
+baseline. Validation is teacher-forced; testing of seq2seq tasks generates
+greedily with the key/value cache and scores exact matches per evaluation length.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics import MeanMetric, SumMetric
+
+from experiments.batches import IGNORE, concat_io, lm_io, prompt_rows, seq2seq_io
+from experiments.model import ModelSpec, Transformer
+from variants import reinforce_terms
+from variants.checks import VariantConfigError, one_of, positive, probability
+
+SCHEDULES = ("inverse_sqrt", "cosine", "constant")
+
+
+class DivergedError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+    def __init__(self, step: int, value: float) -> None:
+        super().__init__(f"loss became {value} at step {step}")
+        self.step = step
+
+
+@dataclass
+class OptimSpec:
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    warmup_steps: int = 100
+    schedule: str = "inverse_sqrt"
+    min_lr_ratio: float = 0.1
+    label_smoothing: float = 0.0
+    reinforce_weight: float = 1.0
+    reinforce_baseline_decay: float = 0.9
+
+    def validate(self) -> None:
+        positive("optim.lr", self.lr)
+        if self.weight_decay < 0:
+            raise VariantConfigError(f"optim.weight_decay={self.weight_decay} is not allowed; it must be >= 0")
+        if self.warmup_steps < 0:
+            raise VariantConfigError(f"optim.warmup_steps={self.warmup_steps} is not allowed; it must be >= 0")
+        one_of("optim.schedule", self.schedule, SCHEDULES)
+        probability("optim.label_smoothing", self.label_smoothing)
+
+
+def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
+    """Multiplier of the base learning rate at ``step`` (linear warm-up, then the schedule)."""
+    warm = max(spec.warmup_steps, 1)
+    if step < spec.warmup_steps:
+        return (step + 1) / warm
+    if spec.schedule == "inverse_sqrt":
+        return math.sqrt(warm / (step + 1))
+    if spec.schedule == "cosine":
+        progress = min((step - spec.warmup_steps) / max(max_steps - spec.warmup_steps, 1), 1.0)
+        return spec.min_lr_ratio + (1 - spec.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return 1.0
+
+
+class Seq2SeqModule(L.LightningModule):
+    """Trains any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
+
+    def __init__(self, model: dict[str, Any], optim: dict[str, Any], task_kind: str, max_steps: int,
+                 eval_lengths: list[int] | None = None, sep_id: int = 3, generate: bool = True,
+                 bleu: bool = False) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.spec = _model_spec(model)
+        self.optim_spec = OptimSpec(**optim)
+        self.optim_spec.validate()
+        self.model = Transformer(self.spec)
+        self.task_kind, self.max_steps, self.sep_id = task_kind, max_steps, sep_id
+        self.generate_at_test, self.bleu = generate, bleu
+        self.eval_lengths = [int(n) for n in (eval_lengths or [])]
+        self.tokens_seen = 0
+        self.register_buffer("baseline", torch.zeros(()), persistent=True)
+        self.val_loss, self.val_acc = MeanMetric(), MeanMetric()
+        self.test_loss, self.test_acc, self.test_seq = MeanMetric(), MeanMetric(), MeanMetric()
+        # per evaluation length: correct tokens, tokens, correct sequences, sequences
+        self.by_length = torch.nn.ModuleDict({
+            str(n): torch.nn.ModuleDict({k: SumMetric() for k in ("tok", "ntok", "seq", "nseq", "nll")})
+            for n in self.eval_lengths
+        })
+        self.hypotheses: list[str] = []
+        self.references: list[str] = []
+        self.decode_text = None  # set by the training app for translation (ids -> text)
+
+    # -- loss -----------------------------------------------------------------------------------
+    def _io(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(logits, targets, src) for the batch, whatever the arch."""
+        arch, pad = self.spec.arch, self.spec.pad_id
+        if self.task_kind == "classify":
+            return self.model.classify(batch["src"]), batch["label"], batch["src"]
+        if self.task_kind == "lm":
+            inputs, targets = lm_io(batch["tokens"])
+            return self.model.decode(inputs), targets, None
+        if arch == "seq2seq":
+            tgt_in, targets = seq2seq_io(batch["tgt"], self.spec.bos_id, pad)
+            return self.model(batch["src"], tgt_in), targets, batch["src"]
+        inputs, targets = concat_io(batch["src"], batch["tgt"], pad, self.sep_id)
+        return self.model.decode(inputs), targets, batch["src"]
+
+    def _losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
+        """Mean loss and the per-example loss (B,)."""
+        if logits.dim() == 2:  # classification
+            per = F.cross_entropy(logits.float(), targets, reduction="none", label_smoothing=smoothing)
+            return per.mean(), per
+        per_tok = F.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE,
+                                  reduction="none", label_smoothing=smoothing)  # (B, T)
+        mask = targets.ne(IGNORE)
+        per = (per_tok * mask).sum(1) / mask.sum(1).clamp(min=1)
+        return (per_tok * mask).sum() / mask.sum().clamp(min=1), per
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        logits, targets, src = self._io(batch)
+        loss, per_example = self._losses(logits, targets, self.optim_spec.label_smoothing)
+        log_probs = reinforce_terms(self.model)
+        if log_probs:
+            loss = loss + self._reinforce(per_example.detach(), log_probs)
+        if not torch.isfinite(loss):
+            raise DivergedError(self.global_step, float(loss))
+        self.tokens_seen += int(targets.ne(IGNORE).sum()) + (int(src.ne(self.spec.pad_id).sum()) if src is not None else 0)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def _reinforce(self, per_example_loss: Tensor, log_probs: list[Tensor]) -> Tensor:
+        """Score-function term: -(reward - baseline) * log p(choices), reward = -loss."""
+        reward = -per_example_loss  # (B,)
+        logp = sum(lp.sum(dim=(1, 2)) for lp in log_probs)  # (B,)
+        advantage = reward - self.baseline
+        decay = self.optim_spec.reinforce_baseline_decay
+        self.baseline.mul_(decay).add_((1 - decay) * reward.mean())
+        return -self.optim_spec.reinforce_weight * (advantage * logp).mean()
+
+    # -- validation ------------------------------------------------------------------------------
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        logits, targets, _ = self._io(batch)
+        loss, _ = self._losses(logits, targets)
+        mask = targets.ne(IGNORE)
+        correct = (logits.argmax(-1).eq(targets) & mask).sum() / mask.sum().clamp(min=1)
+        self.val_loss.update(loss, weight=int(mask.sum()))
+        self.val_acc.update(correct, weight=int(mask.sum()))
+
+    def on_validation_epoch_end(self) -> None:
+        loss = self.val_loss.compute()
+        self.log("val/loss", loss, prog_bar=True)
+        self.log("val/acc" if self.task_kind == "classify" else "val/token_acc", self.val_acc.compute())
+        if self.task_kind == "lm":
+            self.log("val/ppl", torch.exp(loss))
+            self.log("val/bpc", loss / math.log(2))
+        self.val_loss.reset()
+        self.val_acc.reset()
+
+    # -- test ------------------------------------------------------------------------------------
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        logits, targets, _ = self._io(batch)
+        loss, per_example = self._losses(logits, targets)
+        mask = targets.ne(IGNORE)
+        self.test_loss.update(loss, weight=int(mask.sum()))
+        length = str(int(batch["length"][0])) if "length" in batch else None
+        if self.task_kind == "seq2seq" and self.generate_at_test:
+            generated = self.greedy(batch)  # (B, T)
+            tgt = batch["tgt"]
+            real = tgt.ne(self.spec.pad_id)
+            tok = (generated.eq(tgt) & real).sum()
+            seq = (generated.eq(tgt) | ~real).all(1)
+            if self.bleu and self.decode_text is not None:
+                self.hypotheses += [self.decode_text(row.tolist()) for row in generated]
+                self.references += [self.decode_text(row.tolist()) for row in tgt]
+        else:
+            if logits.dim() == 2:
+                hits = logits.argmax(-1).eq(targets)
+                tok, real, seq = hits.sum(), torch.ones_like(hits), hits
+            else:
+                hits = logits.argmax(-1).eq(targets) & mask
+                tok, real, seq = hits.sum(), mask, (hits | ~mask).all(1)
+        self.test_acc.update(tok / real.sum().clamp(min=1), weight=int(real.sum()))
+        self.test_seq.update(seq.float().mean(), weight=seq.numel())
+        if length in self.by_length:
+            m = self.by_length[length]
+            m["tok"].update(tok.float())
+            m["ntok"].update(real.sum().float())
+            m["seq"].update(seq.sum().float())
+            m["nseq"].update(float(seq.numel()))
+            m["nll"].update((per_example * mask.sum(1).clamp(min=1) if logits.dim() == 3 else per_example).sum())
+
+    def on_test_epoch_end(self) -> None:
+        loss = self.test_loss.compute()
+        self.log("test/loss", loss)
+        if self.task_kind == "classify":
+            self.log("test/acc", self.test_acc.compute())
+        else:
+            self.log("test/token_acc", self.test_acc.compute())
+            if self.task_kind == "seq2seq":
+                self.log("test/seq_acc", self.test_seq.compute())
+        if self.task_kind == "lm":
+            self.log("test/ppl", torch.exp(loss))
+            self.log("test/bpc", loss / math.log(2))
+        for metric in (self.test_loss, self.test_acc, self.test_seq):
+            metric.reset()
+
+    def length_metrics(self) -> dict[str, dict[str, float]]:
+        """Per evaluation length, from the last test run: {"<n>": {"token_acc", "seq_acc"} | {"acc"} | ...}."""
+        out: dict[str, dict[str, float]] = {}
+        for n, m in self.by_length.items():
+            ntok, nseq = float(m["ntok"].compute()), float(m["nseq"].compute())
+            if nseq == 0:
+                continue
+            if self.task_kind == "classify":
+                out[n] = {"acc": float(m["seq"].compute()) / nseq}
+            elif self.task_kind == "lm":
+                nll = float(m["nll"].compute()) / max(ntok, 1)
+                out[n] = {"loss": nll, "bpc": nll / math.log(2), "token_acc": float(m["tok"].compute()) / max(ntok, 1)}
+            else:
+                out[n] = {"token_acc": float(m["tok"].compute()) / max(ntok, 1),
+                          "seq_acc": float(m["seq"].compute()) / nseq}
+        return out
+
+    def bleu_scores(self) -> dict[str, float]:
+        if not self.hypotheses:
+            return {}
+        import sacrebleu
+
+        bleu = sacrebleu.corpus_bleu(self.hypotheses, [self.references])
+        chrf = sacrebleu.corpus_chrf(self.hypotheses, [self.references])
+        return {"test/bleu": float(bleu.score), "test/chrf": float(chrf.score)}
+
+    # -- generation -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def greedy(self, batch: dict[str, Tensor], use_cache: bool = True) -> Tensor:
+        """Greedy outputs aligned with ``batch["tgt"]``: (B, T)."""
+        tgt = batch["tgt"]
+        steps = tgt.shape[1]
+        if self.spec.arch == "seq2seq":
+            prompt = tgt.new_full((tgt.shape[0], 1), self.spec.bos_id)
+            return self.model.generate(prompt, steps, src=batch["src"], use_cache=use_cache)
+        # Decoder-only: prompts of different lengths are decoded in groups of equal length,
+        # so no example is shifted by left padding.
+        prompts = prompt_rows(batch["src"], self.spec.pad_id, self.sep_id)
+        out = tgt.new_full(tgt.shape, self.spec.pad_id)
+        lengths = torch.tensor([p.numel() for p in prompts])
+        for n in lengths.unique().tolist():
+            idx = (lengths == n).nonzero().flatten()
+            group = torch.stack([prompts[i] for i in idx.tolist()])
+            out[idx.to(out.device)] = self.model.generate(group, steps, use_cache=use_cache)
+        return out
+
+    # -- optimiser ------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        decay = [p for p in self.parameters() if p.requires_grad and p.dim() >= 2]
+        no_decay = [p for p in self.parameters() if p.requires_grad and p.dim() < 2]
+        spec = self.optim_spec
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=spec.lr, betas=tuple(spec.betas),
+        )
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, self.max_steps))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    @torch.no_grad()
+    def attention_maps(self, example: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Weights of every layer for one fixed example (eval mode)."""
+        was_training = self.training
+        self.eval()
+        example = {k: v.to(self.device) for k, v in example.items()}
+        try:
+            if self.task_kind == "classify":
+                return self.model.attention_maps(src=example["src"])
+            if self.task_kind == "lm":
+                return self.model.attention_maps(tgt_in=lm_io(example["tokens"])[0])
+            if self.spec.arch == "seq2seq":
+                tgt_in, _ = seq2seq_io(example["tgt"], self.spec.bos_id, self.spec.pad_id)
+                return self.model.attention_maps(src=example["src"], tgt_in=tgt_in)
+            inputs, _ = concat_io(example["src"], example["tgt"], self.spec.pad_id, self.sep_id)
+            return self.model.attention_maps(tgt_in=inputs)
+        finally:
+            self.train(was_training)
+
+
+def _model_spec(model: dict[str, Any]) -> ModelSpec:
+    from experiments.model import VariantSpec
+
+    fields = dict(model)
+    for key in ("attention", "position", "encoder_attention", "decoder_attention", "cross_attention"):
+        value = fields.get(key)
+        if isinstance(value, dict):
+            fields[key] = VariantSpec(value["name"], dict(value.get("params", {})))
+    return ModelSpec(**fields)

@@ -1,0 +1,111 @@
+"""result.json (schema 1): building, hashing and writing it atomically."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+STATUSES = ("completed", "diverged", "failed")
+# Keys that do not change what is computed: left out of the config hash.
+HASH_EXCLUDE_PREFIXES = ("logger.", "trainer.progress_bar", "trainer.log_every_n_steps", "resume", "name",
+                         "fail_at_step")
+PACKAGES = ("torch", "lightning", "hydra-core", "wandb", "pandas", "numpy", "torchmetrics", "tokenizers",
+            "sacrebleu", "attnlab")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts -> {"a.b.c": value}; lists stay values."""
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def config_hash(flat_config: dict[str, Any]) -> str:
+    kept = {k: v for k, v in flat_config.items() if not k.startswith(HASH_EXCLUDE_PREFIXES)}
+    blob = json.dumps(kept, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def git_sha() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def environment(device: str) -> dict[str, Any]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {
+        "torch": versions.get("torch"),
+        "device": device,
+        "git_sha": git_sha(),
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "packages": versions,
+    }
+
+
+def _finite(value: Any) -> Any:
+    """NaN/inf are not JSON: store them as null so every reader can parse the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write to a temp file in the same folder, fsync, rename: readers see the old file or the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_finite(payload), f, indent=2, sort_keys=False, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def command_line() -> str:
+    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])

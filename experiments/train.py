@@ -1,0 +1,166 @@
+"""``python -m experiments.train``: one run, one result.json.
+
+Compose the config, check it, seed, build the task and the model, fit, test,
+write ``result.json`` into the run's output directory. A run always leaves a
+result: ``completed``, ``diverged`` (NaN/inf loss) or ``failed`` (with the error).
+
+    python -m experiments.train task=reverse attention=local position=relative seed=1 trainer.max_steps=300
+    python -m experiments.train -m experiment=quick
+"""
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import sys
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import register_configs
+from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
+                                write_json_atomic)
+
+log = logging.getLogger("attnlab")
+RESULT = "result.json"
+BAD_OBJECTIVE = 1e9  # what a failed or diverged trial reports to a hyperparameter search
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Errors caused by the user's input: reported in one line, never with a traceback."""
+    from experiments.checks import ConfigError
+    from experiments.tasks.base import TaskConfigError
+    from variants.checks import VariantConfigError
+    from variants.registry import RegistryError
+
+    return ConfigError, TaskConfigError, VariantConfigError, RegistryError
+
+
+def is_rank_zero() -> bool:
+    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
+
+
+def run_identity(run_dir: Path, cfg_hash: str) -> str:
+    """Keep the run id of an interrupted run in the same folder, so W&B resumes the same run."""
+    previous = read_result(run_dir / RESULT) or {}
+    state = read_result(run_dir / "run_state.json") or {}
+    for source in (state, previous):
+        if source.get("config_hash") == cfg_hash and source.get("run_id"):
+            return source["run_id"]
+    run_id = uuid.uuid4().hex[:12]
+    if is_rank_zero():
+        write_json_atomic(run_dir / "run_state.json", {"run_id": run_id, "config_hash": cfg_hash})
+    return run_id
+
+
+def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
+    from experiments import build
+
+    container = OmegaConf.to_container(cfg, resolve=True)
+    flat = flatten(container)
+    cfg_hash = config_hash(flat)
+    done = read_result(run_dir / RESULT)
+    if cfg.resume and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
+        log.info("already completed with the same config (%s); skipping", run_dir / RESULT)
+        done["skipped"] = True
+        return done
+
+    run_id = run_identity(run_dir, cfg_hash)
+    result: dict[str, Any] = {
+        "schema": SCHEMA, "run_id": run_id, "sweep": cfg.name, "status": "failed", "error": None,
+        "task": cfg.task.name, "attention": cfg.attention.name, "position": cfg.position.name, "seed": cfg.seed,
+        "arch": cfg.model.arch, "overrides": overrides, "config": flat, "config_hash": cfg_hash,
+        "metrics": {}, "by_length": {}, "cost": {}, "env": {}, "started_at": now_iso(), "finished_at": None,
+        "command": command_line(), "train_lengths": None, "run_dir": str(run_dir),
+    }
+    trainer = wandb = None
+    try:
+        parts = build.assemble(cfg, run_dir, run_id=run_id, flat_config=flat)
+        trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
+        result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
+        result["cost"]["params"] = parts.params
+        ckpt = run_dir / "checkpoints" / "last.ckpt"
+        resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
+        if resume_from:
+            log.info("resuming from %s", resume_from)
+        start = time.perf_counter()
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
+        train_seconds = time.perf_counter() - start
+        if trainer.interrupted:
+            raise KeyboardInterrupt("training was interrupted")
+        val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, verbose=False))
+        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, verbose=False))
+        result["metrics"] = {**val, **test, **module.bleu_scores()}
+        result["by_length"] = module.length_metrics()
+        result["cost"].update(build.cost(trainer, module, train_seconds))
+        if cfg.eval.attention_maps and trainer.is_global_zero:
+            build.save_attention_maps(module, datamodule, run_dir, wandb if cfg.logger.log_attention_maps else None)
+        result["status"] = "completed"
+    except BaseException as err:  # noqa: BLE001 - every ending is recorded
+        result.update(build.describe_failure(err, trainer, run_dir))
+        if not isinstance(err, Exception):
+            _finish(result, trainer, wandb, run_dir)
+            raise
+    _finish(result, trainer, wandb, run_dir)
+    return result
+
+
+def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path) -> None:
+    from experiments import build
+
+    result["finished_at"] = now_iso()
+    result["env"] = environment(build.device_name(trainer))
+    if trainer is not None and "steps" not in result["cost"]:
+        result["cost"]["steps"] = int(trainer.global_step)
+    rank_zero = trainer.is_global_zero if trainer is not None else is_rank_zero()
+    if rank_zero:
+        write_json_atomic(run_dir / RESULT, result)
+        build.close_wandb(wandb, result)
+
+
+def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
+    """What a sweeper optimises; a failed or diverged run reports a bad value instead of raising."""
+    value = result.get("metrics", {}).get(metric)
+    if result.get("status") != "completed" or value is None:
+        return BAD_OBJECTIVE
+    return float(value)
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def hydra_entry(cfg: DictConfig) -> float:
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    overrides = list(hc.overrides.task)
+    multirun = hc.mode == RunMode.MULTIRUN
+    result = train(cfg, run_dir, overrides)
+    status = result["status"]
+    if status != "completed":
+        message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
+        print(f"attnlab: {message}", file=sys.stderr)
+        if not multirun:
+            # One line for the user; the traceback, if any, is in error.log beside the result.
+            sys.exit(2 if result.get("user_error") else 1)
+    else:
+        log.info("result: %s", run_dir / RESULT)
+    return objective(result, cfg.get("objective", "val/loss"))
+
+
+def main() -> None:
+    register_configs()
+    os.environ.setdefault("WANDB_SILENT", "true")
+    from experiments.sweep import exit_code_for_last_multirun
+
+    hydra_entry()
+    sys.exit(exit_code_for_last_multirun())
+
+
+if __name__ == "__main__":
+    main()
