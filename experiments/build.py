@@ -206,6 +206,6 @@ def close_wandb(wandb, result: dict[str, Any]) -> None:
             run.summary["status"] = result["status"]
         import wandb as wb
 
-        wb.finish(exit_code=0 if result["status"] == "completed" else 1, quiet=True)
+        wb.finish(exit_code=0 if result["status"] == "completed" else 1)
     except Exception as err:  # noqa: BLE001
         log.warning("W&B could not finish the run (%s); the result file is unaffected", err)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
 
@@ -20,6 +20,9 @@ def check_config(cfg: DictConfig) -> None:
     from experiments.tasks import TASKS
     from variants import ATTENTION, POSITION
 
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    _require(not missing, f"{', '.join(missing)}: required but not set; give it on the command line, "
+                          f"e.g. {missing[0] if missing else ''}=...")
     ATTENTION.get(cfg.attention.name)
     POSITION.get(cfg.position.name)
     TASKS.get(cfg.task.name)

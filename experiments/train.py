@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
 import sys
 import time
-import traceback
 import uuid
 from pathlib import Path
 from typing import Any
@@ -60,10 +58,19 @@ def run_identity(run_dir: Path, cfg_hash: str) -> str:
     return run_id
 
 
+def quiet_lightning_handlers() -> None:
+    """Lightning adds its own console handler; under Hydra the root handlers already print and
+    write ``train.log``, so keep one copy of each line."""
+    if logging.getLogger().handlers:
+        for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+            logging.getLogger(name).handlers.clear()
+
+
 def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
     from experiments import build
 
+    quiet_lightning_handlers()
     container = OmegaConf.to_container(cfg, resolve=True)
     flat = flatten(container)
     cfg_hash = config_hash(flat)

@@ -18,7 +18,7 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 TINY = [
     "model.d_model=16", "model.ffn_dim=32", "model.encoder_layers=1", "model.decoder_layers=1",
     "attention.num_heads=2", "trainer.max_steps=2", "trainer.val_check_interval=2",
-    "trainer.limit_val_batches=1", "trainer.limit_test_batches=2", "trainer.progress_bar=false",
+    "trainer.limit_val_batches=1", "trainer.progress_bar=false",
     "task.train_size=64", "task.val_size=16", "task.test_size=8", "task.batch_size=8",
     "eval.attention_maps=false", "logger=none",
 ]
@@ -46,3 +46,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is absent")
     return SHARED_DATA
+
+
+def pytest_configure(config) -> None:
+    # Under pytest-xdist each worker shares the machine's cores with the others:
+    # one intra-op thread each avoids oversubscription stalls.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)

@@ -1,0 +1,145 @@
+"""The training app end to end: result.json, every pair through Hydra, learning, the file-based tasks."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.train import train
+from tests.conftest import ROOT, TINY, compose
+from variants import ATTENTION, POSITION
+
+SCHEMA_KEYS = {"schema", "run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch",
+               "overrides", "config", "config_hash", "metrics", "by_length", "cost", "env", "started_at",
+               "finished_at"}
+
+
+def run(overrides: list[str], run_dir: Path) -> dict:
+    return train(compose(overrides), run_dir, overrides)
+
+
+def all_finite(tree) -> bool:
+    if isinstance(tree, dict):
+        return all(all_finite(v) for v in tree.values())
+    if isinstance(tree, float):
+        return math.isfinite(tree)
+    return True
+
+
+def test_cli_writes_a_valid_result(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    overrides = [*TINY, "trainer.max_steps=3", "logger=default", "eval.attention_maps=true"]
+    proc = subprocess.run([sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={out}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((out / "result.json").read_text())
+    assert SCHEMA_KEYS <= set(result)
+    assert result["schema"] == 1 and result["status"] == "completed" and result["error"] is None
+    assert {"val/loss", "test/token_acc", "test/seq_acc"} <= set(result["metrics"])
+    assert set(result["by_length"]) == {"8", "12", "16", "24"}
+    assert all_finite(result["metrics"]) and all_finite(result["by_length"]) and all_finite(result["cost"])
+    assert result["cost"]["steps"] == 3 and result["cost"]["params"] > 0
+    assert result["config"]["trainer.max_steps"] == 3
+    assert result["env"]["torch"] and result["env"]["git_sha"]
+    assert (out / "csv" / "metrics.csv").exists() and (out / "attention_maps.npz").exists()
+    assert list((out / "wandb").glob("offline-run-*"))
+    assert not list(out.glob(".result.json*")), "no temp file left behind"
+
+
+@pytest.mark.parametrize("position", POSITION.names())
+@pytest.mark.parametrize("attention", ATTENTION.names())
+@pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
+def test_every_pair_composes_and_runs(arch: str, attention: str, position: str, tmp_path: Path) -> None:
+    overrides = [*TINY, f"model.arch={arch}", f"attention={attention}", f"position={position}",
+                 "trainer.fast_dev_run=true", "trainer.max_steps=1"]
+    result = run(overrides, tmp_path)
+    assert result["status"] == "completed", result["error"]
+    assert math.isfinite(result["metrics"]["test/loss"])
+
+
+def test_reverse_is_learned(tmp_path: Path) -> None:
+    """Learning really happens: generated outputs at the training lengths are >= 95% right."""
+    overrides = ["task=reverse", "attention=multihead", "position=sinusoidal", "logger=none",
+                 "attention.num_heads=4", "model.dropout=0.0", "model.ffn_dim=128", "optim.lr=3e-3",
+                 "optim.warmup_steps=50", "task.train_lengths=[2,8]", "task.eval_lengths=[4,8]",
+                 "task.test_size=64", "task.val_size=128", "trainer.max_steps=500", "trainer.val_check_interval=500",
+                 "trainer.progress_bar=false", "eval.attention_maps=false", "trainer.checkpoint_every_n_steps=1000"]
+    result = run(overrides, tmp_path)
+    assert result["status"] == "completed", result["error"]
+    for length in ("4", "8"):
+        assert result["by_length"][length]["token_acc"] >= 0.95, result["by_length"]
+
+
+def write_text(path: Path, n_lines: int = 400) -> None:
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home"]
+    lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 5)) for i in range(n_lines)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_charlm_runs_end_to_end(tmp_path: Path) -> None:
+    text = tmp_path / "corpus.txt"
+    write_text(text)
+    overrides = ["task=charlm", f"task.path={text}", "task.context=16", "task.eval_contexts=[16,32]",
+                 "task.train_batches_per_epoch=4", "task.val_windows=8", "task.batch_size=4", "model.arch=decoder",
+                 "model.d_model=16", "model.ffn_dim=32", "model.decoder_layers=1", "attention.num_heads=2",
+                 "trainer.max_steps=4", "trainer.val_check_interval=4", "trainer.progress_bar=false", "logger=none"]
+    result = run(overrides, tmp_path / "run")
+    assert result["status"] == "completed", result["error"]
+    m = result["metrics"]
+    assert math.isclose(m["test/ppl"], math.exp(m["test/loss"]), rel_tol=1e-4)
+    assert math.isclose(m["test/bpc"], m["test/loss"] / math.log(2), rel_tol=1e-4)
+    assert set(result["by_length"]) == {"16", "32"}
+
+
+def write_parallel(folder: Path, n: int = 300) -> dict[str, Path]:
+    words_en = ["a", "man", "woman", "dog", "runs", "sits", "on", "the", "street", "grass", "red", "big"]
+    words_de = ["ein", "mann", "frau", "hund", "läuft", "sitzt", "auf", "der", "straße", "wiese", "rot", "groß"]
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for split, size in (("train", n), ("val", 20)):
+        idx = [[(i * 5 + j * 7 + (split == "val")) % len(words_en) for j in range(3 + i % 4)] for i in range(size)]
+        en = "\n".join(" ".join(words_en[k] for k in row) for row in idx) + "\n"
+        de = "\n".join(" ".join(words_de[k] for k in row) for row in idx) + "\n"
+        files[f"{split}_src"] = folder / f"{split}.de.gz"
+        with gzip.open(files[f"{split}_src"], "wt", encoding="utf-8") as f:
+            f.write(de)
+        files[f"{split}_tgt"] = folder / f"{split}.en"
+        files[f"{split}_tgt"].write_text(en)
+    return files
+
+
+def test_translation_runs_end_to_end_and_reports_bleu(tmp_path: Path) -> None:
+    files = write_parallel(tmp_path / "data")
+    overrides = ["task=translation", *(f"task.{k}={v}" for k, v in files.items()), "task.vocab_size=64",
+                 "task.batch_size=8", "model.d_model=16", "model.ffn_dim=32", "model.encoder_layers=1",
+                 "model.decoder_layers=1", "attention.num_heads=2", "trainer.max_steps=4",
+                 "trainer.val_check_interval=4", "trainer.progress_bar=false", "logger=none"]
+    result = run(overrides, tmp_path / "run")
+    assert result["status"] == "completed", result["error"]
+    assert 0.0 <= result["metrics"]["test/bleu"] <= 100.0
+    assert 0.0 <= result["metrics"]["test/chrf"] <= 100.0
+
+
+@pytest.mark.data
+def test_shared_corpora_train_briefly(shared_data: Path, tmp_path: Path) -> None:
+    m30k, shakespeare = shared_data / "multi30k", shared_data / "tinyshakespeare" / "input.txt"
+    common = ["model.d_model=32", "model.ffn_dim=64", "attention.num_heads=2", "trainer.max_steps=5",
+              "trainer.val_check_interval=5", "trainer.limit_val_batches=2", "trainer.limit_test_batches=2",
+              "trainer.progress_bar=false", "logger=none", "eval.attention_maps=false"]
+    translation = run(["task=translation", f"task.train_src={m30k / 'train.de.gz'}",
+                       f"task.train_tgt={m30k / 'train.en.gz'}", f"task.val_src={m30k / 'val.de.gz'}",
+                       f"task.val_tgt={m30k / 'val.en.gz'}", "task.train_limit=2000", "task.vocab_size=500",
+                       f"task.cache_dir={tmp_path / 'cache'}", *common], tmp_path / "mt")
+    assert translation["status"] == "completed", translation["error"]
+    assert "test/bleu" in translation["metrics"]
+    charlm = run(["task=charlm", f"task.path={shakespeare}", "model.arch=decoder", "task.eval_contexts=[64]",
+                  "task.train_batches_per_epoch=5", "task.val_windows=16", *common], tmp_path / "lm")
+    assert charlm["status"] == "completed", charlm["error"]
+    assert charlm["metrics"]["test/bpc"] < 8.0
