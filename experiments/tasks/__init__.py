@@ -1,0 +1,14 @@
+"""Task datamodules, chosen by registry name; importing this package registers every built-in task.
+
+    from experiments.tasks import TASKS
+    data = TASKS.build("reverse", seed=0, batch_size=32, train_lengths=[2, 12], eval_lengths=[16, 24])
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))  # {"src": (B, S), "tgt": (B, T), "length": (B,)}
+
+See ``base`` for the interface and batch formats every task shares.
+"""
+from experiments.tasks.registry import TASKS
+from experiments.tasks import addition, charlm, listops, parity, recall, sequences, translation  # noqa: E402,F401
+from experiments.tasks.base import TaskConfigError, TaskDataModule
+
+__all__ = ["TASKS", "TaskConfigError", "TaskDataModule"]

@@ -1,0 +1,235 @@
+"""The interface every task datamodule offers, and the up-front checks of task parameters.
+
+A task owns its data: it generates it from ``seed`` or reads files the user
+names, and it exposes the vocabulary facts the model is built from. All tasks
+share four special ids, so a model never needs to ask which task it is on:
+``pad = 0``, ``bos = 1``, ``eos = 2``, ``sep = 3``; real symbols start at 4.
+
+Batches are dicts of LongTensors, right-padded with ``pad_id``:
+
+- ``seq2seq``:  ``src (B, S)``, ``tgt (B, T)`` (targets then EOS, no BOS), ``length (B,)``
+- ``lm``:       ``tokens (B, C + 1)`` (predict ``tokens[:, 1:]`` from ``tokens[:, :-1]``), ``length (B,)``
+- ``classify``: ``src (B, S)``, ``label (B,)``, ``length (B,)``
+
+``length`` is the tag evaluation is grouped by (problem size, context, bucket).
+The test loader never mixes two tags in one batch.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from os import PathLike
+from pathlib import Path
+from typing import Any, Iterable
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from experiments.tasks.batching import Example, ExampleDataset, batches_by_length, pad_collate
+
+KINDS = ("seq2seq", "lm", "classify")
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>")
+PAD_ID, BOS_ID, EOS_ID, SEP_ID = 0, 1, 2, 3
+FIRST_SYMBOL_ID = len(SPECIALS)
+
+# Each split draws from its own stream, so growing one split never changes another.
+SPLIT_STREAMS = {"train": 0, "val": 1, "test": 2}
+
+
+class TaskConfigError(ValueError):
+    """A task parameter or data file the task cannot work with (a user error, raised before training)."""
+
+
+# -- parameter checks: each returns the normalised value or raises a one-line TaskConfigError -------
+def _show(value: Any) -> str:
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return repr([v for v in value])  # a Hydra ListConfig prints like a list
+    if isinstance(value, PathLike):
+        return repr(str(value))
+    return repr(value)
+
+
+def refuse(key: str, value: Any, allowed: str) -> TaskConfigError:
+    """The project's one-line error: the key, the value given and what is allowed."""
+    return TaskConfigError(f"task.{key}={_show(value)} is not allowed; {allowed}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer(key: str, value: Any, minimum: int = 1) -> int:
+    if not _is_int(value) or value < minimum:
+        raise refuse(key, value, f"it must be an integer >= {minimum}")
+    return int(value)
+
+
+def optional_integer(key: str, value: Any, minimum: int = 1) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value) or value < minimum:
+        raise refuse(key, value, f"it must be null or an integer >= {minimum}")
+    return int(value)
+
+
+def fraction(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+        raise refuse(key, value, "it must be a number strictly between 0 and 1")
+    return float(value)
+
+
+def one_of(key: str, value: Any, allowed: Iterable[Any]) -> Any:
+    allowed = list(allowed)
+    if value not in allowed:
+        raise refuse(key, value, f"choose one of {allowed}")
+    return value
+
+
+def length_range(key: str, value: Any) -> tuple[int, int]:
+    """``[min, max]`` with ``1 <= min <= max``."""
+    ok = (
+        isinstance(value, Sequence)
+        and not isinstance(value, (str, bytes))
+        and len(value) == 2
+        and all(_is_int(v) for v in value)
+        and 1 <= value[0] <= value[1]
+    )
+    if not ok:
+        raise refuse(key, value, "it must be [min, max] with 1 <= min <= max")
+    return int(value[0]), int(value[1])
+
+
+def length_list(key: str, value: Any) -> list[int]:
+    """A non-empty list of lengths >= 1, returned sorted without repeats."""
+    ok = (
+        isinstance(value, Sequence)
+        and not isinstance(value, (str, bytes))
+        and len(value) > 0
+        and all(_is_int(v) and v >= 1 for v in value)
+    )
+    if not ok:
+        raise refuse(key, value, "it must be a non-empty list of integers >= 1")
+    return sorted({int(v) for v in value})
+
+
+def path_value(key: str, value: Any) -> Path:
+    if not isinstance(value, (str, PathLike)) or not str(value):
+        raise refuse(key, value, "it must be a file path")
+    return Path(value).expanduser()
+
+
+# -- the datamodule interface ------------------------------------------------------------------------
+class TaskDataModule(L.LightningDataModule):
+    """Common loaders and facts; a task fills in ``build_split`` and the vocabulary.
+
+    Subclasses set ``kind``, ``vocab_size``, ``train_lengths`` and ``eval_lengths``
+    (and ``num_classes`` for ``classify``) during ``__init__``, after validating
+    every parameter, so a bad config fails before the model is built.
+    """
+
+    kind: str = ""
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    sep_id: int = SEP_ID
+    num_classes: int | None = None
+    # Symbols of synthetic tasks are words; text tasks join characters or subwords without a gap.
+    decode_separator: str = " "
+
+    vocab_size: int
+    train_lengths: tuple[int, int]
+    eval_lengths: list[int]
+
+    def __init__(self, *, seed: int, batch_size: int, num_workers: int = 0) -> None:
+        super().__init__()
+        if self.kind not in KINDS:
+            raise TypeError(f"{type(self).__name__}.kind={self.kind!r}; choose one of {list(KINDS)}")
+        self.seed = integer("seed", seed, minimum=0)
+        self.batch_size = integer("batch_size", batch_size)
+        self.num_workers = integer("num_workers", num_workers, minimum=0)
+        self._splits: dict[str, list[Example]] = {}
+
+    # -- what a task provides ------------------------------------------------------------------
+    def build_split(self, split: str) -> list[Example]:
+        """The examples of ``split`` (``train``, ``val`` or ``test``), deterministic from the seed."""
+        raise NotImplementedError
+
+    def max_source_length(self) -> int:
+        """The longest ``src`` any split can hold (``lm``: the longest context), known before training."""
+        raise NotImplementedError
+
+    def max_target_length(self) -> int:
+        """The longest ``tgt`` including EOS (``lm``: the longest context; ``classify``: 0, no target sequence)."""
+        raise NotImplementedError
+
+    def symbol(self, token_id: int) -> str:
+        """The text of one non-special id."""
+        raise NotImplementedError
+
+    def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
+        """Ids to text: stop at the first EOS, skip the specials."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        words = []
+        for i in ids:
+            if i == self.eos_id:
+                break
+            if i >= FIRST_SYMBOL_ID:
+                words.append(self.symbol(int(i)))
+        return self.decode_separator.join(words)
+
+    # -- data ----------------------------------------------------------------------------------
+    def split(self, name: str) -> list[Example]:
+        """Built once on first use, then kept; ``setup`` only decides which are needed when."""
+        if name not in SPLIT_STREAMS:
+            raise ValueError(f"split={name!r} is unknown; choose one of {list(SPLIT_STREAMS)}")
+        if name not in self._splits:
+            self._splits[name] = self.build_split(name)
+        return self._splits[name]
+
+    def setup(self, stage: str | None = None) -> None:
+        needed = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("test",)}
+        for name in needed.get(stage or "", tuple(SPLIT_STREAMS)):
+            self.split(name)
+
+    def collate(self, examples: list[Example]) -> dict[str, torch.Tensor]:
+        return pad_collate(examples, pad_id=self.pad_id)
+
+    def _loader(self, dataset: Any, **kwargs: Any) -> DataLoader:
+        kwargs.setdefault("collate_fn", partial(pad_collate, pad_id=self.pad_id))
+        return DataLoader(dataset, num_workers=self.num_workers, persistent_workers=self.num_workers > 0, **kwargs)
+
+    def train_generator(self) -> torch.Generator:
+        """A generator owned by the train loader: epochs differ, two runs with one seed do not."""
+        return torch.Generator().manual_seed(self.seed)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(
+            ExampleDataset(self.split("train")),
+            batch_size=self.batch_size,
+            shuffle=True,
+            generator=self.train_generator(),
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(ExampleDataset(self.split("val")), batch_size=self.batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        batches = batches_by_length(self.split("test"), self.batch_size, self.pad_id)
+        return self._loader(ExampleDataset(batches), batch_size=None, collate_fn=None)
+
+    def example(self) -> dict[str, torch.Tensor]:
+        """One fixed batch of size 1 for attention maps: the longest validation example within training lengths."""
+        examples = self.split("val")
+        low, high = self.train_lengths
+        inside = [e for e in examples if low <= int(e["length"]) <= high] or examples
+        longest = max(int(e["length"]) for e in inside)
+        chosen = next(e for e in inside if int(e["length"]) == longest)
+        return self.collate([chosen])
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(kind={self.kind!r}, vocab_size={getattr(self, 'vocab_size', None)}, "
+            f"train_lengths={getattr(self, 'train_lengths', None)}, eval_lengths={getattr(self, 'eval_lengths', None)})"
+        )
