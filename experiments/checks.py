@@ -16,6 +16,10 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def _choice(key: str, value, allowed: tuple[str, ...]) -> None:
+    _require(value in allowed, f"{key}={value} is not allowed; choose one of {list(allowed)}")
+
+
 def check_config(cfg: DictConfig) -> None:
     from experiments.tasks import TASKS
     from variants import ATTENTION, POSITION
@@ -31,6 +35,11 @@ def check_config(cfg: DictConfig) -> None:
         if node is not None:
             ATTENTION.get(node if isinstance(node, str) else node.name)
     t, o, m = cfg.trainer, cfg.optim, cfg.model
+    _choice("model.arch", m.arch, ("seq2seq", "decoder", "encoder"))
+    _choice("model.norm", m.norm, ("post", "pre"))
+    _choice("model.pooling", m.pooling, ("mean", "cls"))
+    _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
+    _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers"))
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
     _require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")

@@ -1,0 +1,177 @@
+"""Statistics over seeds: mean and t-interval, main effects, Welch tests against a baseline, Holm correction.
+
+Everything here takes plain frames (one row per run, a metric column) and uses
+completed runs only: a diverged or failed run has no trustworthy metric, and the
+report lists those runs separately so that nothing is dropped silently.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+CONFIDENCE = 0.95
+ALPHA = 0.05
+FACTORS = ("attention", "position")
+# Metric direction by name token: "test/token_acc" -> {"test", "token", "acc"}.
+HIGHER_IS_BETTER = {"acc", "accuracy", "bleu", "chrf", "f1", "exact", "em", "auc", "precision", "recall"}
+LOWER_IS_BETTER = {"loss", "ppl", "perplexity", "bpc", "nll", "error", "err", "wer", "cer", "mse", "mae"}
+
+
+def direction(metric: str) -> str | None:
+    """``"higher"`` or ``"lower"`` is better for this metric; None when the name does not say."""
+    tokens = set(re.split(r"[/_.\-\s]+", metric.lower()))
+    if tokens & LOWER_IS_BETTER:
+        return "lower"
+    if tokens & HIGHER_IS_BETTER:
+        return "higher"
+    return None
+
+
+def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float, float, int]:
+    """(mean, half-width of the t-interval, n) over the finite values; the half-width is NaN for n < 2."""
+    x = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = float(x.mean())
+    if n < 2:
+        return mean, math.nan, 1
+    sem = float(x.std(ddof=1)) / math.sqrt(n)
+    half = float(stats.t.ppf(0.5 + confidence / 2, df=n - 1)) * sem
+    return mean, half, n
+
+
+def completed(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Completed runs with a finite value for ``metric``."""
+    if metric not in runs.columns:
+        return runs.iloc[0:0]
+    ok = (runs["status"] == "completed") & np.isfinite(runs[metric].astype(float))
+    return runs[ok]
+
+
+def cell_summary(runs: pd.DataFrame, metric: str, by: Sequence[str] = ("task", *FACTORS),
+                 confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Per cell: n, mean, std, ci_half, ci_low, ci_high of ``metric`` over seeds of completed runs."""
+    rows = []
+    for key, group in completed(runs, metric).groupby(list(by), sort=True):
+        mean, half, n = mean_ci(group[metric], confidence)
+        std = float(group[metric].std(ddof=1)) if n > 1 else math.nan
+        rows.append({**dict(zip(by, key)), "metric": metric, "n": n, "mean": mean, "std": std,
+                     "ci_half": half, "ci_low": mean - half, "ci_high": mean + half})
+    return pd.DataFrame(rows, columns=[*by, "metric", "n", "mean", "std", "ci_half", "ci_low", "ci_high"])
+
+
+def main_effects(runs: pd.DataFrame, metric: str, attentions: Sequence[str] | None = None,
+                 positions: Sequence[str] | None = None) -> tuple[pd.Series, pd.Series, pd.DataFrame, float]:
+    """Marginal means of attention and position, the interaction table and the grand mean, for one task.
+
+    Each cell counts once (the mean of its seeds), so a cell with more seeds does
+    not pull the marginals. Interaction = cell − row mean − column mean + grand
+    mean; with every cell present its rows and columns sum to zero. With cells
+    missing the marginals are over the cells present (the report says so).
+    ``attentions`` / ``positions`` give the full grid, so levels without a
+    completed run stay visible as NaN instead of vanishing.
+    """
+    cells = completed(runs, metric).groupby(list(FACTORS))[metric].mean().unstack("position")
+    if attentions is not None:
+        cells = cells.reindex(index=list(attentions))
+    if positions is not None:
+        cells = cells.reindex(columns=list(positions))
+    cells = cells.astype(float)
+    row_means = cells.mean(axis=1)
+    col_means = cells.mean(axis=0)
+    values = cells.to_numpy()
+    grand = float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else math.nan
+    interaction = cells.sub(row_means, axis=0).sub(col_means, axis=1) + grand
+    return row_means.rename("attention"), col_means.rename("position"), interaction, grand
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error); NaN stays NaN and is not counted."""
+    p = np.asarray(pvalues, dtype=float)
+    adjusted = np.full_like(p, np.nan)
+    valid = np.flatnonzero(np.isfinite(p))
+    m = len(valid)
+    order = valid[np.argsort(p[valid], kind="stable")]
+    running = 0.0
+    for rank, index in enumerate(order):
+        # The k-th smallest p is multiplied by (m - k); the running max keeps the adjusted values monotone.
+        running = max(running, min(1.0, (m - rank) * p[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def cohens_d(a: Sequence[float], b: Sequence[float]) -> float:
+    """(mean a − mean b) / pooled SD; ±inf when both samples are constant but differ, NaN when equal."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return math.nan
+    pooled = math.sqrt(((na - 1) * a.var(ddof=1) + (nb - 1) * b.var(ddof=1)) / (na + nb - 2))
+    diff = float(a.mean() - b.mean())
+    if pooled == 0.0:
+        return math.nan if diff == 0.0 else math.copysign(math.inf, diff)
+    return diff / pooled
+
+
+def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> dict[str, float]:
+    """Welch's t-test of a vs b: t, p, and the CI of mean(a) − mean(b) on Welch's degrees of freedom."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff = float(a.mean() - b.mean()) if len(a) and len(b) else math.nan
+    if len(a) < 2 or len(b) < 2:
+        return {"diff": diff, "diff_low": math.nan, "diff_high": math.nan, "t": math.nan, "p": math.nan}
+    result = stats.ttest_ind(a, b, equal_var=False)
+    low, high = result.confidence_interval(confidence)
+    return {"diff": diff, "diff_low": float(low), "diff_high": float(high),
+            "t": float(result.statistic), "p": float(result.pvalue)}
+
+
+COMPARISON_COLUMNS = ["task", "metric", "attention", "position", "n", "baseline_n", "mean", "baseline_mean",
+                      "diff", "diff_low", "diff_high", "t", "p", "p_holm", "d", "verdict"]
+
+
+def _verdict(diff: float, p_holm: float, better: str | None, alpha: float) -> str:
+    if not np.isfinite(p_holm):
+        return "untested"
+    if p_holm >= alpha:
+        return "n.s."
+    if better is None:
+        return "differs"
+    improved = diff > 0 if better == "higher" else diff < 0
+    return "better" if improved else "worse"
+
+
+def compare_to_baseline(runs: pd.DataFrame, metric: str, baseline: tuple[str, str],
+                        alpha: float = ALPHA, confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Every cell of each task against the baseline (attention, position) cell of that task.
+
+    Welch's t-test over seeds; Holm's correction over the comparisons of one task
+    and metric (one family). A side with fewer than two seeds gets no test (p NaN,
+    verdict "untested").
+    """
+    better = direction(metric)
+    rows = []
+    for task, task_runs in completed(runs, metric).groupby("task", sort=True):
+        cells = {key: g[metric].to_numpy(float) for key, g in task_runs.groupby(list(FACTORS), sort=True)}
+        if baseline not in cells:
+            continue
+        base = cells[baseline]
+        family = []
+        for (attention, position), values in cells.items():
+            if (attention, position) == baseline:
+                continue
+            test = welch(values, base, confidence)
+            family.append({"task": task, "metric": metric, "attention": attention, "position": position,
+                           "n": len(values), "baseline_n": len(base), "mean": float(values.mean()),
+                           "baseline_mean": float(base.mean()), **test, "d": cohens_d(values, base)})
+        adjusted = holm([r["p"] for r in family])
+        for row, p_adj in zip(family, adjusted):
+            row["p_holm"] = float(p_adj)
+            row["verdict"] = _verdict(row["diff"], row["p_holm"], better, alpha)
+        rows.extend(family)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

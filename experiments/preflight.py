@@ -1,0 +1,160 @@
+"""Check a command line before Hydra runs anything, and say what is wrong in one line.
+
+Hydra's own composition errors span several lines and, in a multirun, surface
+only when the bad cell's turn comes. Here every group choice is checked against
+``conf/<group>/*.yaml`` and every variant name against its registry, for every
+value of every sweep, before the first cell starts. A single run is composed
+in full and its values checked too; in a sweep, value errors stay per cell (the
+other cells still run and the bad one is recorded as failed).
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Iterable
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+GROUPS = ("task", "attention", "position", "model", "trainer", "logger", "experiment", "hparams_search")
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+class PreflightError(ValueError):
+    """A command line that cannot run; the message is one line."""
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def unknown_choice(key: str, value: str, choices: Iterable[str]) -> PreflightError:
+    choices = sorted(choices)
+    near = difflib.get_close_matches(value, choices, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return PreflightError(f"{key}={value} is unknown; choose one of {choices}{hint}")
+
+
+def _values(override) -> list[str]:
+    """The values an override takes: one for a plain override, each choice for a choice sweep."""
+    if override.is_sweep_override():
+        try:
+            return [str(v) for v in override.sweep_string_iterator()]
+        except Exception:  # noqa: BLE001 - range/interval sweeps (Optuna) are not choices
+            return []
+    value = override.value()
+    return [] if value is None else [str(value)]
+
+
+def check_names(key: str, values: list[str]) -> None:
+    """Group choices must exist as yaml files; variant names inside groups must be registered."""
+    from experiments.tasks import TASKS
+    from variants import ATTENTION, POSITION
+
+    group = key.lstrip("+~").split("@")[0]
+    if group in GROUPS:
+        options = group_options(group)
+        for value in values:
+            if value not in ("null", "None") and value not in options:
+                raise unknown_choice(group, value, options)
+    registries = {"attention.name": ATTENTION, "position.name": POSITION, "task.name": TASKS,
+                  "model.encoder_attention": ATTENTION, "model.decoder_attention": ATTENTION,
+                  "model.cross_attention": ATTENTION}
+    if group in registries:
+        for value in values:
+            if value not in ("null", "None"):
+                registries[group].get(value)
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err)
+    if err.__cause__ is not None and str(err.__cause__) not in text:
+        text = f"{text}: {err.__cause__}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), None)
+    kept = [ln for ln in lines if not ln.startswith(("full_key:", "object_type", "reference_type", "Set the environment"))]
+    message = "; ".join(kept) or type(err).__name__
+    return f"{message} (key: {full_key})" if full_key and full_key not in message else message
+
+
+def preflight(argv: list[str]) -> None:
+    """Raise PreflightError (one line) when the command line cannot work."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    multirun = any(a in MULTIRUN_FLAGS for a in argv)
+    args = [a for a in argv if a not in MULTIRUN_FLAGS]
+    if any(a.startswith("-") for a in args):
+        return  # --cfg, --help, -cp ...: Hydra's own business
+    parser = OverridesParser.create()
+    try:
+        overrides = parser.parse_overrides(args)
+    except Exception as err:  # noqa: BLE001
+        raise PreflightError(_one_line(err)) from None
+    for override in overrides:
+        check_names(override.key_or_group, _values(override))
+
+    from omegaconf import OmegaConf
+
+    from experiments.checks import check_config
+    from experiments.config import register_configs
+
+    register_configs()
+    # One configuration per sweep value (the others at their first value): linear in the grid.
+    sweeps = [(i, _values(o)) for i, o in enumerate(overrides) if o.is_sweep_override() and _values(o)]
+    base = [_first(o) for o in overrides]
+    variants = [base] + [base[:i] + [f"{overrides[i].input_line.split('=', 1)[0]}={v}"] + base[i + 1:]
+                         for i, values in sweeps for v in values[1:]]
+    for cell in variants:
+        full = _compose([c for c in cell if c is not None])
+        for key, values in _sweeper_params(full):
+            check_names(key, values)
+        cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+        if not multirun:
+            check_config(cfg)
+            _build_variants(cfg)
+
+
+def _first(override) -> str | None:
+    if not override.is_sweep_override():
+        return override.input_line
+    values = _values(override)
+    if not values:
+        return None  # an Optuna range: left to the sweeper
+    return f"{override.input_line.split('=', 1)[0]}={values[0]}"
+
+
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    except Exception as err:  # noqa: BLE001 - every composition error becomes one line
+        raise PreflightError(_one_line(err)) from None
+
+
+def _sweeper_params(cfg) -> list[tuple[str, list[str]]]:
+    """Sweep lists an experiment preset declares under hydra.sweeper.params."""
+    params = cfg.hydra.sweeper.get("params") or {}
+    out = []
+    for key, spec in params.items():
+        spec = str(spec)
+        if "(" in spec:
+            continue  # choice(...)/interval(...)/range(...) for Optuna
+        out.append((key, [v.strip() for v in spec.split(",")]))
+    return out
+
+
+def _build_variants(cfg) -> None:
+    """Construct the attention and position modules once: their parameter checks run here."""
+    from omegaconf import OmegaConf
+
+    from experiments.build import variant
+    from variants import ATTENTION, POSITION
+
+    attention = variant(OmegaConf.to_container(cfg.attention, resolve=True))
+    position = variant(OmegaConf.to_container(cfg.position, resolve=True))
+    d_model = cfg.model.d_model
+    layer = ATTENTION.build(attention["name"], d_model=d_model, backend=cfg.backend, **attention["params"])
+    POSITION.build(position["name"], d_model=d_model, num_heads=layer.num_heads, **position["params"])
+
+
+__all__ = ["PreflightError", "preflight"]
