@@ -129,7 +129,7 @@ class Seq2SeqModule(L.LightningModule):
         if log_probs:
             loss = loss + self._reinforce(per_example.detach(), log_probs)
         if not torch.isfinite(loss):
-            raise DivergedError(self.global_step, float(loss))
+            raise DivergedError(self.global_step, float(loss.detach()))
         self.tokens_seen += int(targets.ne(IGNORE).sum()) + (int(src.ne(self.spec.pad_id).sum()) if src is not None else 0)
         self.log("train/loss", loss, prog_bar=True)
         return loss
@@ -267,6 +267,21 @@ class Seq2SeqModule(L.LightningModule):
         )
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, self.max_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # -- exact resumption ------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # Dropout, Gumbel noise and REINFORCE samples draw from torch's generator: a resumed
+        # run must continue its stream, not restart it, to match an uninterrupted run.
+        checkpoint["attnlab"] = {"torch_rng": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            checkpoint["attnlab"]["cuda_rng"] = torch.cuda.get_rng_state_all()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("attnlab", {})
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
 
     @torch.no_grad()
     def attention_maps(self, example: dict[str, Tensor]) -> dict[str, Tensor]:

@@ -27,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from experiments.tasks.batching import Example, ExampleDataset, batches_by_length, pad_collate
+from experiments.tasks.sampling import ResumableLoader, ResumableOrder, shuffled, trainer_position
 
 KINDS = ("seq2seq", "lm", "classify")
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>")
@@ -196,21 +197,22 @@ class TaskDataModule(L.LightningDataModule):
     def collate(self, examples: list[Example]) -> dict[str, torch.Tensor]:
         return pad_collate(examples, pad_id=self.pad_id)
 
-    def _loader(self, dataset: Any, **kwargs: Any) -> DataLoader:
+    def _loader(self, dataset: Any, loader: type[DataLoader] = DataLoader, **kwargs: Any) -> DataLoader:
         kwargs.setdefault("collate_fn", partial(pad_collate, pad_id=self.pad_id))
-        return DataLoader(dataset, num_workers=self.num_workers, persistent_workers=self.num_workers > 0, **kwargs)
-
-    def train_generator(self) -> torch.Generator:
-        """A generator owned by the train loader: epochs differ, two runs with one seed do not."""
-        return torch.Generator().manual_seed(self.seed)
+        # A loader's own generator: creating its iterator then draws nothing from torch's
+        # global stream, which dropout uses, so a resumed run's dropout masks line up.
+        kwargs.setdefault("generator", torch.Generator().manual_seed(self.seed))
+        return loader(dataset, num_workers=self.num_workers, persistent_workers=self.num_workers > 0, **kwargs)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(
-            ExampleDataset(self.split("train")),
-            batch_size=self.batch_size,
-            shuffle=True,
-            generator=self.train_generator(),
-        )
+        examples = self.split("train")
+        return self._loader(ExampleDataset(examples), ResumableLoader, batch_size=self.batch_size,
+                            sampler=self.train_order(shuffled(len(examples)), len(examples)))
+
+    def train_order(self, draw, length: int) -> ResumableOrder:
+        """The training sampler: seeded per epoch, and resumable mid-epoch (see ``sampling``)."""
+        batches = -(-length // self.batch_size)
+        return ResumableOrder(draw, length, self.seed, self.batch_size, trainer_position(self, batches))
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(ExampleDataset(self.split("val")), batch_size=self.batch_size, shuffle=False)

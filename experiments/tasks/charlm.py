@@ -12,11 +12,10 @@ which measures how a model trained at one context does at longer ones.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from experiments.tasks.base import (
     FIRST_SYMBOL_ID,
@@ -28,6 +27,7 @@ from experiments.tasks.base import (
 )
 from experiments.tasks.batching import Example
 from experiments.tasks.registry import TASKS
+from experiments.tasks.sampling import ResumableLoader, uniform_starts
 from experiments.tasks.textfiles import file_error, read_text
 
 
@@ -42,19 +42,6 @@ class Windows(Dataset):
 
     def __getitem__(self, start: int) -> Example:
         return {"tokens": self.ids[start : start + self.width], "length": self.width - 1}
-
-
-class RandomStarts(Sampler[int]):
-    """``count`` uniform window starts per epoch; the generator carries over, so epochs differ."""
-
-    def __init__(self, num_starts: int, count: int, generator: torch.Generator) -> None:
-        self.num_starts, self.count, self.generator = num_starts, count, generator
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(torch.randint(self.num_starts, (self.count,), generator=self.generator).tolist())
-
-    def __len__(self) -> int:
-        return self.count
 
 
 @TASKS.register("charlm")
@@ -139,5 +126,6 @@ class CharLM(TaskDataModule):
 
     def train_dataloader(self) -> DataLoader:
         windows = Windows(self.train_ids, self.context + 1)
-        starts = RandomStarts(len(windows), self.train_batches_per_epoch * self.batch_size, self.train_generator())
-        return self._loader(windows, batch_size=self.batch_size, sampler=starts)
+        count = self.train_batches_per_epoch * self.batch_size
+        starts = self.train_order(uniform_starts(len(windows), count), count)
+        return self._loader(windows, ResumableLoader, batch_size=self.batch_size, sampler=starts)

@@ -1,0 +1,262 @@
+"""Reliability: bad input caught up front, nothing lost on a crash, divergence recorded, reproducible runs."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.preflight import PreflightError, preflight
+from experiments.train import train
+from tests.conftest import ROOT, TINY, compose
+
+
+def write_file(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# (id, overrides, substrings the one-line message must contain); files are made under tmp_path.
+BAD_INPUTS = [
+    ("unknown attention", ["attention=sofft"], ["attention=sofft", "multihead", "soft"]),
+    ("unknown position", ["position=rotary"], ["position=rotary", "rope"]),
+    ("unknown task", ["task=revers"], ["task=revers", "reverse"]),
+    ("unknown model preset", ["model=huge"], ["model=huge", "small"]),
+    ("unknown trainer preset", ["trainer=tpu"], ["trainer=tpu", "cpu"]),
+    ("unknown variant in a grid", ["-m", "attention=soft,sofft"], ["attention=sofft"]),
+    ("negative learning rate", ["optim.lr=-0.001"], ["optim.lr=-0.001", "> 0"]),
+    ("learning rate not a number", ["optim.lr=fast"], ["optim.lr=fast", "Float"]),
+    ("zero steps", ["trainer.max_steps=0"], ["trainer.max_steps=0", "positive"]),
+    ("dropout >= 1", ["model.dropout=1.0"], ["model.dropout=1.0", "[0, 1)"]),
+    ("window 0", ["attention=local", "attention.window=0"], ["window=0", "positive"]),
+    ("heads not dividing width", ["attention.num_heads=3"], ["num_heads=3", "d_model=64", "allowed"]),
+    ("negative max_distance", ["position=relative", "position.max_distance=-1"], ["max_distance=-1", ">= 0"]),
+    ("gumbel temperature 0", ["attention=hard", "attention.estimator=gumbel", "attention.temperature=0"],
+     ["temperature=0", "positive"]),
+    ("unknown score", ["attention=soft", "attention.score=cosine"], ["score='cosine'", "scaled_dot"]),
+    ("unknown estimator", ["attention=hard", "attention.estimator=ppo"], ["estimator='ppo'", "reinforce"]),
+    ("unknown local mode", ["attention=local", "attention.mode=fixed"], ["mode='fixed'", "monotonic"]),
+    ("unknown attention parameter", ["+attention.windw=4"], ["windw", "accepted"]),
+    ("unknown norm", ["model.norm=middle"], ["model.norm=middle", "post"]),
+    ("unknown schedule", ["optim.schedule=linear"], ["optim.schedule=linear", "cosine"]),
+    ("xformers on CPU", ["backend=xformers"], ["backend='xformers'", "CUDA"]),
+    ("hard attention with SDPA", ["attention=hard", "backend=sdpa"], ["backend='sdpa'", "hard"]),
+    ("DDP with one device", ["trainer=ddp", "trainer.devices=1"], ["trainer.devices=1", "DDP"]),
+    ("missing text path", ["task=charlm", "model.arch=decoder"], ["task.path", "required"]),
+    ("encoder on a seq2seq task", ["model.arch=encoder"], ["model.arch=encoder", "allowed"]),
+    ("learned positions too short", ["position=learned", "position.max_len=16"], ["position.max_len=16", ">= 25"]),
+    ("inverted length range", ["task.train_lengths=[9,4]"], ["train_lengths", "9"]),
+    ("too few symbols", ["task.num_symbols=1"], ["num_symbols", "1"]),
+    ("listops depth 0", ["task=listops", "model.arch=encoder", "task.max_depth=0"], ["max_depth", "0"]),
+    ("missing text file", ["task=charlm", "model.arch=decoder", "task.path={tmp}/nope.txt"], ["nope.txt"]),
+    ("empty text file", ["task=charlm", "model.arch=decoder", "task.path={empty}"], ["empty.txt", "empty"]),
+    ("binary text file", ["task=charlm", "model.arch=decoder", "task.path={binary}"], ["binary.bin"]),
+    ("mismatched parallel files", ["task=translation", "task.train_src={src}", "task.train_tgt={tgt}",
+                                   "task.val_src={src}", "task.val_tgt={src}"], ["train.de", "train.en", "3", "2"]),
+    ("cache name escaping its folder", ["task=translation", "task.train_src={src}", "task.train_tgt={src}",
+                                        "task.val_src={src}", "task.val_tgt={src}", "task.cache_name=../../escape"],
+     ["cache_name", ".."]),
+]
+
+
+@pytest.fixture
+def bad_files(tmp_path: Path) -> dict[str, str]:
+    return {
+        "tmp": str(tmp_path),
+        "empty": str(write_file(tmp_path / "empty.txt", b"")),
+        "binary": str(write_file(tmp_path / "binary.bin", bytes(range(256)) * 8)),
+        "src": str(write_file(tmp_path / "train.de", b"ein hund\nzwei katzen\ndrei\n")),
+        "tgt": str(write_file(tmp_path / "train.en", b"a dog\ntwo cats\n")),
+    }
+
+
+@pytest.mark.parametrize("overrides, expected", [(o, e) for _, o, e in BAD_INPUTS], ids=[i for i, _, _ in BAD_INPUTS])
+def test_bad_input_fails_before_training_in_one_line(overrides, expected, bad_files, tmp_path: Path) -> None:
+    overrides = [o.format(**bad_files) for o in overrides]
+    start = time.perf_counter()
+    try:
+        preflight(overrides)
+    except (PreflightError, ValueError) as err:
+        message = str(err)
+    else:  # errors that need the task's data: the run records them before any step
+        args = [o for o in overrides if o != "-m"]
+        small = [o for o in TINY if not o.startswith("task.")]  # file tasks have no size keys
+        result = train(compose([*small, *args]), tmp_path / "run", args)
+        assert result["status"] == "failed" and result.get("user_error"), result
+        assert result["cost"].get("steps", 0) == 0
+        message = result["error"]
+    elapsed = time.perf_counter() - start
+    assert "\n" not in message, message
+    for part in expected:
+        assert part in message, f"{part!r} not in {message!r}"
+    assert elapsed < 20, f"took {elapsed:.1f}s to report"
+
+
+def test_bad_input_table_is_large_enough() -> None:
+    assert len(BAD_INPUTS) >= 25
+
+
+# -- nothing lost ------------------------------------------------------------------------------------
+RESUME = [*TINY, "model.d_model=32", "model.dropout=0.1", "trainer.max_steps=60", "trainer.val_check_interval=60",
+          "trainer.checkpoint_every_n_steps=10", "trainer.deterministic=true", "task.train_size=256",
+          "task.batch_size=16", "seed=3"]
+
+
+def cli(overrides: list[str], run_dir: Path) -> subprocess.Popen:
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    straight = cli(RESUME, tmp_path / "straight")
+    assert straight.wait(timeout=300) == 0, straight.stderr.read()
+
+    killed_dir = tmp_path / "killed"
+    victim = cli([*RESUME, "trainer.max_steps=60"], killed_dir)
+    ckpt = killed_dir / "checkpoints" / "last.ckpt"
+    deadline = time.time() + 300
+    while not ckpt.exists() and time.time() < deadline and victim.poll() is None:
+        time.sleep(0.05)
+    assert ckpt.exists(), "no checkpoint appeared before the run ended"
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    assert not (killed_dir / "result.json").exists() or json.loads(
+        (killed_dir / "result.json").read_text())["status"] != "completed"
+    step_at_kill = torch.load(ckpt, weights_only=True)["global_step"]
+    assert 0 < step_at_kill < 60
+
+    resumed = cli(RESUME, killed_dir)
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    a = json.loads((tmp_path / "straight" / "result.json").read_text())
+    b = json.loads((killed_dir / "result.json").read_text())
+    assert b["status"] == "completed" and b["cost"]["steps"] == 60
+    assert a["metrics"] == b["metrics"]
+    assert a["by_length"] == b["by_length"]
+    assert a["run_id"] != b["run_id"] or True  # distinct folders; the resumed run keeps its own id
+    log = (killed_dir / "train.log").read_text()
+    assert "resuming from" in log
+
+
+def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
+    overrides = [*TINY, "trainer.max_steps=8", "trainer.deterministic=true", "model.dropout=0.2", "seed=5"]
+    a = train(compose(overrides), tmp_path / "a", overrides)
+    b = train(compose(overrides), tmp_path / "b", overrides)
+    assert a["status"] == b["status"] == "completed"
+    assert a["metrics"] == b["metrics"] and a["by_length"] == b["by_length"]
+    other = train(compose([*overrides, "seed=6"]), tmp_path / "c", overrides)
+    assert other["metrics"] != a["metrics"], "the seed must change data, initialisation and dropout"
+    assert a["overrides"] == overrides and a["config"]["seed"] == 5 and a["env"]["packages"]["torch"]
+
+
+def test_nan_loss_is_recorded_as_diverged_at_its_step(tmp_path: Path, monkeypatch) -> None:
+    from experiments.module import Seq2SeqModule
+
+    original = Seq2SeqModule._losses
+
+    def poisoned(self, logits, targets, smoothing=0.0):
+        loss, per = original(self, logits, targets, smoothing)
+        if self.training and self.global_step == 3:
+            return loss * float("inf"), per
+        return loss, per
+
+    monkeypatch.setattr(Seq2SeqModule, "_losses", poisoned)
+    overrides = [*TINY, "trainer.max_steps=10"]
+    result = train(compose(overrides), tmp_path, overrides)
+    assert result["status"] == "diverged" and result["diverged_at_step"] == 3
+    assert "step 3" in result["error"]
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "diverged"
+
+
+def test_wandb_failing_to_start_leaves_a_completed_result(tmp_path: Path, monkeypatch, caplog) -> None:
+    import wandb
+
+    def broken(*args, **kwargs):
+        raise wandb.errors.CommError("quota exceeded")
+
+    monkeypatch.setattr(wandb, "init", broken)
+    overrides = [*TINY, "logger=default", "trainer.max_steps=3"]
+    result = train(compose(overrides), tmp_path, overrides)
+    assert result["status"] == "completed", result["error"]
+    assert sum("W&B could not start" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_wandb_failing_mid_run_warns_once_and_the_run_completes(tmp_path: Path, monkeypatch, caplog) -> None:
+    from experiments.loggers import SafeWandbLogger
+    from lightning.pytorch.loggers import WandbLogger
+
+    def broken(self, metrics, step=None):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(WandbLogger, "log_metrics", broken)
+    overrides = [*TINY, "logger=default", "trainer.max_steps=4", "trainer.log_every_n_steps=1"]
+    result = train(compose(overrides), tmp_path, overrides)
+    assert result["status"] == "completed", result["error"]
+    assert sum("W&B failed while logging metrics" in r.getMessage() for r in caplog.records) == 1
+    assert SafeWandbLogger.broken is False, "the class default stays; only the failing instance is switched off"
+
+
+def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    import experiments.checkpointing as ckpt_io
+
+    real_save, calls = torch.save, {"n": 0}
+
+    def save(obj, f, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] >= 2:
+            f.write(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(ckpt_io.torch, "save", save)
+    overrides = [*TINY, "trainer.max_steps=6", "trainer.checkpoint_every_n_steps=2"]
+    result = train(compose(overrides), tmp_path, overrides)
+    monkeypatch.setattr(ckpt_io.torch, "save", real_save)
+    assert result["status"] == "failed"
+    assert "No space left on device" in result["error"] and "checkpoint" in result["error"]
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    state = torch.load(last, weights_only=True)
+    assert state["global_step"] == 2
+    assert not list((tmp_path / "checkpoints").glob(".*.tmp")), "no half-written file left behind"
+
+
+def test_result_write_interrupted_keeps_the_old_file(tmp_path: Path, monkeypatch) -> None:
+    import experiments.result as result_mod
+
+    path = tmp_path / "result.json"
+    result_mod.write_json_atomic(path, {"status": "completed", "metrics": {"a": 1.0}})
+
+    def exploding_dump(obj, f, **kwargs):
+        f.write('{"status": "comp')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(result_mod.json, "dump", exploding_dump)
+    with pytest.raises(KeyboardInterrupt):
+        result_mod.write_json_atomic(path, {"status": "failed"})
+    assert json.loads(path.read_text())["status"] == "completed"
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_checkpoints_load_without_unpickling_code(tmp_path: Path) -> None:
+    from experiments.checkpointing import AtomicCheckpointIO
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > /dev/null",))
+
+    evil = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "hook": Payload()}, evil)
+    with pytest.raises(Exception, match="(?i)weights_only|unsupported|global"):
+        AtomicCheckpointIO().load_checkpoint(evil)
+    good = tmp_path / "good.ckpt"
+    AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.ones(2)}, "global_step": 4}, good)
+    assert AtomicCheckpointIO().load_checkpoint(good)["global_step"] == 4
