@@ -1,6 +1,11 @@
-"""Attention types; importing this package registers every built-in one."""
-from variants.attention import hard, local, soft  # noqa: F401
-from variants.attention.hard import reinforce_terms
-from variants.attention.layer import AttentionLayer, KVCache
+"""Attention types; every module in this folder is imported, which registers its types."""
+import sys
+
+from variants.discovery import import_submodules
+
+import_submodules(sys.modules[__name__])
+
+from variants.attention.hard import reinforce_terms  # noqa: E402
+from variants.attention.layer import AttentionLayer, KVCache  # noqa: E402
 
 __all__ = ["AttentionLayer", "KVCache", "reinforce_terms"]

@@ -1,5 +1,10 @@
-"""Position encodings; importing this package registers every built-in one."""
-from variants.position import alibi, learned, none, relative, rope, sinusoidal, t5  # noqa: F401
-from variants.position.base import PositionEncoding
+"""Position encodings; every module in this folder is imported, which registers its encodings."""
+import sys
+
+from variants.discovery import import_submodules
+
+import_submodules(sys.modules[__name__])
+
+from variants.position.base import PositionEncoding  # noqa: E402
 
 __all__ = ["PositionEncoding"]
