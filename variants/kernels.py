@@ -5,7 +5,10 @@ computes softmax(scale * q k^T + bias, masked by ``allowed``) v.
 
 - ``sdpa``: torch.nn.functional.scaled_dot_product_attention (flash / memory-efficient
   kernels on CUDA, a fused C++ kernel on CPU);
-- ``xformers``: xformers.ops.memory_efficient_attention, CUDA only.
+- ``xformers``: xformers.ops.memory_efficient_attention, CUDA only;
+- ``banded``: local attention computed block by block (``variants.attention.local``).
+
+``auto`` picks the first fast backend a type lists (``sdpa``, then ``banded``), else ``math``.
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ from torch import Tensor
 
 from variants.checks import VariantConfigError, one_of
 
-BACKENDS = ("auto", "math", "sdpa", "xformers")
+BACKENDS = ("auto", "math", "sdpa", "xformers", "banded")
+_AUTO_ORDER = ("sdpa", "banded")
 
 
 def xformers_available() -> bool:
@@ -32,12 +36,13 @@ def check_backend(backend: str, supported: tuple[str, ...], attention: str) -> s
             f"backend={backend!r} is not supported by attention={attention!r}; allowed: {list(supported)}"
         )
     if backend == "xformers" and not xformers_available():
+        here = [b for b in supported if b != "xformers"]
         raise VariantConfigError(
             "backend='xformers' needs a CUDA device and the xformers package (pip install 'attnlab[gpu]'); "
-            "allowed here: ['auto', 'math', 'sdpa']"
+            f"allowed here: {here}"
         )
     if backend == "auto":
-        return "sdpa" if "sdpa" in supported else "math"
+        return next((b for b in _AUTO_ORDER if b in supported), "math")
     return backend
 
 

@@ -3,6 +3,10 @@
 A registry entry is a class or factory registered with a decorator. ``get`` on an
 unknown name and ``build`` with an unknown parameter fail loudly, naming the key,
 the value and what is allowed, so a typo on the command line is a one-line error.
+
+An entry may declare ``options``, a dict from parameter name to the discrete
+values that parameter takes (``{"mode": ("monotonic", "predictive")}``);
+``variations`` turns it into the parameter sets a sweep or a test should cover.
 """
 from __future__ import annotations
 
@@ -74,6 +78,17 @@ class Registry(Generic[T]):
             for p in sig.parameters.values()
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
         ]
+
+    def variations(self, name: str) -> list[dict[str, Any]]:
+        """The defaults, then each declared option value that differs from its default, one at a time."""
+        factory = self.get(name)
+        defaults = {
+            p.name: p.default for p in inspect.signature(factory).parameters.values() if p.default is not p.empty
+        }
+        cases: list[dict[str, Any]] = [{}]
+        for key, values in getattr(factory, "options", {}).items():
+            cases += [{key: value} for value in values if key not in defaults or value != defaults[key]]
+        return cases
 
     def build(self, name: str, **params: Any) -> T:
         """Construct the entry, rejecting unknown parameters by name."""

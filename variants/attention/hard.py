@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from variants.attention.layer import AttentionLayer
+from variants.attention.scores import SCORES
 from variants.checks import one_of, positive
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
@@ -29,6 +30,7 @@ class HardAttention(AttentionLayer):
     default_heads = 1
     backends = ("auto", "math")
     kind = "hard"
+    options: dict[str, tuple] = {"score": SCORES, "estimator": ESTIMATORS}
 
     def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
                  score: str = "scaled_dot", backend: str = "auto", estimator: str = "straight_through",
@@ -57,10 +59,10 @@ class HardAttention(AttentionLayer):
             weights = _one_hot(scores.argmax(-1), scores)
         elif self.estimator == "straight_through":
             soft = scores.softmax(-1)
-            weights = _one_hot(scores.argmax(-1), scores) + soft - soft.detach()
+            weights = _one_hot(scores.argmax(-1), scores) + _gradient_only(soft)
         elif self.estimator == "gumbel":
             soft = F.gumbel_softmax(scores, tau=self.temperature, hard=False, dim=-1)
-            weights = _one_hot(soft.argmax(-1), scores) + soft - soft.detach()
+            weights = _one_hot(soft.argmax(-1), scores) + _gradient_only(soft)
         else:  # reinforce
             dist = torch.distributions.Categorical(logits=scores)
             choice = dist.sample()  # (B, H, Tq)
@@ -73,6 +75,15 @@ class HardAttention(AttentionLayer):
 
 def _one_hot(index: Tensor, like: Tensor) -> Tensor:
     return F.one_hot(index, like.shape[-1]).to(like.dtype)  # (B, H, Tq, Tk)
+
+
+def _gradient_only(x: Tensor) -> Tensor:
+    """Exactly zero forward, ``x``'s gradient backward.
+
+    Added to a one-hot it keeps the forward weights exactly 0 and 1; the usual
+    ``hard + soft - soft.detach()`` rounds 1 + s - s to a value off by an ulp.
+    """
+    return x - x.detach()
 
 
 def reinforce_terms(module: torch.nn.Module) -> list[Tensor]:

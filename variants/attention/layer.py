@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from variants.attention.scores import Score, build_score
+from variants.attention.scores import SCORES, Score, build_score
 from variants.checks import heads_divide, probability
 from variants.kernels import check_backend
 from variants.masking import Masking, masked_softmax
@@ -29,7 +29,8 @@ class KVCache:
 
     k: Tensor | None = None  # (B, H, T_cached, D)
     v: Tensor | None = None  # (B, H, T_cached, D)
-    offset: int = 0  # query positions already processed
+    #: position of the next query; a fresh cache with ``offset=c`` places the sequence at c, c+1, ...
+    offset: int = 0
 
 
 class AttentionLayer(nn.Module):
@@ -39,6 +40,8 @@ class AttentionLayer(nn.Module):
     backends: tuple[str, ...] = ("auto", "math")
     #: registry name, set for error messages
     kind: str = "attention"
+    #: discrete constructor choices, for sweeps and tests (see ``Registry.variations``)
+    options: dict[str, tuple] = {"score": SCORES}
 
     def __init__(
         self,
@@ -105,7 +108,8 @@ class AttentionLayer(nn.Module):
                     k = torch.cat((cache.k, k), dim=2)
                     v = torch.cat((cache.v, v), dim=2)
                 cache.k, cache.v = k, v
-            k_pos = torch.arange(k.shape[2], device=query.device)
+            # The newest key sits at the newest query position, whatever the cache held.
+            k_pos = torch.arange(offset + Tq - k.shape[2], offset + Tq, device=query.device)
         else:  # cross attention: the memory is projected once per cache
             if cache is not None and cache.k is not None:
                 k, v = cache.k, cache.v

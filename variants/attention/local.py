@@ -5,11 +5,16 @@
   cross attention p_i = round(ratio * i), clamped to the last real source position.
   The alignment uses the query position and the source length only, never the
   target length, so a query gets the same window in training and in step-by-step
-  generation. Computed block by block (``backend='auto'``), so memory grows as
-  T * (block + 2w), not T^2; ``backend='math'`` is the dense reference.
+  generation.
 - ``predictive`` (local-p): p_i = S_i * sigmoid(v . tanh(W q_i)), with S_i the last
   visible source position; the window's softmax weights are multiplied by
   exp(-(j - p_i)^2 / (2 sigma^2)), sigma = w / 2 (so they no longer sum to 1, as in the paper).
+
+``backend='banded'`` (what ``auto`` picks) runs blocks of ``block_size`` queries
+against the slice of keys their windows reach, so memory grows as
+T * (block + 2w), not T^2; ``backend='math'`` is the dense reference. With
+``predictive`` the slice spans the block's spread of centres, so the saving
+depends on what the predictor learned.
 """
 from __future__ import annotations
 
@@ -17,8 +22,10 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from variants.attention.layer import AttentionLayer
+from variants.attention.scores import SCORES
 from variants.checks import one_of, positive
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
@@ -30,8 +37,9 @@ MODES = ("monotonic", "predictive")
 @ATTENTION.register("local")
 class LocalAttention(AttentionLayer):
     default_heads = 1
-    backends = ("auto", "math")
+    backends = ("auto", "math", "banded")
     kind = "local"
+    options: dict[str, tuple] = {"score": SCORES, "mode": MODES}
 
     def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
                  score: str = "scaled_dot", backend: str = "auto", window: int = 8, mode: str = "monotonic",
@@ -48,17 +56,24 @@ class LocalAttention(AttentionLayer):
 
     # -- window centres -----------------------------------------------------------------------
     def centres(self, q: Tensor, masking: Masking) -> Tensor:
-        """Window centre of every query: (B, H, Tq) float."""
+        """Window centre of every query, as an absolute key position: (B, H, Tq) float.
+
+        Measured from the first key, so a sequence placed at an offset (a fresh
+        ``KVCache(offset=c)``) gets the same windows, shifted by c.
+        """
         B, H, Tq, _ = q.shape
-        last = (masking.key_lengths(B) - 1).clamp(min=0).to(q.dtype)[:, None, None]  # (B, 1, 1)
-        q_pos = masking.q_pos.to(q.dtype)[None, None, :]  # (1, 1, Tq)
+        # Positions stay in (at least) fp32: half precision cannot count past 2048 exactly.
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        first = masking.k_pos[:1].to(dtype)  # (1,)
+        last = (masking.key_lengths(B) - 1).clamp(min=0).to(dtype)[:, None, None]  # (B, 1, 1) from first
+        q_rel = (masking.q_pos.to(dtype) - first)[None, None, :]  # (1, 1, Tq)
         if self.mode == "monotonic":
             if masking.causal:
-                return q_pos.expand(B, H, Tq)
-            return torch.minimum(torch.round(q_pos * self.ratio), last).expand(B, H, Tq)
-        gate = _predictor(q, self.w_p, self.v_p)  # (B, H, Tq) in (0, 1)
-        span = q_pos if masking.causal else last
-        return span * gate  # (B, H, Tq)
+                return (first + q_rel).expand(B, H, Tq)
+            return (first + torch.minimum(torch.round(q_rel * self.ratio), last)).expand(B, H, Tq)
+        gate = _predictor(q, self.w_p, self.v_p).to(dtype)  # (B, H, Tq) in (0, 1)
+        span = q_rel if masking.causal else last
+        return first + span * gate  # (B, H, Tq)
 
     def _window(self, centre: Tensor, k_pos: Tensor) -> Tensor:
         """|j - p_i| <= w: (B, H, tq, tk) bool from centres (B, H, tq)."""
@@ -70,44 +85,66 @@ class LocalAttention(AttentionLayer):
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         centre = self.centres(q, masking)  # (B, H, Tq)
-        if self.mode == "monotonic" and self.backend != "math" and not need_weights:
-            return self._blocked(q, k, v, centre, masking, position), None
-        return self._block(q, k, v, centre, masking, position, slice(None), slice(None))
+        if self.backend == "banded" and not need_weights:
+            return self._banded(q, k, v, centre, masking, position), None
+        return self._window_attention(q, k, v, centre, masking, position, slice(None), slice(None))
 
-    def _block(self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking,
-               position: PositionEncoding | None, qs: slice, ks: slice) -> tuple[Tensor, Tensor]:
-        """Reference computation for queries ``qs`` against keys ``ks``."""
+    def _window_attention(self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking,
+                          position: PositionEncoding | None, qs: slice, ks: slice) -> tuple[Tensor, Tensor]:
+        """The reference computation for the queries ``qs`` against the keys ``ks``.
+
+        ``q`` (B, H, tq, D) and ``centre`` (B, H, tq) hold those queries; ``k``, ``v`` (B, H, tk, D) those keys.
+        """
         q_pos, k_pos = masking.q_pos[qs], masking.k_pos[ks]
-        q_b, k_b, v_b, c_b = q[:, :, qs], k[:, :, ks], v[:, :, ks], centre[:, :, qs]
-        allowed = self._window(c_b, k_pos)  # (B, H, tq, tk)
+        allowed = self._window(centre, k_pos)  # (B, H, tq, tk)
         base = masking.block(qs, ks)
         if base is not None:
             allowed = allowed & base
-        scores = self.logits(q_b, k_b, q_pos, k_pos, position)
+        scores = self.logits(q, k, q_pos, k_pos, position)
         weights = masked_softmax(scores, allowed)
         if self.mode == "predictive":
             sigma = self.window / 2
-            gauss = torch.exp(-(k_pos.to(q.dtype)[None, None, None, :] - c_b[..., None]) ** 2 / (2 * sigma**2))
-            weights = weights * gauss
-        out = self.mix(self.weight_dropout(weights), v_b, q_pos, k_pos, position)
+            distance = k_pos.to(centre.dtype)[None, None, None, :] - centre[..., None]  # (B, H, tq, tk)
+            weights = weights * torch.exp(-distance**2 / (2 * sigma**2)).to(weights.dtype)
+        out = self.mix(self.weight_dropout(weights), v, q_pos, k_pos, position)
         return out, weights
 
-    def _blocked(self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking,
-                 position: PositionEncoding | None) -> Tensor:
-        """Blocks of queries against the slice of keys their windows can reach: linear memory."""
-        Tq, Tk = q.shape[2], k.shape[2]
-        outs = []
-        for start in range(0, Tq, self.block_size):
-            qs = slice(start, min(start + self.block_size, Tq))
-            c = centre[:, :, qs]
-            lo = max(int(math.floor(float(c.min()))) - self.window, 0)
-            hi = min(int(math.ceil(float(c.max()))) + self.window + 1, Tk)
-            if masking.causal:
-                hi = min(hi, int(masking.q_pos[qs.stop - 1]) + 1)
-            hi = max(hi, lo + 1)
-            out, _ = self._block(q, k, v, centre, masking, position, qs, slice(lo, hi))
-            outs.append(out)
+    def _banded(self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking,
+                position: PositionEncoding | None) -> Tensor:
+        """Blocks of queries against the slice of keys their windows can reach: linear time and memory."""
+        ranges = self._block_ranges(centre, masking, k.shape[2])
+        key_slices = [ks for _, ks in ranges]
+        blocks = zip(ranges, q.split(self.block_size, dim=2), centre.split(self.block_size, dim=-1),
+                     take_slices(k, key_slices), take_slices(v, key_slices))
+        outs = [self._window_attention(q_b, k_b, v_b, c_b, masking, position, qs, ks)[0]
+                for (qs, ks), q_b, c_b, k_b, v_b in blocks]  # each (B, H, tq, D)
         return torch.cat(outs, dim=2)  # (B, H, Tq, D)
+
+    def _block_ranges(self, centre: Tensor, masking: Masking, Tk: int) -> list[tuple[slice, slice]]:
+        """(query slice, key slice) per block of queries; the key slice covers every window in the block.
+
+        All bounds are computed as tensors and read back in one transfer, so a
+        CUDA run synchronises once per call rather than once per block.
+        """
+        B, H, Tq = centre.shape
+        size = self.block_size
+        n = -(-Tq // size)
+        pad = n * size - Tq
+        first = masking.k_pos[:1].to(centre.dtype)
+        c = centre - first  # (B, H, Tq) centres as key indices
+        c = torch.cat((c, c[..., -1:].expand(B, H, pad)), dim=-1).view(B, H, n, size)
+        lo = (c.amin(dim=(0, 1, 3)).floor() - self.window).clamp(min=0)  # (n,)
+        hi = (c.amax(dim=(0, 1, 3)).ceil() + self.window + 1).clamp(max=Tk)  # (n,)
+        if masking.causal:
+            # No key after the last query of the block.
+            ends = (torch.arange(1, n + 1, device=c.device) * size - 1).clamp(max=Tq - 1)  # (n,)
+            hi = torch.minimum(hi, masking.q_pos[ends].to(c.dtype) - first + 1)
+        hi = torch.maximum(hi, lo + 1)
+        bounds = torch.stack((lo, hi)).long().tolist()
+        return [
+            (slice(i * size, min((i + 1) * size, Tq)), slice(lo_i, hi_i))
+            for i, (lo_i, hi_i) in enumerate(zip(*bounds))
+        ]
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, window={self.window}, mode={self.mode}, ratio={self.ratio}"
@@ -117,3 +154,36 @@ def _predictor(q: Tensor, w_p: Tensor, v_p: Tensor) -> Tensor:
     """sigmoid(v_p . tanh(W_p q)) per head: (B, H, Tq)."""
     hidden = torch.tanh(torch.einsum("bhqd,hde->bhqe", q, w_p.to(q.dtype)))  # (B, H, Tq, D)
     return torch.sigmoid(torch.einsum("bhqe,he->bhq", hidden, v_p.to(q.dtype)))
+
+
+class _Slices(torch.autograd.Function):
+    """Views ``x[:, :, s]`` for each slice ``s``; the backward adds every block's gradient into one buffer.
+
+    Slicing block by block instead gives each block a backward that allocates and
+    adds a gradient as large as all of ``x``: quadratic work over a long sequence.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, slices: list[slice]) -> tuple[Tensor, ...]:  # type: ignore[override]
+        ctx.shape, ctx.slices = x.shape, slices
+        ctx.set_materialize_grads(False)
+        return tuple(x[:, :, s] for s in slices)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads: Tensor | None) -> tuple[Tensor | None, None]:  # type: ignore[override]
+        present = [g for g in grads if g is not None]
+        if not present:
+            return None, None
+        total = present[0].new_zeros(ctx.shape)
+        for s, g in zip(ctx.slices, grads):
+            if g is not None:
+                total[:, :, s] += g
+        return total, None
+
+
+def take_slices(x: Tensor, slices: list[slice]) -> tuple[Tensor, ...]:
+    """``x[:, :, s]`` for each slice, with a backward linear in the total slice length."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _Slices.apply(x, slices)
+    return tuple(x[:, :, s] for s in slices)

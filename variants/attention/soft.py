@@ -28,8 +28,8 @@ class _GlobalSoft(AttentionLayer):
             return self.soft_reference(q, k, v, masking, position)
         q_fused, scale = fused
         bias = position.score_bias(q, masking.q_pos, masking.k_pos) if position is not None else None
-        causal_square = (masking.causal and masking.key_padding_mask is None
-                         and q.shape[2] == k.shape[2] and int(masking.q_pos[0]) == 0)
+        # Self-attention keys end at the last query, so equal lengths mean the plain lower triangle.
+        causal_square = masking.causal and masking.key_padding_mask is None and q.shape[2] == k.shape[2]
         out = fused_attention(
             q_fused, k, v,
             allowed=None if causal_square and bias is None else masking.dense(),
@@ -60,6 +60,7 @@ class MultiHeadAttention(_GlobalSoft):
 
     default_heads = 8
     kind = "multihead"
+    options: dict[str, tuple] = {}  # always scaled dot-product
 
     def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
                  backend: str = "auto") -> None:

@@ -19,6 +19,8 @@ class PositionEncoding(nn.Module):
     needs_weights_for_values: bool = False
     #: True when ``score_bias`` returns a term; lets kernels skip building a mask.
     has_score_bias: bool = False
+    #: discrete constructor choices, for sweeps and tests (see ``Registry.variations``)
+    options: dict[str, tuple] = {}
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()

@@ -16,6 +16,7 @@ from variants.registries import POSITION
 @POSITION.register("relative")
 class ShawRelative(PositionEncoding):
     has_score_bias = True
+    options = {"values": (False, True)}
 
     def __init__(self, d_model: int, num_heads: int = 1, max_distance: int = 16, values: bool = False) -> None:
         super().__init__(d_model, num_heads)

@@ -33,6 +33,7 @@ def t5_bucket(distance: Tensor, num_buckets: int, max_distance: int, bidirection
 @POSITION.register("t5")
 class T5Bias(PositionEncoding):
     has_score_bias = True
+    options = {"bidirectional": (True, False)}
 
     def __init__(
         self,

@@ -1,0 +1,190 @@
+"""``targets``: the cost targets of the variants, measured side by side in one run.
+
+    python -m experiments.bench targets --threads 1 --clock cpu
+
+1. Global attention on the fused path costs little more than the kernel alone
+   (forward + backward at T = ``--length``, no position encoding; the four steps
+   are timed in interleaved rounds, ``--repeats`` of them, so load on a shared
+   machine moves them alike):
+   - the ``sdpa`` layer against ``scaled_dot_product_attention`` called alone on
+     (B, H, T, D) tensors; the layer also runs its four projections, so this is
+     the layer's whole cost against the kernel's;
+   - the ``sdpa`` layer against the same four ``nn.Linear`` + the kernel written
+     inline: like against like, so only the layer's own overhead shows;
+   - the ``math`` backend against the ``sdpa`` one.
+2. Monotonic local attention (``--window``) against full soft attention at the
+   longest ``--long-lengths``: peak memory of local over that of soft on the math
+   path and on the sdpa path, and the exponent of local's time over ``--long-lengths``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from experiments.bench import command
+from experiments.bench.measure import Measurement, loglog_slope, side_by_side
+from experiments.bench.scaling import (Shape, configured, device_name, heads_for, make_step, measure_point,
+                                       shared_arguments)
+
+GLOBAL = ("soft", "multihead")
+
+
+@dataclass
+class Target:
+    name: str
+    value: float | None
+    goal: str  # "<= 1.2", ">= 3"
+    detail: str
+
+    @property
+    def met(self) -> bool | None:
+        if self.value is None:
+            return None
+        op, bound = self.goal.split()
+        return self.value <= float(bound) if op == "<=" else self.value >= float(bound)
+
+
+def kernel_alone(T: int, heads: int, shape: Shape) -> Callable[[], None]:
+    """``scaled_dot_product_attention`` on its own (B, H, T, D) tensors, forward + backward."""
+    D = shape.d_model // heads
+    q, k, v = (torch.randn(shape.batch, heads, T, D, device=shape.device, dtype=shape.dtype, requires_grad=True)
+               for _ in range(3))
+    grad = torch.randn(shape.batch, heads, T, D, device=shape.device, dtype=shape.dtype)
+
+    def step() -> None:
+        for t in (q, k, v):
+            t.grad = None
+        F.scaled_dot_product_attention(q, k, v, is_causal=shape.causal).backward(grad)
+
+    return step
+
+
+def projections_and_kernel(T: int, heads: int, shape: Shape) -> Callable[[], None]:
+    """The least a layer can do: four projections around the kernel, inline, no masks or hooks."""
+    d, D, B = shape.d_model, shape.d_model // heads, shape.batch
+    proj = nn.ModuleList(nn.Linear(d, d) for _ in range(4)).to(shape.device, shape.dtype)
+    x = torch.randn(B, T, d, device=shape.device, dtype=shape.dtype, requires_grad=True)
+    grad = torch.randn_like(x)
+
+    def step() -> None:
+        proj.zero_grad(set_to_none=True)
+        x.grad = None
+        q, k, v = (p(x).view(B, T, heads, D).transpose(1, 2) for p in proj[:3])  # (B, H, T, D)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=shape.causal)
+        proj[3](out.transpose(1, 2).reshape(B, T, d)).backward(grad)
+
+    return step
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--length", type=int, default=1024, help="T for the fused-kernel targets")
+    parser.add_argument("--long-lengths", type=int, nargs="+", default=[2048, 4096, 8192, 16384], metavar="T",
+                        help="T for local attention's exponent; the longest also compares peak memory")
+    parser.add_argument("--long-batch", type=int, default=1,
+                        help="batch for the long-sequence targets (full soft attention at T=16384 holds 3 GB per row)")
+    parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=None, help="JSON file with the measurements and the targets")
+    shared_arguments(parser)
+    parser.set_defaults(batch=4, repeats=15)
+
+
+@command("targets", help="the cost targets (fused overhead, sdpa vs math, local memory and scaling)",
+         arguments=arguments)
+def targets(args: argparse.Namespace) -> int:
+    with configured(args) as shape:
+        return _targets(args, shape)
+
+
+def _targets(args: argparse.Namespace, shape: Shape) -> int:
+    timing = dict(warmup=args.warmup, repeats=args.repeats, max_seconds=args.max_seconds)
+    measured: list[dict[str, Any]] = []  # every point, with its batch (the two groups of targets differ)
+    found: list[Target] = []
+
+    def note(name: str, T: int, batch: int, m: Measurement) -> None:
+        print(f"  {name} T={T} B={batch}: {_show(m)}")
+        measured.append({"name": name, "T": T, "batch": batch, "status": m.status, "ms": m.ms,
+                         "peak_mb": m.peak_mb, "runs": m.runs})
+    print(f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
+          f"batch={shape.batch}, causal={shape.causal}, clock={args.clock}")
+
+    def layer(attention: str, backend: str, T: int, params: dict[str, Any] | None = None, *, on: Shape = shape,
+              **kw) -> Measurement:
+        m, resolved = measure_point(attention, "none", backend, T, on, params or {}, {}, **(timing | kw))
+        note(f"{attention}/{resolved}", T, on.batch, m)
+        return m
+
+    T = args.length
+    for attention in GLOBAL:
+        heads = heads_for(attention, shape.heads)
+        fused_step, fused_backend = make_step(attention, "none", "sdpa", T, shape, {}, {})
+        math_step, math_backend = make_step(attention, "none", "math", T, shape, {}, {})
+        steps = {f"{attention}/{fused_backend}": fused_step, f"{attention}/{math_backend}": math_step,
+                 f"sdpa alone (H={heads}, D={shape.d_model // heads})": kernel_alone(T, heads, shape),
+                 "4 projections + sdpa inline": projections_and_kernel(T, heads, shape)}
+        got = side_by_side(steps, shape.device, warmup=args.warmup, rounds=args.repeats, clock=args.clock)
+        for label, m in got.items():
+            note(label, T, shape.batch, m)
+        fused, reference, kernel, inline = got.values()
+        found += [
+            Target(f"{attention}: sdpa layer / sdpa alone", _ratio(fused, kernel), "<= 1.2",
+                   "layer includes its 4 projections"),
+            Target(f"{attention}: sdpa layer / projections + sdpa", _ratio(fused, inline), "<= 1.2", "like with like"),
+            Target(f"{attention}: math / sdpa backend", _ratio(reference, fused), ">= 3", "speed-up of the fused path"),
+        ]
+
+    long = replace(shape, batch=args.long_batch)
+    lengths = sorted(args.long_lengths)
+    local_params = {"window": args.window, "mode": "monotonic"}
+    local = [layer("local", "auto", t, local_params, on=long) for t in lengths]
+    longest = lengths[-1]
+    one_run = dict(warmup=0, repeats=1)  # the quadratic reference is for its memory; one timed run is enough
+    soft_math = layer("soft", "math", longest, on=long, **one_run)
+    soft_sdpa = layer("soft", "sdpa", longest, on=long, **one_run)
+    ok = [(t, m.ms) for t, m in zip(lengths, local) if m.status == "ok"]
+    exponent = loglog_slope(*map(list, zip(*ok))) if len(ok) >= 2 else None
+    found += [
+        Target(f"local w={args.window} / soft math: peak memory, T={longest}",
+               _ratio(local[-1], soft_math, "peak_mb"), "<= 0.125", "banded kernel vs the T x T path"),
+        Target(f"local w={args.window} / soft sdpa: peak memory, T={longest}",
+               _ratio(local[-1], soft_sdpa, "peak_mb"), "<= 0.125", "both linear in T on a flash kernel"),
+        Target(f"local w={args.window}: time exponent, T={lengths[0]}..{longest}", exponent, "<= 1.2",
+               "slope of log time vs log T"),
+    ]
+
+    print()
+    print(f"{'target':58} {'value':>9} {'goal':>9}  verdict")
+    for t in found:
+        value = "n/a" if t.value is None else f"{t.value:.3f}"
+        verdict = {True: "met", False: "MISSED", None: "not measured"}[t.met]
+        print(f"{t.name:58} {value:>9} {t.goal:>9}  {verdict}  ({t.detail})")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        data = {"device": device_name(shape.device), "torch": torch.__version__, "measurements": measured,
+                "targets": [{"name": t.name, "value": t.value, "goal": t.goal, "met": t.met} for t in found],
+                "settings": {"d_model": shape.d_model, "batch": shape.batch, "long_batch": long.batch,
+                             "causal": shape.causal,
+                             "clock": args.clock, "threads": torch.get_num_threads(), "window": args.window}}
+        tmp = args.out.with_suffix(args.out.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _ratio(a: Measurement, b: Measurement, field: str = "ms") -> float | None:
+    x, y = getattr(a, field), getattr(b, field)
+    return None if x is None or y is None or y == 0 else x / y
+
+
+def _show(m: Measurement) -> str:
+    if m.status != "ok":
+        return f"{m.status} ({m.error})"
+    return f"{m.ms:.2f} ms, peak {m.peak_mb:.1f} MB ({m.runs} timed runs)"

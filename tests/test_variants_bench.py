@@ -1,0 +1,121 @@
+"""The benchmark CLI: subcommand registration, the memory counter, and the JSON the report reads."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from experiments import bench
+from experiments.bench.measure import LiveTensorMemory, loglog_slope, peak_memory_mb
+from experiments.bench.scaling import exponents
+
+MB = 2**20
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: a second intra-op thread costs more than it saves under ``pytest -n 2``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_live_tensor_memory_counts_what_is_alive_at_the_peak():
+    x = torch.randn(256, 256, requires_grad=True)  # made before: not counted
+    with LiveTensorMemory() as tracker:
+        a = x @ x  # 256 KB
+        b = a.softmax(-1)  # 256 KB, saved for backward
+        view = b.t()  # a view: no new bytes
+        del a  # the matmul saved x, not its output, so this frees 256 KB
+        assert tracker.current == 256 * 1024
+        b.add_(1.0)  # in place: no new bytes
+        assert tracker.current == 256 * 1024
+        del b, view
+        assert tracker.current == 0
+    assert tracker.peak == 512 * 1024
+
+
+def test_peak_memory_sees_the_backward_pass():
+    x = torch.randn(512, 64, requires_grad=True)
+
+    def step() -> None:
+        scores = (x @ x.t()).softmax(-1)  # (512, 512) float32: 1 MB kept for backward
+        (scores @ x).sum().backward()
+
+    peak = peak_memory_mb(step, torch.device("cpu"))
+    assert 2.0 <= peak < 6.0  # the scores, their gradient, and a few 128 KB tensors
+
+
+def test_loglog_slope_recovers_a_power_law():
+    lengths = [256, 512, 1024, 2048]
+    assert loglog_slope(lengths, [3e-6 * t**2 for t in lengths]) == pytest.approx(2.0)
+    assert loglog_slope(lengths, [0.5 * t for t in lengths]) == pytest.approx(1.0)
+
+
+def test_exponents_use_the_largest_ok_points_of_each_series():
+    records = [{"attention": "soft", "position": "none", "backend": "math", "T": t, "status": s, "ms": ms}
+               for t, s, ms in [(64, "ok", 1.0), (128, "ok", 2.0), (256, "ok", 8.0), (512, "ok", 32.0),
+                                (1024, "oom", None)]]
+    (fit,) = exponents(records, fit_points=2)
+    assert fit["T_range"] == [256, 512] and fit["exponent"] == pytest.approx(2.0)
+
+
+def test_a_new_subcommand_is_one_registered_function(capsys):
+    def arguments(parser):
+        parser.add_argument("--times", type=int, default=1)
+
+    @bench.command("echo_for_test", help="prints its argument", arguments=arguments)
+    def echo(args) -> int:
+        print("echo" * args.times)
+        return 0
+
+    try:
+        with pytest.raises(ValueError, match="echo_for_test"):
+            bench.command("echo_for_test", help="again", arguments=arguments)(echo)
+        assert bench.main(["echo_for_test", "--times", "2"]) == 0
+        assert capsys.readouterr().out == "echoecho\n"
+    finally:
+        del bench.COMMANDS["echo_for_test"]
+
+
+def test_scaling_writes_the_json_the_report_reads(tmp_path):
+    out, figure = tmp_path / "scaling.json", tmp_path / "scaling.png"
+    status = bench.main(["scaling", "--attention", "soft", "local", "--position", "none", "rope", "--lengths", "16",
+                         "32", "--attention-param", "window=4", "block_size=8", "--repeats", "1", "--warmup", "0",
+                         "--out", str(out), "--figure", str(figure)])
+    assert status == 0 and figure.stat().st_size > 0
+    data = json.loads(out.read_text())
+    assert {"device", "torch", "records", "exponents"} <= set(data)
+    series = {(r["attention"], r["position"], r["backend"]) for r in data["records"]}
+    assert series == {("soft", p, b) for p in ("none", "rope") for b in ("math", "sdpa")} | {
+        ("local", p, b) for p in ("none", "rope") for b in ("math", "banded")}
+    for r in data["records"]:
+        assert set(r) == {"attention", "position", "backend", "T", "status", "ms", "tokens_per_second", "peak_mb"}
+        assert r["status"] == "ok" and r["ms"] > 0 and r["peak_mb"] > 0
+        assert r["tokens_per_second"] == pytest.approx(r["T"] / (r["ms"] / 1000), rel=1e-3)
+    assert len(data["exponents"]) == len(series)
+    assert all(e["T_range"] == [16, 32] and isinstance(e["exponent"], float) for e in data["exponents"])
+
+
+def test_scaling_skips_what_will_not_fit_the_time_budget(tmp_path):
+    out = tmp_path / "scaling.json"
+    bench.main(["scaling", "--attention", "soft", "--backend", "math", "--lengths", "32", "64", "100000",
+                "--repeats", "1", "--warmup", "0", "--max-seconds", "0.5", "--out", str(out)])
+    statuses = {r["T"]: r["status"] for r in json.loads(out.read_text())["records"]}
+    assert statuses == {32: "ok", 64: "ok", 100000: "skipped"}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["scaling", "--attention", "sotf"], "did you mean 'soft'"),
+    (["scaling", "--backend", "fast"], "--backend='fast'"),
+    (["scaling", "--attention", "soft", "--attention-param", "windw=3"], "['windw']"),
+    (["scaling", "--attention-param", "window"], "KEY=VALUE"),
+])
+def test_bad_options_are_one_line_errors(argv, fragment, capsys):
+    with pytest.raises(SystemExit) as info:
+        bench.main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1

@@ -1,0 +1,143 @@
+"""Every fast path equals the readable reference path, and multihead equals torch's own.
+
+fp32, eval mode, atol 1e-5. Outputs and input gradients are compared, so a
+kernel that masks differently, or drops a position term, fails here.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from variants import ATTENTION, POSITION, KVCache
+from variants.kernels import xformers_available
+
+B, T, S, D_MODEL, HEADS = 3, 11, 7, 16, 2
+CALLS = ("self", "causal", "cross", "causal_chunk")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: a second intra-op thread costs more than it saves under ``pytest -n 2``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def cases(registry, names: list[str] | None = None) -> list:
+    return [
+        pytest.param(name, params, id="-".join([name] + [f"{k}={v}" for k, v in params.items()]))
+        for name in (registry.names() if names is None else names)
+        for params in registry.variations(name)
+    ]
+
+
+FUSED = [n for n in ATTENTION.names() if {"sdpa", "xformers"} & set(ATTENTION.get(n).backends)]
+BANDED = [n for n in ATTENTION.names() if "block_size" in ATTENTION.accepted_params(n)]
+positions = pytest.mark.parametrize("position, p_params", cases(POSITION))
+
+
+def twin_layers(attention: str, a_params: dict, fast: str, **extra) -> tuple[nn.Module, nn.Module]:
+    """A reference (``backend='math'``) layer and a fast one holding the same weights, in eval mode."""
+    torch.manual_seed(0)
+    reference = ATTENTION.build(attention, d_model=D_MODEL, num_heads=HEADS, backend="math", **a_params, **extra)
+    quick = ATTENTION.build(attention, d_model=D_MODEL, num_heads=HEADS, backend=fast, **a_params, **extra)
+    quick.load_state_dict(reference.state_dict())
+    return reference.eval(), quick.eval()
+
+
+def outputs_and_gradients(layer, pos, call: str, *, seed: int = 1) -> list[torch.Tensor]:
+    """Run one call pattern with padding (element 1: last 3 keys; element 2: every key)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, D_MODEL, generator=gen).requires_grad_(True)
+    memory = torch.randn(B, S, D_MODEL, generator=gen).requires_grad_(True)
+    pad = torch.zeros(B, S if call == "cross" else T, dtype=torch.bool)
+    pad[1, -3:] = True
+    pad[2] = True
+    if call == "cross":
+        out, _ = layer(x, memory, key_padding_mask=pad, position=pos)
+    elif call == "causal_chunk":  # a cached prefix, then a chunk: queries no longer start at key 0
+        cache = KVCache()
+        first, _ = layer(x[:, :4], causal=True, key_padding_mask=pad[:, :4], position=pos, cache=cache)
+        rest, _ = layer(x[:, 4:], causal=True, key_padding_mask=pad, position=pos, cache=cache)
+        out = torch.cat((first, rest), dim=1)
+    else:
+        out, _ = layer(x, causal=call == "causal", key_padding_mask=pad, position=pos)
+    (out * torch.randn(out.shape, generator=gen)).sum().backward()
+    grads = [x.grad] + ([memory.grad] if call == "cross" else [])
+    return [out.detach(), *grads]
+
+
+def assert_same(reference: list[torch.Tensor], fast: list[torch.Tensor]) -> None:
+    for ref, got in zip(reference, fast, strict=True):
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+
+
+# -- fused kernels (SDPA, xformers) vs the math path ------------------------------------------------------
+@pytest.mark.parametrize("backend", ["sdpa", "xformers"] if xformers_available() else ["sdpa"])
+@pytest.mark.parametrize("attention, a_params", cases(ATTENTION, FUSED))
+@positions
+@pytest.mark.parametrize("call", CALLS)
+def test_fused_backend_equals_math(backend, attention, a_params, position, p_params, call):
+    if backend not in ATTENTION.get(attention).backends:
+        pytest.skip(f"{attention} has no {backend} kernel")
+    reference, fast = twin_layers(attention, a_params, backend)
+    pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS, **p_params)
+    assert_same(outputs_and_gradients(reference, pos, call), outputs_and_gradients(fast, pos, call))
+
+
+# -- the banded local kernel vs the dense reference --------------------------------------------------------
+LOCAL_CALLS = [("self", 1.0), ("causal", 1.0), ("causal_chunk", 1.0), ("cross", 1.0), ("cross", 0.5), ("cross", 1.7)]
+
+
+@pytest.mark.parametrize("attention, a_params", cases(ATTENTION, BANDED))
+@positions
+@pytest.mark.parametrize("call, ratio", LOCAL_CALLS, ids=[f"{c}-ratio={r}" for c, r in LOCAL_CALLS])
+def test_blocked_local_equals_dense(attention, a_params, position, p_params, call, ratio):
+    """Window 2 and T = 11: blocks of 3 and of 5 (the last ones short, windows straddling every edge)."""
+    pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS, **p_params)
+    for block_size in (3, 5):
+        reference, fast = twin_layers(attention, a_params, "auto", window=2, ratio=ratio, block_size=block_size)
+        assert fast.backend != "math"  # auto must pick the banded kernel, or this compares math with itself
+        assert_same(outputs_and_gradients(reference, pos, call), outputs_and_gradients(fast, pos, call))
+
+
+# -- multihead vs torch.nn.MultiheadAttention ---------------------------------------------------------------
+MHA_CALLS = [("self", False), ("self", True), ("cross", False)]
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+@pytest.mark.parametrize("call, causal", MHA_CALLS, ids=["self", "causal", "cross"])
+@pytest.mark.parametrize("padded", [False, True], ids=["dense", "padded"])
+def test_multihead_equals_torch_multihead_attention(backend, call, causal, padded):
+    cross = call == "cross"
+    heads = 4
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(D_MODEL, heads, batch_first=True).eval()
+    nn.init.normal_(theirs.in_proj_bias)  # torch starts biases at zero; make them count
+    nn.init.normal_(theirs.out_proj.bias)
+    ours = ATTENTION.build("multihead", d_model=D_MODEL, num_heads=heads, backend=backend).eval()
+    with torch.no_grad():
+        for proj, weight, bias in zip((ours.w_q, ours.w_k, ours.w_v), theirs.in_proj_weight.chunk(3),
+                                      theirs.in_proj_bias.chunk(3)):
+            proj.weight.copy_(weight)
+            proj.bias.copy_(bias)
+        ours.w_o.weight.copy_(theirs.out_proj.weight)
+        ours.w_o.bias.copy_(theirs.out_proj.bias)
+
+    x = torch.randn(2, T, D_MODEL)
+    memory = torch.randn(2, S, D_MODEL) if cross else x
+    pad = torch.zeros(2, memory.shape[1], dtype=torch.bool)
+    if padded:
+        pad[1, -3:] = True
+    future = torch.ones(T, T, dtype=torch.bool).triu(1) if causal else None  # True = may not attend
+
+    want, want_weights = theirs(x, memory, memory, key_padding_mask=pad if padded else None, attn_mask=future,
+                                need_weights=True, average_attn_weights=True)
+    got, got_weights = ours(x, memory if cross else None, causal=causal, key_padding_mask=pad if padded else None,
+                            need_weights=True)
+    fast, _ = ours(x, memory if cross else None, causal=causal, key_padding_mask=pad if padded else None)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_weights.mean(1), want_weights, atol=1e-6, rtol=1e-5)  # (B, Tq, Tk)
