@@ -45,23 +45,38 @@ def _values(override) -> list[str]:
 
 
 def check_names(key: str, values: list[str]) -> None:
-    """Group choices must exist as yaml files; variant names inside groups must be registered."""
-    from experiments.tasks import TASKS
-    from variants import ATTENTION, POSITION
+    """Group choices must exist as yaml files; variant names inside groups must be registered.
 
+    Group choices are checked against the files alone, so a typo is reported before
+    torch or Lightning is even imported.
+    """
     group = key.lstrip("+~").split("@")[0]
     if group in GROUPS:
         options = group_options(group)
         for value in values:
             if value not in ("null", "None") and value not in options:
                 raise unknown_choice(group, value, options)
-    registries = {"attention.name": ATTENTION, "position.name": POSITION, "task.name": TASKS,
-                  "model.encoder_attention": ATTENTION, "model.decoder_attention": ATTENTION,
-                  "model.cross_attention": ATTENTION}
-    if group in registries:
+    registry = _registry_for(group)
+    if registry is not None:
         for value in values:
             if value not in ("null", "None"):
-                registries[group].get(value)
+                registry.get(value)
+
+
+def _registry_for(key: str):
+    if key in ("attention.name", "model.encoder_attention", "model.decoder_attention", "model.cross_attention"):
+        from variants import ATTENTION
+
+        return ATTENTION
+    if key == "position.name":
+        from variants import POSITION
+
+        return POSITION
+    if key == "task.name":
+        from experiments.tasks import TASKS
+
+        return TASKS
+    return None
 
 
 def _one_line(err: BaseException) -> str:
