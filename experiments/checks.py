@@ -38,6 +38,7 @@ def check_config(cfg: DictConfig) -> None:
     _choice("model.arch", m.arch, ("seq2seq", "decoder", "encoder"))
     _choice("model.norm", m.norm, ("post", "pre"))
     _choice("model.pooling", m.pooling, ("mean", "cls"))
+    _choice("model.embedding", m.embedding, ("scaled", "gpt2"))
     _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
     _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers"))
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")

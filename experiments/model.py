@@ -27,6 +27,11 @@ from variants.checks import VariantConfigError, one_of, positive, probability
 ARCHS = ("seq2seq", "decoder", "encoder")
 NORMS = ("post", "pre")
 POOLINGS = ("mean", "cls")
+# How token embeddings start and enter the residual stream:
+# - "scaled" (Vaswani et al.): std d^-1/2, multiplied by sqrt(d) at the input (unit scale);
+# - "gpt2": std 0.02 and no input scale, like the learned position table. Under Adam a table
+#   that starts small is learned relatively faster; nanoGPT's recipes assume this one.
+EMBEDDINGS = ("scaled", "gpt2")
 
 
 @dataclass
@@ -52,6 +57,7 @@ class ModelSpec:
     norm: str = "post"
     tie_embeddings: bool = True
     pooling: str = "mean"
+    embedding: str = "scaled"
     num_classes: int = 0
     backend: str = "auto"
     # per-role attention; None means "the same as ``attention``"
@@ -66,6 +72,7 @@ class ModelSpec:
         one_of("model.arch", self.arch, ARCHS)
         one_of("model.norm", self.norm, NORMS)
         one_of("model.pooling", self.pooling, POOLINGS)
+        one_of("model.embedding", self.embedding, EMBEDDINGS)
         positive("model.d_model", self.d_model, integer=True)
         positive("model.ffn_dim", self.ffn_dim, integer=True)
         positive("model.vocab_size", self.vocab_size, integer=True)
@@ -154,7 +161,7 @@ class Stack(nn.Module):
                  cross_attn: VariantSpec | None) -> None:
         super().__init__()
         self.embedding = embedding
-        self.scale = math.sqrt(spec.d_model)
+        self.scale = math.sqrt(spec.d_model) if spec.embedding == "scaled" else 1.0
         # The position hooks need the head count of the layers they serve.
         heads = self_attn.params.get("num_heads") or getattr(ATTENTION.get(self_attn.name), "default_heads", 1)
         self.position = POSITION.build(spec.position.name, d_model=spec.d_model, num_heads=heads,
@@ -186,8 +193,8 @@ class Transformer(nn.Module):
         self.spec = spec
         d = spec.d_model
         self.embedding = nn.Embedding(spec.vocab_size, d, padding_idx=spec.pad_id)
-        # Scaled by sqrt(d) at the input, so unit-variance embeddings after scaling.
-        nn.init.normal_(self.embedding.weight, std=d**-0.5)
+        # "scaled": times sqrt(d) at the input, so unit-variance embeddings after scaling.
+        nn.init.normal_(self.embedding.weight, std=d**-0.5 if spec.embedding == "scaled" else 0.02)
         with torch.no_grad():
             self.embedding.weight[spec.pad_id].zero_()
         enc_attn = spec.encoder_attention or spec.attention
