@@ -24,6 +24,7 @@ class ModelConf:
     norm: str = "post"
     tie_embeddings: bool = True
     pooling: str = "mean"
+    embedding: str = "scaled"  # scaled (std d^-1/2, x sqrt(d) at the input) | gpt2 (std 0.02, no scale)
     # per-role attention: null = the ``attention`` group; a registry name or {name: .., <params>}
     encoder_attention: Any = None
     decoder_attention: Any = None
@@ -101,6 +102,7 @@ class Config:
     backend: str = "auto"
     resume: bool = True
     objective: str = "val/loss"
+    num_threads: int = 0
     # set by a test or a fault-injection run: raise inside training at this step
     fail_at_step: Optional[int] = None
 
