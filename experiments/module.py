@@ -100,16 +100,17 @@ class Seq2SeqModule(L.LightningModule):
     def _io(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
         """(logits, targets, src) for the batch, whatever the arch."""
         arch, pad = self.spec.arch, self.spec.pad_id
+        # Always through forward(), so that model.compile=true compiles every architecture.
         if self.task_kind == "classify":
-            return self.model.classify(batch["src"]), batch["label"], batch["src"]
+            return self.model(batch["src"]), batch["label"], batch["src"]
         if self.task_kind == "lm":
             inputs, targets = lm_io(batch["tokens"])
-            return self.model.decode(inputs), targets, None
+            return self.model(None, inputs), targets, None
         if arch == "seq2seq":
             tgt_in, targets = seq2seq_io(batch["tgt"], self.spec.bos_id, pad)
             return self.model(batch["src"], tgt_in), targets, batch["src"]
         inputs, targets = concat_io(batch["src"], batch["tgt"], pad, self.sep_id)
-        return self.model.decode(inputs), targets, batch["src"]
+        return self.model(None, inputs), targets, batch["src"]
 
     def _losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
         """Mean loss and the per-example loss (B,)."""

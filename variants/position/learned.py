@@ -1,4 +1,5 @@
 """A trainable table of ``max_len`` absolute positions, added to the embeddings."""
+import torch
 from torch import Tensor, nn
 
 from variants.checks import VariantConfigError, positive
@@ -19,6 +20,11 @@ class Learned(PositionEncoding):
         nn.init.normal_(self.table.weight, std=0.02)
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        if torch.compiler.is_compiling():
+            # Reading the max back would break the graph (and sync a GPU) on every call.
+            # Compiled runs rely on the up-front check of the training app, which holds
+            # max_len against the longest sequence the task can produce.
+            return x + self.table(positions)[None].to(x.dtype)
         longest = int(positions.max()) + 1 if positions.numel() else 0
         if longest > self.max_len:
             raise SequenceTooLongError(
