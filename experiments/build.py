@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import resource
+import subprocess
 import sys
 import traceback
 from dataclasses import dataclass
@@ -12,11 +14,12 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import checks
-from experiments.callbacks import FailAtStep, PlainProgress
+from experiments.callbacks import FailAtStep, LastValidation, PlainProgress
 from experiments.checkpointing import AtomicCheckpointIO
 from experiments.loggers import csv_logger, wandb_logger
 from experiments.model import count_parameters
@@ -87,6 +90,11 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     )
     module.decode_text = datamodule.decode
     if cfg.model.compile:
+        if cfg.trainer.accelerator == "cpu":
+            # Inductor's own dropout generator costs more than the fused kernels save on CPU.
+            import torch._inductor.config as inductor_config
+
+            inductor_config.fallback_random = True
         module.model.compile()
     params = count_parameters(module.model)
 
@@ -109,6 +117,7 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
                         every_n_train_steps=max(t.checkpoint_every_n_steps, 1), auto_insert_metric_name=False),
     ]
     callbacks.append(RichProgressBar() if progress else PlainProgress(every=max(t.log_every_n_steps, 1)))
+    callbacks.append(LastValidation())
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
     trainer = L.Trainer(
@@ -118,13 +127,63 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
         deterministic=t.deterministic, fast_dev_run=t.fast_dev_run, log_every_n_steps=t.log_every_n_steps,
         accumulate_grad_batches=t.accumulate_grad_batches, gradient_clip_val=cfg.optim.grad_clip or None,
         num_sanity_val_steps=t.num_sanity_val_steps, enable_progress_bar=progress, enable_model_summary=False,
-        logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO()], default_root_dir=str(run_dir),
+        logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO(), *cluster_plugins()],
+        default_root_dir=str(run_dir),
     )
     return Parts(trainer=trainer, module=module, datamodule=datamodule, wandb=wandb, params=params)
 
 
 def _val_interval(cfg: DictConfig) -> int:
     return max(1, min(int(cfg.trainer.val_check_interval), int(cfg.trainer.max_steps)))
+
+
+def cluster_starts_ranks() -> bool:
+    """Whether a scheduler (SLURM's srun, torchrun) started one process per rank, so Lightning starts none."""
+    return SLURMEnvironment.detect() or TorchElasticEnvironment.detect() or "LOCAL_RANK" in os.environ
+
+
+def cluster_plugins() -> list[Any]:
+    """Under SLURM, Lightning's own requeue stays off.
+
+    submitit owns the job: on a timeout or preemption it requeues the cell (see
+    ``max_num_timeout`` in conf/hydra/launcher/slurm.yaml), which then resumes from
+    ``checkpoints/last.ckpt``. Lightning's default SIGUSR1 handler would requeue the
+    same job a second time.
+    """
+    if os.environ.get("SLURM_JOB_ID") and SLURMEnvironment.detect():
+        return [SLURMEnvironment(auto_requeue=False)]
+    return []
+
+
+def release_ddp_ranks(trainer: L.Trainer | None) -> None:
+    """Wait for the DDP ranks Lightning started from this process, then stop watching them.
+
+    Lightning's watchdog kills this process when a rank it started ends with a non-zero
+    code, and Lightning itself kills the ranks when training raises; once they are reaped
+    and forgotten, the failure is recorded here instead of taking the process down.
+    """
+    procs = getattr(getattr(getattr(trainer, "strategy", None), "launcher", None), "procs", None)
+    if not procs:
+        return
+    for proc in procs:
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    procs.clear()  # the watchdog holds this same list: an empty one means nothing left to watch
+
+
+def final_validation(trainer: L.Trainer, module: Seq2SeqModule, datamodule) -> dict[str, float]:
+    """Validation metrics of the final weights, without validating them twice.
+
+    Lightning validates at the last step when max_steps is a multiple of the interval;
+    otherwise (or after resuming a run that had already reached it) a fresh pass runs.
+    """
+    last = next((c for c in trainer.callbacks if isinstance(c, LastValidation)), None)
+    if last is not None and last.step == trainer.global_step and last.metrics:
+        return dict(last.metrics)
+    return scalar_metrics(trainer.validate(module, datamodule=datamodule, verbose=False))
 
 
 def scalar_metrics(outputs: list[dict[str, Any]]) -> dict[str, float]:
@@ -149,6 +208,7 @@ def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float) -> dic
         "peak_memory_mb": peak_memory_mb(module.device),
         "steps": int(trainer.global_step),
         "world_size": int(trainer.world_size),
+        "threads": torch.get_num_threads(),
     }
 
 

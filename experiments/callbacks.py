@@ -44,3 +44,22 @@ class FailAtStep(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.global_step == self.step:
             raise InjectedFault(f"fail_at_step={self.step}: injected failure")
+
+
+class LastValidation(L.Callback):
+    """Remembers the step and metrics of the latest validation during fit.
+
+    When that validation ran at the final step, its metrics are the final ones and
+    the training app need not validate the same weights a second time.
+    """
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.metrics: dict[str, float] = {}
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return
+        self.step = trainer.global_step
+        self.metrics = {key.split("/dataloader_idx")[0]: float(value)
+                        for key, value in trainer.callback_metrics.items() if key.startswith("val/")}

@@ -23,6 +23,9 @@ def _choice(key: str, value, allowed: tuple[str, ...]) -> None:
 def check_config(cfg: DictConfig) -> None:
     from experiments.tasks import TASKS
     from variants import ATTENTION, POSITION
+    from variants.discovery import import_plugins
+
+    import_plugins(list(cfg.get("plugins") or []))
 
     missing = sorted(OmegaConf.missing_keys(cfg))
     _require(not missing, f"{', '.join(missing)}: required but not set; give it on the command line, "
@@ -40,7 +43,7 @@ def check_config(cfg: DictConfig) -> None:
     _choice("model.pooling", m.pooling, ("mean", "cls"))
     _choice("model.embedding", m.embedding, ("scaled", "gpt2"))
     _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
-    _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers"))
+    _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers", "banded"))
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
     _require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")

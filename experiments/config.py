@@ -103,6 +103,8 @@ class Config:
     resume: bool = True
     objective: str = "val/loss"
     num_threads: int = 0
+    # modules imported before anything is built, so variants they register can be named
+    plugins: list[str] = field(default_factory=list)
     # set by a test or a fault-injection run: raise inside training at this step
     fail_at_step: Optional[int] = None
 

@@ -104,6 +104,11 @@ def preflight(argv: list[str]) -> None:
     except Exception as err:  # noqa: BLE001
         raise PreflightError(_one_line(err)) from None
     for override in overrides:
+        if override.key_or_group == "plugins" and not override.is_sweep_override():
+            from variants.discovery import import_plugins
+
+            import_plugins([str(m) for m in (override.value() or [])])  # they may register new names
+    for override in overrides:
         check_names(override.key_or_group, _values(override))
 
     from omegaconf import OmegaConf

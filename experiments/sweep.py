@@ -1,37 +1,218 @@
-"""Sweep bookkeeping: a Hydra callback that reports failed cells through the exit code.
+"""Running a grid: one folder per cell, threads per job, checks before any cell starts, the exit code.
 
 Jobs of a multirun never raise (each records its failure in its result.json), so
-the sweep goes on. At the end of the multirun the callback, which runs in the
-launching process whatever the launcher, reads the results of this sweep's jobs
-and remembers whether any did not complete; ``train.main`` turns that into the
-process exit code.
+the sweep goes on. ``SweepSummary`` is a Hydra callback that runs in the
+launching process whatever the launcher (basic, joblib, submitit):
+
+- ``on_multirun_start`` checks every name the grid will use (variants, tasks,
+  config group options) and that a SLURM launcher can reach ``sbatch``, so a
+  typo fails in one line before any cell starts;
+- ``on_multirun_end`` reads the results this sweep wrote and remembers whether
+  any cell did not complete; ``train.main`` turns that into the exit code.
 """
 from __future__ import annotations
 
+import difflib
+import hashlib
 import json
 import logging
+import os
+import shutil
+import sys
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("attnlab")
 _LAST: dict[str, Any] = {"failed": 0, "ran": False}
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+# A cell folder named by all of its overrides becomes unreadable (and, past 255 bytes,
+# impossible); past this length it is named by its variant keys and a hash of the overrides.
+MAX_CELL_NAME = 100
+CELL_KEYS = ("task", "attention", "position", "model.arch", "seed", "optim.lr", "optim.warmup_steps")
+VARIANT_NAME_KEYS = {"attention.name": "attention", "position.name": "position", "task.name": "task",
+                     "model.encoder_attention": "attention", "model.decoder_attention": "attention",
+                     "model.cross_attention": "attention"}
 
 
+class SweepConfigError(ValueError):
+    """A grid that cannot run as given; the message names the key, the value and what is allowed."""
+
+
+# -- where each cell writes ------------------------------------------------------------------------
+def cell_dirname(override_dirname: str) -> str:
+    """The folder of one cell under the sweep dir, a function of its overrides only.
+
+    The same overrides give the same folder, so re-running a sweep finds its
+    finished and interrupted cells; different overrides give different folders,
+    however close in time the jobs start.
+    """
+    if not override_dirname:
+        return "defaults"
+    safe = "/" not in override_dirname and not override_dirname.startswith(".")
+    if safe and len(override_dirname) <= MAX_CELL_NAME:
+        return override_dirname
+    items = dict(item.split("=", 1) for item in override_dirname.split(",") if "=" in item)
+    name = f"overrides={hashlib.sha1(override_dirname.encode()).hexdigest()[:10]}"
+    for key in reversed(CELL_KEYS):
+        item = f"{key}={items.get(key)}"
+        if key in items and "/" not in item and len(item) + 1 + len(name) <= MAX_CELL_NAME:
+            name = f"{item},{name}"
+    return name
+
+
+if not OmegaConf.has_resolver("attnlab_cell"):
+    # Registered on import: the callback below is unpickled in every joblib / submitit
+    # worker before Hydra resolves the job's folder there.
+    OmegaConf.register_new_resolver("attnlab_cell", cell_dirname)
+
+
+# -- threads ---------------------------------------------------------------------------------------
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # what this process may use (SLURM and taskset narrow it)
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def jobs_at_once(launcher: Mapping[str, Any] | None, cores: int) -> int:
+    """How many jobs of the sweep the launcher runs at the same time on one machine."""
+    target = str((launcher or {}).get("_target_", ""))
+    if target.endswith("JoblibLauncher"):
+        n = int(launcher.get("n_jobs") or 1)
+        return min(max(cores + 1 + n if n < 0 else n, 1), cores)  # joblib: -1 = every core, -2 = all but one
+    if target.endswith("submitit_launcher.LocalLauncher"):
+        return cores  # submitit's local executor starts every cell at once
+    return 1
+
+
+def threads_per_process(launcher: Mapping[str, Any] | None, trainer: Mapping[str, Any], requested: int = 0,
+                        cores: int | None = None) -> int:
+    """Intra-op threads for each training process: ``requested`` when > 0, else the cores shared out.
+
+    Parallel jobs and CPU DDP processes each get their share, so 2 jobs on 2 cores run
+    one thread each instead of four threads fighting over two cores. A submitit job
+    with ``cpus_per_task`` uses that many (on SLURM each DDP rank is a task of its own).
+    """
+    if requested > 0:
+        return requested
+    cores = cores or available_cores()
+    launcher = launcher or {}
+    target, cpus = str(launcher.get("_target_", "")), launcher.get("cpus_per_task")
+    if target.endswith("SlurmLauncher"):
+        return max(1, min(cores, int(cpus or cores)))
+    if cpus and target.endswith("LocalLauncher"):
+        share = min(cores, int(cpus))
+    else:
+        share = cores // jobs_at_once(launcher, cores)
+    processes = 1
+    if "ddp" in str(trainer.get("strategy", "")) and trainer.get("accelerator") == "cpu":
+        devices = trainer.get("devices", 1)
+        processes = devices if isinstance(devices, int) and devices > 0 else 1
+    return max(1, share // processes)
+
+
+def set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+    # Inherited by DDP children and DataLoader workers; Lightning keeps it instead of its own guess.
+    os.environ["OMP_NUM_THREADS"] = str(n)
+
+
+# -- checks before any cell starts ------------------------------------------------------------------
+def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
+    """(key, values) of each override of the grid, as the basic sweeper combines them: the
+    preset's sweeper params, then the command line, which wins for a key given in both."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    lines = [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
+    parser = OverridesParser.create()
+    merged: dict[str, tuple[str, list[str]]] = {}
+    for line in lines:
+        try:
+            (override,) = parser.parse_overrides([line])
+        except HydraException:
+            continue  # not ours to judge: Hydra or the sweeper reports it
+        if override.is_delete() or (override.is_sweep_override() and not override.is_discrete_sweep()):
+            continue  # nothing to look up (an interval of numbers, a deleted key)
+        values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                  else [override.get_value_element_as_str()])
+        merged[override.get_key_element()] = (override.key_or_group, values)
+    yield from merged.values()
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def _unknown(key: str, value: str, choices: list[str]) -> SweepConfigError:
+    near = difflib.get_close_matches(value, choices, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return SweepConfigError(f"{key}={value!r} in the sweep is unknown; choose one of {choices}{hint}")
+
+
+def check_grid(config: DictConfig) -> None:
+    """Every variant, task and group option the grid names exists, and SLURM is reachable if asked for."""
+    from experiments.tasks import TASKS
+    from variants import ATTENTION, POSITION
+
+    registries = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
+    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))} - {"hydra"}
+    for key, values in grid_values(config):
+        for value in values:
+            if key in groups:
+                choices = group_options(key)
+                if key in registries:
+                    choices = sorted(set(choices) & set(registries[key].names()))
+                if value not in choices:
+                    raise _unknown(key, value, choices)
+            elif key in VARIANT_NAME_KEYS and value not in ("null", "None"):
+                registry = registries[VARIANT_NAME_KEYS[key]]
+                if value not in registry:
+                    raise _unknown(key, value, registry.names())
+    check_launcher(OmegaConf.select(config, "hydra.launcher") or {}, config.trainer)
+
+
+def check_launcher(launcher: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
+    if not str(launcher.get("_target_", "")).endswith("SlurmLauncher"):
+        return
+    if shutil.which("sbatch") is None:
+        raise SweepConfigError("hydra/launcher=submitit_slurm needs SLURM's sbatch, which is not on PATH here; "
+                               "submit from a cluster login node, or try the same path with "
+                               "hydra/launcher=submitit_local")
+    tasks, devices = launcher.get("tasks_per_node", 1), trainer.get("devices", 1)
+    if "ddp" in str(trainer.get("strategy", "")) and tasks != devices:
+        # Under srun every rank is a SLURM task; Lightning starts none itself.
+        raise SweepConfigError(f"hydra.launcher.tasks_per_node={tasks} with trainer.devices={devices}: "
+                               "a DDP job on SLURM runs one task per device; set them equal")
+
+
+# -- the callback ----------------------------------------------------------------------------------
 class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         _LAST.update(failed=0, ran=True, started=time.time())
+        try:
+            check_grid(config)
+        except SweepConfigError as err:
+            # One line and a distinct exit code, before any cell has started.
+            print(f"attnlab: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         counts: dict[str, int] = {}
-        bad = []
+        bad, earlier = [], 0
         for path in sorted(sweep_dir.rglob("result.json")):
             if path.stat().st_mtime < _LAST.get("started", 0):
-                continue  # an earlier sweep's cell that this one skipped or did not touch
+                earlier += 1  # an earlier sweep's cell that this one skipped or does not include
+                continue
             try:
                 status = json.loads(path.read_text()).get("status", "failed")
             except (OSError, ValueError):
@@ -40,8 +221,9 @@ class SweepSummary(Callback):
             if status != "completed":
                 bad.append(f"{path.parent.name}: {status}")
         _LAST["failed"] = len(bad)
-        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no results written"
-        log.info("sweep %s: %s", sweep_dir, summary)
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no new results"
+        log.info("sweep %s: %s in %.0f s; %d results from earlier runs left as they were", sweep_dir, summary,
+                 time.time() - _LAST.get("started", time.time()), earlier)
         if bad:
             log.warning("cells that did not complete: %s", "; ".join(bad))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -20,11 +21,13 @@ from typing import Any
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 write_json_atomic)
+from experiments.sweep import set_threads, threads_per_process
 
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
@@ -42,7 +45,15 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def is_rank_zero() -> bool:
-    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
+    """Whether this process is global rank 0, before a Trainer exists to say so."""
+    env = os.environ
+    if "RANK" in env:  # torchrun
+        return int(env["RANK"]) == 0
+    if int(env.get("LOCAL_RANK", 0)) or int(env.get("NODE_RANK", 0)):  # Lightning's ranks > 0
+        return False
+    if int(env.get("SLURM_NTASKS", 1)) > 1:  # one SLURM task per device
+        return int(env.get("SLURM_PROCID", 0)) == 0
+    return True
 
 
 def run_identity(run_dir: Path, cfg_hash: str) -> str:
@@ -66,31 +77,48 @@ def quiet_lightning_handlers() -> None:
             logging.getLogger(name).handlers.clear()
 
 
-def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
-    """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
-    from experiments import build
+def resolved(cfg: DictConfig) -> tuple[dict[str, Any], str]:
+    """The flattened, resolved config and its hash."""
+    flat = flatten(OmegaConf.to_container(cfg, resolve=True))
+    return flat, config_hash(flat)
 
-    quiet_lightning_handlers()
-    container = OmegaConf.to_container(cfg, resolve=True)
-    flat = flatten(container)
-    cfg_hash = config_hash(flat)
+
+def completed_result(cfg: DictConfig, run_dir: Path, cfg_hash: str) -> dict[str, Any] | None:
+    """The result of this folder when it already completed with the same config (and resume is on)."""
     done = read_result(run_dir / RESULT)
     if cfg.resume and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
         log.info("already completed with the same config (%s); skipping", run_dir / RESULT)
         done["skipped"] = True
         return done
+    return None
 
-    run_id = run_identity(run_dir, cfg_hash)
-    result: dict[str, Any] = {
+
+def new_result(cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[str, Any], cfg_hash: str,
+               run_id: str) -> dict[str, Any]:
+    """A result that says ``failed`` until the run proves otherwise."""
+    return {
         "schema": SCHEMA, "run_id": run_id, "sweep": cfg.name, "status": "failed", "error": None,
         "task": cfg.task.name, "attention": cfg.attention.name, "position": cfg.position.name, "seed": cfg.seed,
         "arch": cfg.model.arch, "overrides": overrides, "config": flat, "config_hash": cfg_hash,
         "metrics": {}, "by_length": {}, "cost": {}, "env": {}, "started_at": now_iso(), "finished_at": None,
         "command": command_line(), "train_lengths": None, "run_dir": str(run_dir),
     }
+
+
+def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
+    from experiments import build
+
+    began = time.perf_counter()
+    quiet_lightning_handlers()
+    flat, cfg_hash = resolved(cfg)
+    done = completed_result(cfg, run_dir, cfg_hash)
+    if done:
+        return done
+    result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
     trainer = wandb = None
     try:
-        parts = build.assemble(cfg, run_dir, run_id=run_id, flat_config=flat)
+        parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
@@ -103,7 +131,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         train_seconds = time.perf_counter() - start
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
-        val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, verbose=False))
+        val = build.final_validation(trainer, module, datamodule)
         test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, verbose=False))
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
@@ -112,18 +140,48 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
             build.save_attention_maps(module, datamodule, run_dir, wandb if cfg.logger.log_attention_maps else None)
         result["status"] = "completed"
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
+        build.release_ddp_ranks(trainer)
         result.update(build.describe_failure(err, trainer, run_dir))
         if not isinstance(err, Exception):
-            _finish(result, trainer, wandb, run_dir)
+            _finish(result, trainer, wandb, run_dir, began)
             raise
-    _finish(result, trainer, wandb, run_dir)
+    build.release_ddp_ranks(trainer)
+    _finish(result, trainer, wandb, run_dir, began)
     return result
 
 
-def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path) -> None:
+def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads: int) -> dict[str, Any]:
+    """A DDP cell of a multirun, run as a single run of its own in the cell's folder.
+
+    Lightning starts ranks > 0 by re-running the command line, which in a multirun is
+    the whole sweep, and its watchdog kills the launching process when a rank dies.
+    A child single run gives the ranks a command that is this cell alone, and the sweep
+    outlives whatever happens to the cell.
+    """
+    flat, cfg_hash = resolved(cfg)
+    done = completed_result(cfg, run_dir, cfg_hash)
+    if done:
+        return done
+    quoted = str(run_dir).replace("'", "\\'")  # a quoted override value may hold "=" and ","
+    command = [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir='{quoted}'",
+               "hydra.output_subdir=null", f"num_threads={threads}"]
+    started = time.time()
+    log.info("DDP cell: running it as a single run in %s", run_dir)
+    code = subprocess.run(command, cwd=get_original_cwd(), check=False).returncode
+    result = read_result(run_dir / RESULT)
+    if result is None or (run_dir / RESULT).stat().st_mtime < started:
+        result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
+        result.update(error=f"the DDP run exited with code {code} before writing its result", finished_at=now_iso(),
+                      env=environment("unknown"))
+        write_json_atomic(run_dir / RESULT, result)
+    return result
+
+
+def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float) -> None:
     from experiments import build
 
     result["finished_at"] = now_iso()
+    result["cost"]["wall_seconds"] = time.perf_counter() - began
     result["env"] = environment(build.device_name(trainer))
     if trainer is not None and "steps" not in result["cost"]:
         result["cost"]["steps"] = int(trainer.global_step)
@@ -141,13 +199,30 @@ def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
     return float(value)
 
 
+def runs_ranks_by_rerunning(trainer: DictConfig) -> bool:
+    """Whether Lightning would start DDP ranks > 0 by re-running this command line."""
+    from experiments.build import cluster_starts_ranks
+
+    strategy = str(trainer.strategy)
+    return "ddp" in strategy and not any(m in strategy for m in ("spawn", "fork")) and not cluster_starts_ranks()
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def hydra_entry(cfg: DictConfig) -> float:
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
     multirun = hc.mode == RunMode.MULTIRUN
-    result = train(cfg, run_dir, overrides)
+    threads = threads_per_process(hc.launcher, cfg.trainer, cfg.num_threads)
+    if multirun and runs_ranks_by_rerunning(cfg.trainer):
+        result = train_in_child(cfg, run_dir, overrides, threads)
+    else:
+        set_threads(threads)
+        result = train(cfg, run_dir, overrides)
+    if not is_rank_zero():
+        # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
+        # Lightning's watchdog kill rank 0 before it writes the result.
+        return objective(result, cfg.objective)
     status = result["status"]
     if status != "completed":
         message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
@@ -157,14 +232,24 @@ def hydra_entry(cfg: DictConfig) -> float:
             sys.exit(2 if result.get("user_error") else 1)
     else:
         log.info("result: %s", run_dir / RESULT)
-    return objective(result, cfg.get("objective", "val/loss"))
+    return objective(result, cfg.objective)
 
 
 def main() -> None:
     register_configs()
     os.environ.setdefault("WANDB_SILENT", "true")
+    from experiments.preflight import PreflightError, preflight
     from experiments.sweep import exit_code_for_last_multirun
 
+    if os.environ.get("LOCAL_RANK") in (None, "0"):  # DDP ranks > 0 re-run an already checked command
+        try:
+            preflight(sys.argv[1:])
+        except ValueError as err:
+            # PreflightError first: a typo is reported before Lightning is imported.
+            if not isinstance(err, PreflightError) and not isinstance(err, user_error_types()):
+                raise
+            print(f"attnlab: {err}", file=sys.stderr)
+            sys.exit(2)
     hydra_entry()
     sys.exit(exit_code_for_last_multirun())
 

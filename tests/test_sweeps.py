@@ -1,0 +1,328 @@
+"""Sweeps end to end: one folder per cell under each launcher, failures, kill and resume, DDP,
+Optuna, W&B runs per cell, and bad grids stopped before any cell starts.
+
+Multiruns run as subprocesses (``python -m experiments.train -m ...``) into ``tmp_path``
+with the tiny config, as a user would run them.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from omegaconf import OmegaConf, open_dict
+
+from experiments.config import register_configs
+from experiments.sweep import (MAX_CELL_NAME, SweepConfigError, SweepSummary, available_cores, cell_dirname,
+                               check_grid, grid_values, threads_per_process)
+from experiments.train import BAD_OBJECTIVE, objective
+from tests.conftest import CONF, ROOT, TINY
+
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT),
+       "HYDRA_FULL_ERROR": "0"}
+REQUIRED = {"schema", "run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch",
+            "overrides", "config", "config_hash", "metrics", "by_length", "cost", "env", "started_at", "finished_at"}
+# one intra-op thread per training process: the tests may run two at a time on two cores
+QUIET = [*TINY, "num_threads=1"]
+
+
+def multirun(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subprocess.CompletedProcess, Path]:
+    sweep_dir = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
+                          cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return proc, sweep_dir
+
+
+def results(sweep_dir: Path) -> dict[Path, dict]:
+    return {p.parent: json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("result.json"))}
+
+
+def offline_runs(folder: Path) -> list[dict]:
+    from analysis.collect import read_wandb_offline_run
+
+    return [read_wandb_offline_run(p) for p in sorted(folder.rglob("offline-run-*")) if p.is_dir()]
+
+
+def assert_one_folder_per_cell(sweep_dir: Path, found: dict[Path, dict], cells: int) -> None:
+    assert len(found) == cells, sorted(p.name for p in found)
+    assert all(folder.parent == sweep_dir for folder in found), "every cell directly under the one sweep dir"
+    assert len({r["run_id"] for r in found.values()}) == cells
+    for folder, result in found.items():
+        assert REQUIRED <= set(result) and result["schema"] == 1
+        assert result["run_dir"] == str(folder)
+
+
+# -- launchers ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_basic_launcher_grid_writes_one_valid_result_per_cell(tmp_path: Path) -> None:
+    proc, sweep_dir = multirun(tmp_path, *QUIET, "attention=soft,local", "position=sinusoidal,learned")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = results(sweep_dir)
+    assert_one_folder_per_cell(sweep_dir, found, 4)
+    assert {(r["attention"], r["position"]) for r in found.values()} == set(
+        itertools.product(["soft", "local"], ["sinusoidal", "learned"]))
+    for result in found.values():
+        assert result["status"] == "completed", result["error"]
+        assert f"attention={result['attention']}" in result["overrides"]
+        assert result["config"]["attention.name"] == result["attention"]
+        assert result["cost"]["steps"] == 2 and result["metrics"]["val/loss"] > 0
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_the_same_grid(tmp_path: Path) -> None:
+    proc, sweep_dir = multirun(tmp_path, *QUIET, "attention=soft,local", "position=sinusoidal,learned",
+                               "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = results(sweep_dir)
+    assert_one_folder_per_cell(sweep_dir, found, 4)
+    assert all(r["status"] == "completed" for r in found.values())
+    assert len(list((sweep_dir / ".submitit").glob("*/*_result.pkl"))) == 4, "each cell was a submitit job"
+
+
+@pytest.mark.slow
+def test_joblib_cells_get_their_own_wandb_run_group_tags_and_thread_share(tmp_path: Path) -> None:
+    args = [*TINY, "logger=default", "name=ablation_demo", "logger.wandb.tags=[demo]",
+            "attention=soft,local", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    proc, sweep_dir = multirun(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = results(sweep_dir)
+    assert_one_folder_per_cell(sweep_dir, found, 2)
+    for folder, result in found.items():
+        # two jobs at once share the cores instead of each taking all of them
+        assert result["cost"]["threads"] == max(1, available_cores() // 2)
+        (run,) = offline_runs(folder)  # one W&B run per job, finished by that job
+        assert run["id"] == result["run_id"] and run["finished"]
+        assert run["group"] == "ablation_demo" == result["sweep"]
+        assert {"reverse", result["attention"], result["position"], "demo"} <= set(run["tags"])
+        assert run["summary"]["status"] == "completed"
+
+
+# -- survive and resume --------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_failing_cell_is_recorded_and_the_others_complete(tmp_path: Path) -> None:
+    proc, sweep_dir = multirun(tmp_path, *QUIET, "optim.lr=1e-3,-1")
+    assert proc.returncode == 1, "the exit code says a cell failed"
+    by_lr = {r["config"]["optim.lr"]: r for r in results(sweep_dir).values()}
+    assert set(by_lr) == {1e-3, -1}
+    assert by_lr[1e-3]["status"] == "completed"
+    assert by_lr[-1]["status"] == "failed" and "optim.lr" in by_lr[-1]["error"] and by_lr[-1]["user_error"]
+
+
+def cell_with(sweep_dir: Path, override: str) -> Path | None:
+    """The cell folder whose overrides include ``override`` (long override lists name folders by hash)."""
+    for saved in sweep_dir.glob("*/.hydra/overrides.yaml"):
+        if override in (yaml.safe_load(saved.read_text()) or []):  # empty while Hydra writes it
+            return saved.parent.parent
+    return None
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, "the sweep ended before the moment to kill it"
+        assert time.monotonic() < deadline, "the sweep never reached the moment to kill it"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_killed_sweep_rerun_finishes_only_what_was_missing(tmp_path: Path) -> None:
+    """Cells: 3 steps (finished before the kill), 400 steps (killed mid-way), 4 steps (never started)."""
+    base = [a for a in QUIET if not a.startswith(("trainer.max_steps", "trainer.val_check_interval", "logger="))]
+    args = [*base, "logger=default", "trainer.val_check_interval=100", "trainer.checkpoint_every_n_steps=10",
+            "trainer.max_steps=3,400,4"]
+    sweep_dir = tmp_path / "sweep"
+    command = [sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(command, cwd=tmp_path, env=ENV, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        try:
+            _wait_for(lambda: (cell_with(sweep_dir, "trainer.max_steps=400") or tmp_path / "none").joinpath(
+                "checkpoints", "last.ckpt").exists(), first)
+        finally:
+            os.killpg(first.pid, signal.SIGKILL)  # the sweep and everything it started
+            first.wait()
+    before = results(sweep_dir)
+    assert [r["config"]["trainer.max_steps"] for r in before.values()] == [3], "killed after the first cell only"
+    long_cell = cell_with(sweep_dir, "trainer.max_steps=400")
+    run_id = json.loads((long_cell / "run_state.json").read_text())["run_id"]
+    stamps = {folder: (folder / "result.json").stat().st_mtime_ns for folder in before}
+
+    rerun = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    out = rerun.stdout + rerun.stderr
+    assert out.count("already completed") == 1, "only the finished cell is skipped"
+    assert out.count("resuming from") == 1 and str(long_cell / "checkpoints") in out
+    after = results(sweep_dir)
+    assert len(after) == 3 and all(r["status"] == "completed" for r in after.values())
+    assert all((folder / "result.json").stat().st_mtime_ns == stamps[folder] for folder in before)
+    assert after[long_cell]["run_id"] == run_id and after[long_cell]["cost"]["steps"] == 400
+    # the resumed cell continued its W&B run: two offline folders (killed, resumed), one run id
+    assert [run["id"] for run in offline_runs(long_cell)] == [run_id, run_id]
+
+
+# -- several processes ----------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
+    args = [a for a in QUIET if not a.startswith(("logger=", "num_threads"))]
+    proc, sweep_dir = multirun(tmp_path, *args, "logger=default", "trainer=ddp", "trainer.devices=2",
+                               "trainer.accelerator=cpu", "seed=0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = list(tmp_path.rglob("result.json"))
+    assert len(found) == 1, found
+    folder = found[0].parent
+    result = json.loads(found[0].read_text())
+    assert result["status"] == "completed" and result["cost"]["world_size"] == 2
+    assert (folder / "train_ddp_process_1.log").exists(), "rank 1 ran in the cell's own folder"
+    assert not (tmp_path / "outputs").exists(), "no second output dir for rank 1"
+    assert [run["id"] for run in offline_runs(tmp_path)] == [result["run_id"]], "rank 0's W&B run only"
+
+
+# -- hyperparameter search ------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_optuna_study_survives_a_failed_trial_and_reports_the_best(tmp_path: Path) -> None:
+    proc, sweep_dir = multirun(tmp_path, *QUIET, "hparams_search=optuna_grid", "optim.lr=0.001,0.003,-1")
+    assert proc.returncode == 1, "one trial failed, the study went on, the exit code says so"
+    found = list(results(sweep_dir).values())
+    assert sorted(r["config"]["optim.lr"] for r in found) == [-1, 0.001, 0.003]
+    values = {r["config"]["optim.lr"]: objective(r) for r in found}
+    assert values[-1] == BAD_OBJECTIVE
+    best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
+    assert best["best_value"] == pytest.approx(min(values.values()))
+    assert values[best["best_params"]["optim.lr"]] == pytest.approx(best["best_value"])
+
+
+def test_optuna_studies_are_per_variant_seeded_and_tune_lr_and_warmup() -> None:
+    cfg = hydra_config(["hparams_search=optuna", "attention=local", "position=rope", "seed=3"])
+    sweeper = cfg.hydra.sweeper
+    assert cfg.hydra.sweep.dir == "multirun/default/optuna_reverse_local_rope"
+    assert sweeper.study_name == "default_reverse_local_rope" and sweeper.sampler.seed == 3
+    assert set(sweeper.params) == {"optim.lr", "optim.warmup_steps"} and sweeper.direction == "minimize"
+    check_grid(cfg)  # Optuna's intervals and ranges pass the name check untouched
+
+
+# -- bad input ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_unknown_variant_in_a_grid_fails_before_any_cell(tmp_path: Path) -> None:
+    proc, sweep_dir = multirun(tmp_path, *QUIET, "attention=soft,sofft", timeout=120)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "attention='sofft'" in lines[0] and "did you mean 'soft'" in lines[0], proc.stderr
+    assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("run_state.json"))
+
+
+def hydra_config(overrides: list[str], sweep: list[str] | None = None, params: dict | None = None):
+    """The config the launching process sees: ``sweep`` stands for the grid on the command line."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.overrides.task = [*overrides, *(sweep or [])]
+        if params is not None:
+            cfg.hydra.sweeper.params = params
+    return cfg
+
+
+@pytest.mark.parametrize("overrides, sweep, params, named", [
+    ([], ["position=rope,learnd"], None, "position='learnd'"),
+    ([], ["task=copy,revers"], None, "task='revers'"),
+    ([], ["model=small,tiny"], None, "model='tiny'"),
+    ([], ["attention.name=soft,sofft"], None, "attention.name='sofft'"),
+    ([], ["model.cross_attention=hard,hrad"], None, "model.cross_attention='hrad'"),
+    (["experiment=quick"], [], {"attention": "soft,local,multihed"}, "attention='multihed'"),
+    ([], ["attention=choice(soft,softer)"], None, "attention='softer'"),
+])
+def test_grid_check_names_the_bad_value(overrides, sweep, params, named) -> None:
+    with pytest.raises(SweepConfigError, match=".*".join(map(str, [named, "choose one of"]))) as err:
+        check_grid(hydra_config(overrides, sweep, params))
+    assert "\n" not in str(err.value)
+
+
+def test_grid_check_accepts_good_grids_and_reads_every_value() -> None:
+    cfg = hydra_config(["experiment=quick", "task=copy"], ["seed=range(0,3)", "optim.lr=interval(1e-4,1e-2)"])
+    check_grid(cfg)
+    found = dict(grid_values(cfg))
+    assert found["attention"] == ["soft", "hard", "local", "multihead"] and found["seed"] == ["0", "1", "2"]
+    assert "optim.lr" not in found, "an interval has no names to check"
+
+
+def test_slurm_launcher_without_sbatch_says_so_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    cfg = hydra_config(["hydra/launcher=slurm"])
+    assert cfg.hydra.launcher.tasks_per_node == cfg.trainer.devices and cfg.hydra.launcher.max_num_timeout > 0
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SystemExit) as stop:
+        SweepSummary().on_multirun_start(cfg)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "sbatch" in err and "submitit_slurm" in err
+
+
+def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> None:
+    sbatch = tmp_path / "sbatch"
+    sbatch.write_text("#!/bin/sh\nexit 0\n")
+    sbatch.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    check_grid(hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4"]))
+    with pytest.raises(SweepConfigError, match="tasks_per_node=1 with trainer.devices=4"):
+        check_grid(hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4",
+                                 "hydra.launcher.tasks_per_node=1"]))
+
+
+# -- presets and cell folders -----------------------------------------------------------------------------
+@pytest.mark.parametrize("preset, extra, sweep_dir, cells", [
+    ("quick", [], "multirun/quick", 4 * 3),
+    ("ablation", ["task=copy"], "multirun/ablation_copy", 4 * 3 * 3),
+    ("length_generalization", [], "multirun/length_generalization", 3 * 7 * 3),
+])
+def test_presets_expand_to_their_grids_and_every_value_composes(preset, extra, sweep_dir, cells) -> None:
+    from experiments.checks import check_config
+
+    cfg = hydra_config([f"experiment={preset}", *extra])
+    assert cfg.hydra.sweep.dir == sweep_dir
+    grid = dict(grid_values(cfg))
+    assert len(list(itertools.product(*grid.values()))) == cells
+    # each value of each key once, with the preset's other settings (cells differ only in these)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for key, values in grid.items():
+            for value in values:
+                cell = hydra_compose(config_name="config", overrides=[f"experiment={preset}", *extra, f"{key}={value}"])
+                check_config(cell)
+                if key != "experiment":
+                    field = f"{key}.name" if key in ("task", "attention", "position") else key
+                    assert str(OmegaConf.select(cell, field)) == value
+                if preset == "length_generalization":
+                    assert max(cell.task.eval_lengths) == 4 * max(cell.task.train_lengths)
+
+
+def test_cell_folders_are_stable_distinct_and_safe() -> None:
+    short = "attention=soft,position=rope"
+    assert cell_dirname(short) == short == cell_dirname(short)
+    long = ",".join([f"model.d_model={d}" for d in range(30)] + ["attention=soft", "seed=3"])
+    other = long.replace("model.d_model=7,", "model.d_model=8,")
+    assert cell_dirname(long) == cell_dirname(long) != cell_dirname(other)
+    assert len(cell_dirname(long)) <= MAX_CELL_NAME and cell_dirname(long).startswith("attention=soft,seed=3,")
+    assert "/" not in cell_dirname("task.path=/data/a.txt,attention=soft")
+    assert cell_dirname("task.path=/data/a.txt") != cell_dirname("task.path=/data/b.txt")
+
+
+def test_threads_are_shared_among_parallel_jobs_and_ddp_ranks() -> None:
+    joblib = {"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", "n_jobs": 2}
+    slurm = {"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+             "cpus_per_task": 6}
+    cpu = {"strategy": "auto", "accelerator": "cpu", "devices": 1}
+    ddp = {"strategy": "ddp", "accelerator": "cpu", "devices": 2}
+    assert threads_per_process(None, cpu, cores=16) == 16
+    assert threads_per_process(joblib, cpu, cores=16) == 8
+    assert threads_per_process({**joblib, "n_jobs": -1}, cpu, cores=16) == 1
+    assert threads_per_process(joblib, ddp, cores=16) == 4
+    assert threads_per_process(joblib, cpu, cores=2) == 1
+    assert threads_per_process(slurm, ddp, cores=32) == 6, "a SLURM task owns its cpus_per_task"
+    assert threads_per_process(joblib, cpu, requested=3, cores=16) == 3
