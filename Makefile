@@ -32,8 +32,9 @@ test: venv
 # The quick grid (4 attention types x 3 position encodings on `reverse`), then its report.
 # A failed cell does not stop the report: it shows there as failed.
 DEMO_TRAINER := $(if $(HAS_GPU),trainer=gpu,trainer=cpu)
+DEMO_JOBS ?= 2
 demo: venv
-	-$(PY) -m experiments.train -m experiment=quick $(DEMO_TRAINER)
+	-$(PY) -m experiments.train -m experiment=quick $(DEMO_TRAINER) hydra/launcher=joblib hydra.launcher.n_jobs=$(DEMO_JOBS)
 	$(PY) -m analysis.report multirun/quick --out report
 	@echo "report: $(CURDIR)/report/report.html"
 
