@@ -14,29 +14,12 @@ from variants import ATTENTION, POSITION, reinforce_terms
 from variants.attention.hard import ESTIMATORS
 from variants.attention.local import MODES
 from variants.attention.scores import SCORES
+from tests.cases import cases, one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 2, 9, 6, 16, 2
 #: small settings for any variant that takes them, so windows and blocks are exercised at T <= 12
 SMALL = {"window": 2, "block_size": 4}
 CALLS = ("self", "causal", "cross")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: waking a second intra-op thread costs far more than it saves, and
-    ``pytest -n 2`` already keeps both cores busy."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def cases(registry) -> list:
-    return [
-        pytest.param(name, params, id="-".join([name] + [f"{k}={v}" for k, v in params.items()]))
-        for name in registry.names()
-        for params in registry.variations(name)
-    ]
 
 
 ATTENTION_CASES = cases(ATTENTION)

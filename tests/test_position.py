@@ -10,27 +10,11 @@ from variants import ATTENTION, POSITION, KVCache, PositionEncoding
 from variants.position.alibi import alibi_slopes
 from variants.position.learned import SequenceTooLongError
 from variants.position.t5 import t5_bucket
+from tests.cases import cases, one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, D_MODEL, HEADS = 2, 9, 16, 2
 HEAD_DIM = D_MODEL // HEADS
 SMALL = {"window": 2, "block_size": 3}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: a second intra-op thread costs more than it saves under ``pytest -n 2``."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def cases(registry) -> list:
-    return [
-        pytest.param(name, params, id="-".join([name] + [f"{k}={v}" for k, v in params.items()]))
-        for name in registry.names()
-        for params in registry.variations(name)
-    ]
 
 
 positions = pytest.mark.parametrize("position, p_params", cases(POSITION))

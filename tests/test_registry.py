@@ -12,16 +12,7 @@ from variants.attention.local import MODES
 from variants.attention.scores import SCORES
 from variants.kernels import BACKENDS, xformers_available
 from variants.masking import masked_softmax
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: waking a second intra-op thread costs far more than it saves, and
-    ``pytest -n 2`` already keeps both cores busy."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 
 def raises_one_line(error: type[Exception], call, *fragments: str) -> str:

@@ -9,17 +9,9 @@ import torch
 from experiments import bench
 from experiments.bench.measure import LiveTensorMemory, loglog_slope, peak_memory_mb
 from experiments.bench.scaling import exponents
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 MB = 2**20
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: a second intra-op thread costs more than it saves under ``pytest -n 2``."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_live_tensor_memory_counts_what_is_alive_at_the_peak():

@@ -5,26 +5,10 @@ import pytest
 import torch
 
 from variants import ATTENTION, POSITION, KVCache
+from tests.cases import cases, one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 2, 10, 7, 16, 2
 SMALL = {"window": 2, "block_size": 3}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: a second intra-op thread costs more than it saves under ``pytest -n 2``."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def cases(registry) -> list:
-    return [
-        pytest.param(name, params, id="-".join([name] + [f"{k}={v}" for k, v in params.items()]))
-        for name in registry.names()
-        for params in registry.variations(name)
-    ]
 
 
 pairs = pytest.mark.parametrize("attention, a_params", cases(ATTENTION))

@@ -11,18 +11,10 @@ from torch import nn
 
 from variants import ATTENTION, POSITION, KVCache
 from variants.kernels import xformers_available
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 3, 11, 7, 16, 2
 CALLS = ("self", "causal", "cross", "causal_chunk")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: a second intra-op thread costs more than it saves under ``pytest -n 2``."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def cases(registry, names: list[str] | None = None) -> list:

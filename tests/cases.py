@@ -1,0 +1,24 @@
+"""Shared pieces of the variant tests: one parameter case per registered variation, one thread."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def cases(registry) -> list:
+    """One pytest case per (name, variation) of a registry: new variants are covered unedited."""
+    return [
+        pytest.param(name, params, id="-".join([name] + [f"{k}={v}" for k, v in params.items()]))
+        for name in registry.names()
+        for params in registry.variations(name)
+    ]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: waking a second intra-op thread costs far more than it saves, and
+    ``pytest -n 2`` already keeps both cores busy."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
