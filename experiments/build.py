@@ -201,7 +201,7 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float) -> dict[str, Any]:
-    tokens = module.tokens_seen * max(trainer.world_size, 1)
+    tokens = int(module.tokens_seen) * max(trainer.world_size, 1)
     return {
         "train_seconds": train_seconds,
         "tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,

@@ -131,7 +131,9 @@ class Seq2SeqModule(L.LightningModule):
             loss = loss + self._reinforce(per_example.detach(), log_probs)
         if not torch.isfinite(loss):
             raise DivergedError(self.global_step, float(loss.detach()))
-        self.tokens_seen += int(targets.ne(IGNORE).sum()) + (int(src.ne(self.spec.pad_id).sum()) if src is not None else 0)
+        # Counted on the device and read once at the end: int() here would sync a GPU every step.
+        seen = targets.ne(IGNORE).sum() + (src.ne(self.spec.pad_id).sum() if src is not None else 0)
+        self.tokens_seen = self.tokens_seen + seen.detach()
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
