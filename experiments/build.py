@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments import checks
 from experiments.callbacks import FailAtStep, LastValidation, PlainProgress
 from experiments.checkpointing import AtomicCheckpointIO
+from experiments.compiling import compile_model
 from experiments.loggers import csv_logger, wandb_logger
 from experiments.model import count_parameters
 from experiments.module import DivergedError, Seq2SeqModule
@@ -90,12 +91,9 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     )
     module.decode_text = datamodule.decode
     if cfg.model.compile:
-        if cfg.trainer.accelerator == "cpu":
-            # Inductor's own dropout generator costs more than the fused kernels save on CPU.
-            import torch._inductor.config as inductor_config
-
-            inductor_config.fallback_random = True
-        module.model.compile()
+        on_cpu = cfg.trainer.accelerator == "cpu" or (cfg.trainer.accelerator == "auto"
+                                                      and not torch.cuda.is_available())
+        compile_model(module.model, "cpu" if on_cpu else "cuda")
     params = count_parameters(module.model)
 
     loggers: list[Any] = [csv_logger(run_dir)]

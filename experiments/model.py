@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from experiments.elementwise import Dropout, ReLU
 from variants import ATTENTION, POSITION, AttentionLayer, KVCache, PositionEncoding
 from variants.checks import VariantConfigError, one_of, positive, probability
 
@@ -89,7 +90,7 @@ class ModelSpec:
 class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_dim: int, dropout: float) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, ffn_dim), nn.ReLU(), nn.Dropout(dropout),
+        self.net = nn.Sequential(nn.Linear(d_model, ffn_dim), ReLU(), Dropout(dropout),
                                  nn.Linear(ffn_dim, d_model))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -102,7 +103,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm: str) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.pre = norm == "pre"
 
     def forward(self, x: Tensor, fn) -> Tensor:
@@ -166,7 +167,7 @@ class Stack(nn.Module):
         heads = self_attn.params.get("num_heads") or getattr(ATTENTION.get(self_attn.name), "default_heads", 1)
         self.position = POSITION.build(spec.position.name, d_model=spec.d_model, num_heads=heads,
                                        **spec.position.params)
-        self.drop = nn.Dropout(spec.dropout)
+        self.drop = Dropout(spec.dropout)
         self.layers = nn.ModuleList(Layer(spec, self_attn, cross_attn) for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(spec.d_model) if spec.norm == "pre" else nn.Identity()
 

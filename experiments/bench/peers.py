@@ -14,8 +14,8 @@ compilation; each reports the median over its rounds.
 1. ``seq2seq``: a training step (forward, cross-entropy, backward, AdamW step) of the
    suite's seq2seq multihead + sinusoidal Transformer against ``torch.nn.Transformer``
    wrapped in the same embedding, sinusoidal encoding and tied output projection;
-   also the suite's model through ``torch.compile`` (``model.compile=true``; with
-   ``--compile-fallback-random`` its dropout uses ATen's generator instead of Inductor's).
+   also the suite's model compiled exactly as ``model.compile=true`` compiles it
+   (``experiments.compiling.compile_model``).
    Targets: eager <= 1.15x torch.nn.Transformer; compiled faster than it (< 1x).
 2. ``decoder``: the suite's decoder-only multihead + learned model against
    x-transformers' ``TransformerWrapper(Decoder)`` of the same width, depth and heads
@@ -46,6 +46,7 @@ from experiments.bench import command
 from experiments.bench.generation import agreement, generation_cases, generation_model, random_prompt
 from experiments.bench.measure import CLOCKS
 from experiments.bench.scaling import BenchArgumentError
+from experiments.compiling import compile_model
 from experiments.model import ModelSpec, Transformer, VariantSpec, count_parameters
 from experiments.result import environment, write_json_atomic
 from experiments.tasks.base import BOS_ID, FIRST_SYMBOL_ID, PAD_ID
@@ -279,7 +280,8 @@ def seq2seq_comparison(args: argparse.Namespace, size: Size, device: torch.devic
 
     def compiled() -> tuple[nn.Module, Callable[..., Tensor]]:
         model = attnlab_seq2seq(size, args.dropout)
-        return model, torch.compile(model)
+        compile_model(model, device.type)  # as model.compile=true does
+        return model, model
 
     def peer() -> tuple[nn.Module, Callable[..., Tensor]]:
         model = TorchSeq2Seq(size, args.dropout)
@@ -309,8 +311,8 @@ def decoder_comparison(args: argparse.Namespace, size: Size, device: torch.devic
 
     def compiled() -> tuple[nn.Module, Callable[..., Tensor]]:
         model = attnlab_decoder(size)
-        fast = torch.compile(model)
-        return model, lambda inputs: fast(None, inputs)
+        compile_model(model, device.type)
+        return model, lambda inputs: model(None, inputs)
 
     def peer() -> tuple[nn.Module, Callable[..., Tensor]]:
         model = xtransformers_decoder(size)
@@ -399,9 +401,6 @@ def peers_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--batches", type=int, default=8, help="distinct batches, cycled through by every case")
     timing.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                         help="also time the suite's model through torch.compile")
-    timing.add_argument("--compile-fallback-random", action="store_true",
-                        help="compile with torch._inductor.config.fallback_random: dropout through ATen's "
-                             "bernoulli instead of Inductor's own generator (much faster on CPU)")
     timing.add_argument("--profile", type=int, default=0, metavar="ROWS",
                         help="after timing, print the ROWS costliest operators of each training case")
     gen = parser.add_argument_group("generation")
@@ -479,10 +478,6 @@ def peers(args: argparse.Namespace) -> int:
     if not 0 <= args.dropout < 1:
         raise BenchArgumentError(f"--dropout={args.dropout} is not allowed; it must be in [0, 1)")
     size = size_from(args)
-    if args.compile and args.compile_fallback_random:
-        import torch._inductor.config as inductor_config
-
-        inductor_config.fallback_random = True
     load_before = load()
     results: dict[str, Any] = {}
     run = {"seq2seq": seq2seq_comparison, "decoder": decoder_comparison, "generation": generation_comparison}

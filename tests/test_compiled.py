@@ -1,0 +1,92 @@
+"""``model.compile=true``: the compiled model computes what the eager one does.
+
+The compiled forms of ReLU and dropout (``experiments.elementwise``) differ from
+the eager ones only in what autograd saves; these tests hold them to the same
+function and gradient, and the compiled Transformer to the eager one.
+"""
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from experiments.compiling import compile_model
+from experiments.elementwise import _ReLUSavingOutput, dropout
+from experiments.model import ModelSpec, Transformer, VariantSpec
+
+needs_compiler = pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
+    reason="torch.compile on CPU needs a C++ compiler",
+)
+
+
+def test_relu_saving_output_has_relus_value_and_gradient() -> None:
+    x = torch.tensor([-2.0, -0.0, 0.0, 1e-30, 3.0, -1e-30], dtype=torch.float64, requires_grad=True)
+    grad = torch.arange(1.0, 7.0, dtype=torch.float64)
+    ours = _ReLUSavingOutput.apply(x)
+    (ours_grad,) = torch.autograd.grad(ours, x, grad)
+    ref = F.relu(x)
+    (ref_grad,) = torch.autograd.grad(ref, x, grad)
+    assert torch.equal(ours, ref)
+    assert torch.equal(ours_grad, ref_grad)  # 0 at x == 0, as for F.relu
+    assert torch.autograd.gradcheck(_ReLUSavingOutput.apply, (torch.randn(20, dtype=torch.float64,
+                                                                          requires_grad=True),))
+
+
+@needs_compiler
+def test_compiled_dropout_keeps_1_minus_p_and_rescales() -> None:
+    p, n = 0.25, 200_000
+    step = torch.compile(lambda x: dropout(x, p, True))
+    x = torch.ones(n, requires_grad=True)
+    torch.manual_seed(0)
+    out = step(x)
+    out.sum().backward()
+    kept = out != 0
+    assert torch.allclose(out[kept], torch.full_like(out[kept], 1 / (1 - p)))
+    dropped = 1 - kept.float().mean().item()
+    assert abs(dropped - p) < 4 * (p * (1 - p) / n) ** 0.5  # four standard deviations of a binomial share
+    assert torch.equal(x.grad, out.detach())  # d(out)/dx is the same mask times 1/(1-p)
+    torch.manual_seed(1)
+    assert not torch.equal(step(x), out)  # a fresh mask per call
+    assert torch.equal(dropout(x, p, False), x) and torch.equal(dropout(x, 0.0, True), x)
+
+
+@needs_compiler
+@pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
+def test_compiled_model_equals_eager(arch: str) -> None:
+    torch.manual_seed(0)
+    spec = ModelSpec(arch=arch, vocab_size=20, attention=VariantSpec("multihead", {"num_heads": 2}),
+                     position=VariantSpec("sinusoidal"), d_model=16, ffn_dim=32, encoder_layers=1,
+                     decoder_layers=2, dropout=0.0)
+    eager = Transformer(spec).train()
+    compiled = copy.deepcopy(eager)
+    compile_model(compiled, "cpu")
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, 20, (3, 7), generator=g) if arch == "seq2seq" else None
+    if src is not None:
+        src[1, 5:] = 0  # padding reaches the encoder mask and cross attention
+    tgt = torch.randint(4, 20, (3, 6), generator=g)
+    outputs = []
+    for model in (eager, compiled):
+        logits = model(src, tgt)  # (B, T, V)
+        logits.square().mean().backward()
+        outputs.append((logits.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (ref, ref_grads), (got, got_grads) = outputs
+    assert torch.allclose(got, ref, atol=1e-5)
+    for name, grad in ref_grads.items():
+        assert torch.allclose(got_grads[name], grad, atol=1e-5), name
+
+
+@needs_compiler
+def test_training_app_runs_with_model_compile(tmp_path) -> None:
+    from experiments.train import train
+    from tests.conftest import TINY, compose
+
+    overrides = [*TINY, "model.compile=true", "model.dropout=0.1", "trainer.max_steps=3"]
+    result = train(compose(overrides), tmp_path, overrides)
+    assert result["status"] == "completed", result["error"]
+    assert result["config"]["model.compile"] is True
+    assert all(v == v for v in result["metrics"].values())  # no NaN
