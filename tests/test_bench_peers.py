@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from experiments import bench
 from experiments.batches import lm_io
-from experiments.bench.peers import flops_per_token, matmul_parameters, peak_tflops
+from experiments.bench.mfu import flops_per_token, matmul_parameters, peak_tflops
 from experiments.model import ModelSpec, Transformer, VariantSpec
 
 TOY = ["--batch", "4", "--length", "8", "--vocab", "40", "--d-model", "16", "--heads", "2", "--layers", "1",

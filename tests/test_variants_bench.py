@@ -91,6 +91,27 @@ def test_scaling_writes_the_json_the_report_reads(tmp_path):
     assert all(e["T_range"] == [16, 32] and isinstance(e["exponent"], float) for e in data["exponents"])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_targets_bound_the_fused_speedup_by_the_products_at_the_best_rate(tmp_path, causal):
+    out = tmp_path / "targets.json"
+    status = bench.main(["targets", "--length", "64", "--long-lengths", "64", "128", "--batch", "2", "--d-model",
+                         "32", "--repeats", "2", "--warmup", "0", "--gemm-size", "128", "--window", "8",
+                         *(["--causal"] if causal else []), "--out", str(out)])
+    assert status == 0
+    data = json.loads(out.read_text())
+    rate = data["gemm_flops_per_second"]
+    assert rate > 0
+    measured = {t["name"]: t["value"] for t in data["targets"]}
+    assert [b["attention"] for b in data["speedup_bounds"]] == ["soft", "multihead"]
+    for b in data["speedup_bounds"]:
+        heads = 1 if b["attention"] == "soft" else 4
+        flops = 6 * 2 * 2 * heads * 64 * 64 * (32 // heads)  # six (B*H, T, T) x D products
+        assert b["floor_ms"] == pytest.approx(flops / rate * 1000 / (2 if causal else 1))
+        assert b["largest_speedup"] == pytest.approx(b["math_ms"] / b["floor_ms"])
+        assert b["measured_speedup"] == pytest.approx(measured[f"{b['attention']}: math / sdpa backend"])
+        assert 0 < b["products_share_of_math"]
+
+
 def test_scaling_skips_what_will_not_fit_the_time_budget(tmp_path):
     out = tmp_path / "scaling.json"
     bench.main(["scaling", "--attention", "soft", "--backend", "math", "--lengths", "32", "64", "100000",

@@ -11,7 +11,13 @@
      the layer's whole cost against the kernel's;
    - the ``sdpa`` layer against the same four ``nn.Linear`` + the kernel written
      inline: like against like, so only the layer's own overhead shows;
-   - the ``math`` backend against the ``sdpa`` one.
+   - the ``math`` backend against the ``sdpa`` one;
+   - the bound on that ratio: the math path's six matrix products (QK^T and PV
+     forward; four more backward) are timed alone, and a square ``--gemm-size``
+     matrix product gives this device's best matmul rate. No exact kernel runs
+     those products faster than that rate, so math time / (their FLOPs at that
+     rate) is the largest speed-up any fused kernel can reach on this device. A
+     causal flash kernel skips about half of the products, which doubles the bound.
 2. Monotonic local attention (``--window``) against full soft attention at the
    longest ``--long-lengths``: peak memory of local over that of soft on the math
    path and on the sdpa path, and the exponent of local's time over ``--long-lengths``.
@@ -84,6 +90,34 @@ def projections_and_kernel(T: int, heads: int, shape: Shape) -> Callable[[], Non
     return step
 
 
+def matrix_products(T: int, heads: int, shape: Shape) -> Callable[[], None]:
+    """The six (B*H, T, T)-sized matrix products of the math path's forward + backward, nothing else."""
+    D, BH = shape.d_model // heads, shape.batch * heads
+    q, k, v, grad_out = (torch.randn(BH, T, D, device=shape.device, dtype=shape.dtype) for _ in range(4))
+
+    def step() -> None:
+        scores = q @ k.transpose(1, 2)  # (BH, T, T)
+        scores @ v  # output
+        grad_scores = grad_out @ v.transpose(1, 2)  # (BH, T, T)
+        scores.transpose(1, 2) @ grad_out  # dV
+        grad_scores @ k  # dQ
+        grad_scores.transpose(1, 2) @ q  # dK
+
+    return step
+
+
+def product_flops(T: int, heads: int, shape: Shape) -> float:
+    D = shape.d_model // heads
+    return 6 * 2 * shape.batch * heads * T * T * D
+
+
+def gemm_rate(size: int, shape: Shape, rounds: int, clock: str) -> float:
+    """FLOP/s of one square ``size`` x ``size`` matrix product, the best rate the device's BLAS reaches."""
+    a, b = (torch.randn(size, size, device=shape.device, dtype=shape.dtype) for _ in range(2))
+    m = side_by_side({"gemm": lambda: a @ b}, shape.device, warmup=1, rounds=rounds, clock=clock)["gemm"]
+    return 2 * size**3 / (m.ms / 1000)
+
+
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--length", type=int, default=1024, help="T for the fused-kernel targets")
     parser.add_argument("--long-lengths", type=int, nargs="+", default=[2048, 4096, 8192, 16384], metavar="T",
@@ -91,6 +125,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--long-batch", type=int, default=1,
                         help="batch for the long-sequence targets (full soft attention at T=16384 holds 3 GB per row)")
     parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--gemm-size", type=int, default=2048,
+                        help="square matrix product that measures the device's best matmul rate")
     parser.add_argument("--out", type=Path, default=None, help="JSON file with the measurements and the targets")
     shared_arguments(parser)
     parser.set_defaults(batch=4, repeats=15)
@@ -122,17 +158,28 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
         return m
 
     T = args.length
+    rate = gemm_rate(args.gemm_size, shape, args.repeats, args.clock)
+    print(f"  matrix product {args.gemm_size}^2: {rate / 1e9:.1f} GFLOP/s")
+    bounds: list[dict[str, Any]] = []
     for attention in GLOBAL:
         heads = heads_for(attention, shape.heads)
         fused_step, fused_backend = make_step(attention, "none", "sdpa", T, shape, {}, {})
         math_step, math_backend = make_step(attention, "none", "math", T, shape, {}, {})
         steps = {f"{attention}/{fused_backend}": fused_step, f"{attention}/{math_backend}": math_step,
                  f"sdpa alone (H={heads}, D={shape.d_model // heads})": kernel_alone(T, heads, shape),
-                 "4 projections + sdpa inline": projections_and_kernel(T, heads, shape)}
+                 "4 projections + sdpa inline": projections_and_kernel(T, heads, shape),
+                 "math path's 6 matrix products alone": matrix_products(T, heads, shape)}
         got = side_by_side(steps, shape.device, warmup=args.warmup, rounds=args.repeats, clock=args.clock)
         for label, m in got.items():
             note(label, T, shape.batch, m)
-        fused, reference, kernel, inline = got.values()
+        fused, reference, kernel, inline, products = got.values()
+        floor_ms = product_flops(T, heads, shape) / rate * 1000 / (2 if shape.causal else 1)
+        bounds.append({
+            "attention": attention, "math_ms": reference.ms, "products_ms": products.ms, "floor_ms": floor_ms,
+            "products_share_of_math": _ratio(products, reference),
+            "largest_speedup": None if reference.ms is None else reference.ms / floor_ms,
+            "measured_speedup": _ratio(reference, fused),
+        })
         found += [
             Target(f"{attention}: sdpa layer / sdpa alone", _ratio(fused, kernel), "<= 1.2",
                    "layer includes its 4 projections"),
@@ -165,13 +212,23 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
         value = "n/a" if t.value is None else f"{t.value:.3f}"
         verdict = {True: "met", False: "MISSED", None: "not measured"}[t.met]
         print(f"{t.name:58} {value:>9} {t.goal:>9}  {verdict}  ({t.detail})")
+    print()
+    causal = " (causal: about half the products)" if shape.causal else ""
+    print(f"bound on math / sdpa at T={T}: the math path's products at {rate / 1e9:.1f} GFLOP/s{causal}")
+    for b in bounds:
+        if b["largest_speedup"] is not None:
+            print(f"  {b['attention']:10} math {b['math_ms']:.1f} ms, products alone {b['products_ms']:.1f} ms "
+                  f"({b['products_share_of_math']:.0%} of math), at the best rate {b['floor_ms']:.1f} ms: "
+                  f"no exact kernel beats {b['largest_speedup']:.2f}x; measured {b['measured_speedup']:.2f}x")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         data = {"device": device_name(shape.device), "torch": torch.__version__, "measurements": measured,
                 "targets": [{"name": t.name, "value": t.value, "goal": t.goal, "met": t.met} for t in found],
+                "gemm_flops_per_second": rate, "speedup_bounds": bounds,
                 "settings": {"d_model": shape.d_model, "batch": shape.batch, "long_batch": long.batch,
                              "causal": shape.causal,
-                             "clock": args.clock, "threads": torch.get_num_threads(), "window": args.window}}
+                             "clock": args.clock, "threads": torch.get_num_threads(), "window": args.window,
+                             "gemm_size": args.gemm_size}}
         tmp = args.out.with_suffix(args.out.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         os.replace(tmp, args.out)
