@@ -127,6 +127,9 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
         num_sanity_val_steps=t.num_sanity_val_steps, enable_progress_bar=progress, enable_model_summary=False,
         logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO(), *cluster_plugins()],
         default_root_dir=str(run_dir),
+        # The datamodule shards by rank itself: exact mid-epoch resumption, and every
+        # validation and test example evaluated once (see experiments.tasks.sampling).
+        use_distributed_sampler=False,
     )
     return Parts(trainer=trainer, module=module, datamodule=datamodule, wandb=wandb, params=params)
 

@@ -157,15 +157,24 @@ class Seq2SeqModule(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         loss = self.val_loss.compute()
-        self.log("val/loss", loss, prog_bar=True)
-        self.log("val/acc" if self.task_kind == "classify" else "val/token_acc", self.val_acc.compute())
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True)
+        self.log("val/acc" if self.task_kind == "classify" else "val/token_acc", self.val_acc.compute(), sync_dist=True)
         if self.task_kind == "lm":
-            self.log("val/ppl", torch.exp(loss))
-            self.log("val/bpc", loss / math.log(2))
+            self.log("val/ppl", torch.exp(loss), sync_dist=True)
+            self.log("val/bpc", loss / math.log(2), sync_dist=True)
         self.val_loss.reset()
         self.val_acc.reset()
 
     # -- test ------------------------------------------------------------------------------------
+    def on_test_epoch_start(self) -> None:
+        self.hypotheses, self.references = [], []
+        for group in self.by_length.values():
+            for metric in group.values():
+                metric.reset()
+                # A zero update: a rank whose shard holds no example of this length still
+                # takes part in the sum across ranks, without torchmetrics' warning.
+                metric.update(0.0)
+
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         logits, targets, _ = self._io(batch)
         loss, per_example = self._losses(logits, targets)
@@ -200,18 +209,20 @@ class Seq2SeqModule(L.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         loss = self.test_loss.compute()
-        self.log("test/loss", loss)
+        self.log("test/loss", loss, sync_dist=True)
         if self.task_kind == "classify":
-            self.log("test/acc", self.test_acc.compute())
+            self.log("test/acc", self.test_acc.compute(), sync_dist=True)
         else:
-            self.log("test/token_acc", self.test_acc.compute())
+            self.log("test/token_acc", self.test_acc.compute(), sync_dist=True)
             if self.task_kind == "seq2seq":
-                self.log("test/seq_acc", self.test_seq.compute())
+                self.log("test/seq_acc", self.test_seq.compute(), sync_dist=True)
         if self.task_kind == "lm":
-            self.log("test/ppl", torch.exp(loss))
-            self.log("test/bpc", loss / math.log(2))
+            self.log("test/ppl", torch.exp(loss), sync_dist=True)
+            self.log("test/bpc", loss / math.log(2), sync_dist=True)
         for metric in (self.test_loss, self.test_acc, self.test_seq):
             metric.reset()
+        if self.bleu:
+            self.hypotheses, self.references = gather_texts(self.hypotheses, self.references)
 
     def length_metrics(self) -> dict[str, dict[str, float]]:
         """Per evaluation length, from the last test run: {"<n>": {"token_acc", "seq_acc"} | {"acc"} | ...}."""
@@ -315,3 +326,19 @@ def _model_spec(model: dict[str, Any]) -> ModelSpec:
         if isinstance(value, dict):
             fields[key] = VariantSpec(value["name"], dict(value.get("params", {})))
     return ModelSpec(**fields)
+
+
+def gather_texts(hypotheses: list[str], references: list[str]) -> tuple[list[str], list[str]]:
+    """Every rank's (hypothesis, reference) pairs on every rank, so corpus BLEU covers the whole test set.
+
+    Corpus BLEU and chrF sum statistics over sentences, so the order of the ranks' shares does not matter.
+    """
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return hypotheses, references
+    world = torch.distributed.get_world_size()
+    if world == 1:
+        return hypotheses, references
+    shares: list[Any] = [None] * world
+    torch.distributed.all_gather_object(shares, (hypotheses, references))
+    return [h for hyp, _ in shares for h in hyp], [r for _, ref in shares for r in ref]
+

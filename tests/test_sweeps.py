@@ -173,8 +173,10 @@ def test_killed_sweep_rerun_finishes_only_what_was_missing(tmp_path: Path) -> No
 @pytest.mark.slow
 def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     args = [a for a in QUIET if not a.startswith(("logger=", "num_threads"))]
-    proc, sweep_dir = multirun(tmp_path, *args, "logger=default", "trainer=ddp", "trainer.devices=2",
-                               "trainer.accelerator=cpu", "seed=0")
+    # 3 test batches (one per length) on 2 ranks: a padding sampler would evaluate one twice.
+    cell = [*args, "task.eval_lengths=[8,12,16]", "trainer.checkpoint_every_n_steps=2", "seed=0"]
+    proc, sweep_dir = multirun(tmp_path, *cell, "logger=default", "trainer=ddp", "trainer.devices=2",
+                               "trainer.accelerator=cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = list(tmp_path.rglob("result.json"))
     assert len(found) == 1, found
@@ -184,6 +186,19 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     assert (folder / "train_ddp_process_1.log").exists(), "rank 1 ran in the cell's own folder"
     assert not (tmp_path / "outputs").exists(), "no second output dir for rank 1"
     assert [run["id"] for run in offline_runs(tmp_path)] == [result["run_id"]], "rank 0's W&B run only"
+    # The two ranks' test metrics equal one process testing the same final weights.
+    from experiments.build import assemble, scalar_metrics
+    from tests.conftest import compose
+
+    parts = assemble(compose([*cell, "logger=none"]), tmp_path / "single", run_id="single", flat_config={})
+    single = scalar_metrics(parts.trainer.test(parts.module, datamodule=parts.datamodule, verbose=False,
+                                               ckpt_path=str(folder / "checkpoints" / "last.ckpt")))
+    for key in ("test/loss", "test/token_acc", "test/seq_acc"):
+        assert result["metrics"][key] == pytest.approx(single[key], abs=1e-6), key
+    by_length = parts.module.length_metrics()
+    assert set(result["by_length"]) == set(by_length) == {"8", "12", "16"}
+    for length, values in by_length.items():
+        assert result["by_length"][length] == pytest.approx(values, abs=1e-6), length
 
 
 # -- hyperparameter search ------------------------------------------------------------------------------

@@ -568,3 +568,60 @@ def test_tinyshakespeare_charlm() -> None:
     assert data.vocab_size == FIRST_SYMBOL_ID + len(set(text))
     batch = next(iter(data.train_dataloader()))
     assert batch["tokens"].shape == (12, 65) and all(data.decode(row) in text for row in batch["tokens"])
+
+
+# -- sharding across DDP ranks ----------------------------------------------------------------------
+class RankOf:
+    """The parts of a Trainer the datamodule's loaders read: rank, world size, epoch and step."""
+
+    def __init__(self, rank: int, world: int, epoch: int = 0, step: int = 0) -> None:
+        self.global_rank, self.world_size, self.current_epoch, self.global_step = rank, world, epoch, step
+        self.accumulate_grad_batches = 1
+
+
+def example_rows(batches: list[dict[str, torch.Tensor]]) -> list[tuple]:
+    """One hashable row per example, padding stripped (batch composition changes the padding)."""
+    rows = []
+    for batch in batches:
+        for i in range(len(next(iter(batch.values())))):
+            rows.append(tuple((k, tuple(unpadded(v[i])) if v.dim() > 1 else int(v[i]))
+                              for k, v in sorted(batch.items())))
+    return rows
+
+
+def loader_rows(data: TaskDataModule, split: str, trainer: RankOf | None) -> list[tuple]:
+    data.trainer = trainer
+    try:
+        return example_rows(list(getattr(data, f"{split}_dataloader")()))
+    finally:
+        data.trainer = None
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("name", TASKS.names())
+def test_ranks_evaluate_every_example_exactly_once(name: str, world: int, tmp_path: Path) -> None:
+    data = build(name, tmp_path)
+    data.setup("fit")
+    data.setup("test")
+    for split in ("val", "test"):
+        whole = loader_rows(data, split, None)
+        shares = [loader_rows(data, split, RankOf(rank, world)) for rank in range(world)]
+        assert sorted(row for share in shares for row in share) == sorted(whole), split
+
+
+@pytest.mark.parametrize("name", ["reverse", "charlm"])
+def test_ranks_train_on_their_own_share_and_resume_it(name: str, tmp_path: Path) -> None:
+    data = build(name, tmp_path)
+    data.setup("fit")
+    world = 3
+    whole = loader_rows(data, "train", RankOf(0, 1))
+    shares = [loader_rows(data, "train", RankOf(rank, world)) for rank in range(world)]
+    per_rank = -(-len(whole) // world)
+    assert [len(share) for share in shares] == [per_rank] * world, "equal steps on every rank"
+    together = sorted(row for share in shares for row in share)
+    assert set(together) == set(whole) and len(together) - len(whole) == per_rank * world - len(whole)
+    # A rank resumed after 2 steps of epoch 0 reads the rest of its own share, not of another's.
+    data.trainer = RankOf(1, world, epoch=0, step=2)
+    resumed = example_rows(list(data.train_dataloader()))
+    data.trainer = None
+    assert resumed == shares[1][2 * data.batch_size:]

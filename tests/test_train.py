@@ -143,3 +143,35 @@ def test_shared_corpora_train_briefly(shared_data: Path, tmp_path: Path) -> None
                   "task.train_batches_per_epoch=5", "task.val_windows=16", *common], tmp_path / "lm")
     assert charlm["status"] == "completed", charlm["error"]
     assert charlm["metrics"]["test/bpc"] < 8.0
+
+
+def _gather_on_rank(rank: int, world: int, port: int, out_dir: Path) -> None:
+    import torch.distributed as dist
+
+    from experiments.module import gather_texts
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        share = [f"{rank}-{i}" for i in range(rank + 1)]  # unequal shares, as uneven test shards give
+        hyps, refs = gather_texts([f"h{s}" for s in share], [f"r{s}" for s in share])
+        (out_dir / f"{rank}.json").write_text(json.dumps([hyps, refs]))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_bleu_sees_every_ranks_sentences(tmp_path: Path) -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from experiments.module import gather_texts
+
+    assert gather_texts(["a"], ["b"]) == (["a"], ["b"])  # one process: unchanged
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_gather_on_rank, args=(2, port, tmp_path), nprocs=2)
+    for rank in range(2):
+        hyps, refs = json.loads((tmp_path / f"{rank}.json").read_text())
+        assert hyps == ["h0-0", "h1-0", "h1-1"] and refs == ["r0-0", "r1-0", "r1-1"]

@@ -27,7 +27,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from experiments.tasks.batching import Example, ExampleDataset, batches_by_length, pad_collate
-from experiments.tasks.sampling import ResumableLoader, ResumableOrder, shuffled, trainer_position
+from experiments.tasks.sampling import (EvalShard, ResumableLoader, ResumableOrder, shuffled, trainer_position,
+                                       trainer_shard)
 
 KINDS = ("seq2seq", "lm", "classify")
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>")
@@ -210,16 +211,17 @@ class TaskDataModule(L.LightningDataModule):
                             sampler=self.train_order(shuffled(len(examples)), len(examples)))
 
     def train_order(self, draw, length: int) -> ResumableOrder:
-        """The training sampler: seeded per epoch, and resumable mid-epoch (see ``sampling``)."""
-        batches = -(-length // self.batch_size)
-        return ResumableOrder(draw, length, self.seed, self.batch_size, trainer_position(self, batches))
+        """The training sampler: seeded per epoch, resumable mid-epoch, sharded by rank (see ``sampling``)."""
+        return ResumableOrder(draw, length, self.seed, self.batch_size, trainer_position(self), trainer_shard(self))
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(ExampleDataset(self.split("val")), batch_size=self.batch_size, shuffle=False)
+        examples = ExampleDataset(self.split("val"))
+        return self._loader(examples, batch_size=self.batch_size, sampler=EvalShard(len(examples), trainer_shard(self)))
 
     def test_dataloader(self) -> DataLoader:
-        batches = batches_by_length(self.split("test"), self.batch_size, self.pad_id)
-        return self._loader(ExampleDataset(batches), batch_size=None, collate_fn=None)
+        batches = ExampleDataset(batches_by_length(self.split("test"), self.batch_size, self.pad_id))
+        return self._loader(batches, batch_size=None, collate_fn=None,
+                            sampler=EvalShard(len(batches), trainer_shard(self)))
 
     def example(self) -> dict[str, torch.Tensor]:
         """One fixed batch of size 1 for attention maps: the longest validation example within training lengths."""

@@ -1,9 +1,18 @@
-"""Training order that a resumed run reproduces exactly.
+"""Which examples each process reads, in an order a resumed run reproduces exactly.
 
 The order of epoch ``e`` is a pure function of ``(seed, e)``. When a run resumes
 from a mid-epoch checkpoint, the sampler reads the trainer's epoch and step
-count and skips the examples that were already consumed, so the resumed run
+count and skips the batches that were already consumed, so the resumed run
 sees the same batches, in the same order, as an uninterrupted one.
+
+Under DDP the datamodule shards its own loaders (the Trainer runs with
+``use_distributed_sampler=False``):
+- training: every rank draws the same epoch order and takes every world-th
+  example from its rank on, wrapping around so that all ranks have as many
+  batches (DDP needs equal steps); a resumed rank skips its own consumed batches;
+- evaluation: every world-th example or batch, without padding, so each is
+  evaluated exactly once. Lightning's own ``DistributedSampler`` pads the last
+  round with repeats, which would count some test examples twice.
 """
 from __future__ import annotations
 
@@ -12,8 +21,14 @@ from typing import Callable, Iterator
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-# (epoch, batches of that epoch already consumed), or None outside a trainer
+# (epoch, batches consumed since training began), or None outside a trainer
 Position = Callable[[], "tuple[int, int] | None"]
+# (rank, world size)
+Shard = Callable[[], "tuple[int, int]"]
+
+
+def single_process() -> tuple[int, int]:
+    return 0, 1
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -22,27 +37,54 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 
 
 class ResumableOrder(Sampler[int]):
-    """Indices for one epoch drawn by ``draw(generator)``; a resumed epoch starts where it stopped."""
+    """This rank's indices for one epoch drawn by ``draw(generator)``; a resumed epoch starts where it stopped."""
 
     def __init__(self, draw: Callable[[torch.Generator], list[int]], length: int, seed: int, batch_size: int,
-                 position: Position | None = None) -> None:
+                 position: Position | None = None, shard: Shard = single_process) -> None:
         self.draw, self.length, self.seed, self.batch_size = draw, length, seed, batch_size
-        self.position = position
+        self.position, self.shard = position, shard
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.length
+        _, world = self.shard()
+        return -(-self.length // world)  # every rank gets as many: the last round wraps around
+
+    def batches_per_epoch(self) -> int:
+        return -(-len(self) // self.batch_size)
 
     def __iter__(self) -> Iterator[int]:
         where = self.position() if self.position is not None else None
-        epoch, consumed = where if where is not None else (self.epoch, 0)
-        order = self.draw(epoch_generator(self.seed, epoch))
         if where is None:
+            epoch, consumed = self.epoch, 0
             self.epoch += 1  # outside a trainer, successive passes are successive epochs
+        else:
+            epoch, done = where
+            per_epoch = self.batches_per_epoch()
+            consumed = min(max(done - epoch * per_epoch, 0), per_epoch)
+        order = self.draw(epoch_generator(self.seed, epoch))
+        rank, world = self.shard()
+        if world > 1 and order:
+            total = len(self) * world
+            order = [order[i % len(order)] for i in range(rank, total, world)]
         return iter(order[consumed * self.batch_size:])
+
+
+class EvalShard(Sampler[int]):
+    """Indices ``rank, rank + world, ...`` of ``length`` items: each item on exactly one rank, in order."""
+
+    def __init__(self, length: int, shard: Shard = single_process) -> None:
+        self.length, self.shard = length, shard
+
+    def __len__(self) -> int:
+        rank, world = self.shard()
+        return len(range(rank, self.length, world))
+
+    def __iter__(self) -> Iterator[int]:
+        rank, world = self.shard()
+        return iter(range(rank, self.length, world))
 
 
 def shuffled(n: int) -> Callable[[torch.Generator], list[int]]:
@@ -53,19 +95,28 @@ def uniform_starts(num_starts: int, count: int) -> Callable[[torch.Generator], l
     return lambda g: torch.randint(num_starts, (count,), generator=g).tolist()
 
 
-def trainer_position(datamodule, batches_per_epoch: int) -> Position:
-    """Where the datamodule's trainer stands: (epoch, batches consumed in it)."""
+def trainer_position(datamodule) -> Position:
+    """Where the datamodule's trainer stands: (epoch, batches consumed since training began)."""
 
     def position() -> tuple[int, int] | None:
         trainer = getattr(datamodule, "trainer", None)
         if trainer is None:
             return None
-        epoch = int(trainer.current_epoch)
-        batches = int(trainer.global_step) * int(trainer.accumulate_grad_batches)
-        consumed = min(max(batches - epoch * batches_per_epoch, 0), batches_per_epoch)
-        return epoch, consumed
+        return int(trainer.current_epoch), int(trainer.global_step) * int(trainer.accumulate_grad_batches)
 
     return position
+
+
+def trainer_shard(datamodule) -> Shard:
+    """This process's (rank, world size) in the datamodule's trainer; (0, 1) outside one."""
+
+    def shard() -> tuple[int, int]:
+        trainer = getattr(datamodule, "trainer", None)
+        if trainer is None:
+            return 0, 1
+        return int(trainer.global_rank), max(int(trainer.world_size), 1)
+
+    return shard
 
 
 class ResumableLoader(DataLoader):
