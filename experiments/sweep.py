@@ -166,6 +166,10 @@ def check_grid(config: DictConfig) -> None:
     registries = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))} - {"hydra"}
     for key, values in grid_values(config):
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise SweepConfigError(f"{key}={','.join(values)} in the sweep lists {repeated[0]!r} more than once; "
+                                   "those cells would be one run sharing one folder; list each value once")
         for value in values:
             if key in groups:
                 choices = group_options(key)

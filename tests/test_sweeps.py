@@ -261,6 +261,13 @@ def test_grid_check_names_the_bad_value(overrides, sweep, params, named) -> None
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("sweep, named", [(["seed=0,1,0"], "seed=0,1,0"), (["attention=soft,soft"], "'soft'")])
+def test_grid_check_refuses_a_value_listed_twice(sweep, named) -> None:
+    with pytest.raises(SweepConfigError, match=f"{named}.*more than once") as err:
+        check_grid(hydra_config([], sweep))
+    assert "\n" not in str(err.value)
+
+
 def test_grid_check_accepts_good_grids_and_reads_every_value() -> None:
     cfg = hydra_config(["experiment=quick", "task=copy"], ["seed=range(0,3)", "optim.lr=interval(1e-4,1e-2)"])
     check_grid(cfg)
