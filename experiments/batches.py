@@ -9,6 +9,9 @@ import torch
 from torch import Tensor
 
 IGNORE = -100
+# Key of an evaluation batch that a DDP rank repeats only to take as many steps as the
+# others (see ``experiments.tasks.sampling.RankBatches``); evaluation skips it.
+REPEATED = "repeated"
 
 
 def seq2seq_io(tgt: Tensor, bos_id: int, pad_id: int) -> tuple[Tensor, Tensor]:

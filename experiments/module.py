@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import MeanMetric, SumMetric
 
-from experiments.batches import IGNORE, concat_io, lm_io, prompt_rows, seq2seq_io
+from experiments.batches import IGNORE, REPEATED, concat_io, lm_io, prompt_rows, seq2seq_io
 from experiments.model import ModelSpec, Transformer
 from variants import reinforce_terms
 from variants.checks import VariantConfigError, one_of, positive, probability
@@ -148,6 +148,8 @@ class Seq2SeqModule(L.LightningModule):
 
     # -- validation ------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        if batch.get(REPEATED):
+            return
         logits, targets, _ = self._io(batch)
         loss, _ = self._losses(logits, targets)
         mask = targets.ne(IGNORE)
@@ -176,6 +178,8 @@ class Seq2SeqModule(L.LightningModule):
                 metric.update(0.0)
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        if batch.get(REPEATED):
+            return
         logits, targets, _ = self._io(batch)
         loss, per_example = self._losses(logits, targets)
         mask = targets.ne(IGNORE)

@@ -85,7 +85,8 @@ def _one_line(err: BaseException) -> str:
         text = f"{text}: {err.__cause__}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), None)
-    kept = [ln for ln in lines if not ln.startswith(("full_key:", "object_type", "reference_type", "Set the environment"))]
+    noise = ("full_key:", "object_type", "reference_type", "Set the environment")
+    kept = [ln for ln in lines if not ln.startswith(noise)]
     message = "; ".join(kept) or type(err).__name__
     return f"{message} (key: {full_key})" if full_key and full_key not in message else message
 

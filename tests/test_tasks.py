@@ -12,6 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from experiments.batches import REPEATED
 from experiments.tasks import TASKS, TaskConfigError, TaskDataModule
 from experiments.tasks.base import BOS_ID, EOS_ID, FIRST_SYMBOL_ID, PAD_ID, SEP_ID
 from variants.registry import RegistryError
@@ -589,24 +590,32 @@ def example_rows(batches: list[dict[str, torch.Tensor]]) -> list[tuple]:
     return rows
 
 
-def loader_rows(data: TaskDataModule, split: str, trainer: RankOf | None) -> list[tuple]:
+def loader_batches(data: TaskDataModule, split: str, trainer: RankOf | None) -> list[dict]:
     data.trainer = trainer
     try:
-        return example_rows(list(getattr(data, f"{split}_dataloader")()))
+        return list(getattr(data, f"{split}_dataloader")())
     finally:
         data.trainer = None
 
 
-@pytest.mark.parametrize("world", [2, 3])
+def loader_rows(data: TaskDataModule, split: str, trainer: RankOf | None) -> list[tuple]:
+    return example_rows(loader_batches(data, split, trainer))
+
+
+@pytest.mark.parametrize("world", [2, 3, 64])
 @pytest.mark.parametrize("name", TASKS.names())
 def test_ranks_evaluate_every_example_exactly_once(name: str, world: int, tmp_path: Path) -> None:
     data = build(name, tmp_path)
     data.setup("fit")
     data.setup("test")
     for split in ("val", "test"):
-        whole = loader_rows(data, split, None)
-        shares = [loader_rows(data, split, RankOf(rank, world)) for rank in range(world)]
-        assert sorted(row for share in shares for row in share) == sorted(whole), split
+        whole = loader_batches(data, split, None)
+        assert not any(REPEATED in b for b in whole), "one process repeats nothing"
+        shares = [loader_batches(data, split, RankOf(rank, world)) for rank in range(world)]
+        # Every rank takes as many steps (64 ranks: more than there are batches); the repeats are marked.
+        assert {len(share) for share in shares} == {-(-len(whole) // world)}, split
+        counted = [b for share in shares for b in share if not b.get(REPEATED)]
+        assert sorted(example_rows(counted)) == sorted(example_rows(whole)), split
 
 
 @pytest.mark.parametrize("name", ["reverse", "charlm"])

@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from experiments.tasks.batching import Example, ExampleDataset, batches_by_length, pad_collate
-from experiments.tasks.sampling import (EvalShard, ResumableLoader, ResumableOrder, shuffled, trainer_position,
+from experiments.tasks.sampling import (RankBatches, ResumableLoader, ResumableOrder, shuffled, trainer_position,
                                        trainer_shard)
 
 KINDS = ("seq2seq", "lm", "classify")
@@ -215,13 +215,14 @@ class TaskDataModule(L.LightningDataModule):
         return ResumableOrder(draw, length, self.seed, self.batch_size, trainer_position(self), trainer_shard(self))
 
     def val_dataloader(self) -> DataLoader:
-        examples = ExampleDataset(self.split("val"))
-        return self._loader(examples, batch_size=self.batch_size, sampler=EvalShard(len(examples), trainer_shard(self)))
+        examples = self.split("val")
+        batches = [pad_collate(examples[i:i + self.batch_size], self.pad_id)
+                   for i in range(0, len(examples), self.batch_size)]
+        return self._loader(RankBatches(batches, trainer_shard(self)), batch_size=None, collate_fn=None)
 
     def test_dataloader(self) -> DataLoader:
-        batches = ExampleDataset(batches_by_length(self.split("test"), self.batch_size, self.pad_id))
-        return self._loader(batches, batch_size=None, collate_fn=None,
-                            sampler=EvalShard(len(batches), trainer_shard(self)))
+        batches = batches_by_length(self.split("test"), self.batch_size, self.pad_id)
+        return self._loader(RankBatches(batches, trainer_shard(self)), batch_size=None, collate_fn=None)
 
     def example(self) -> dict[str, torch.Tensor]:
         """One fixed batch of size 1 for attention maps: the longest validation example within training lengths."""

@@ -10,16 +10,19 @@ Under DDP the datamodule shards its own loaders (the Trainer runs with
 - training: every rank draws the same epoch order and takes every world-th
   example from its rank on, wrapping around so that all ranks have as many
   batches (DDP needs equal steps); a resumed rank skips its own consumed batches;
-- evaluation: every world-th example or batch, without padding, so each is
-  evaluated exactly once. Lightning's own ``DistributedSampler`` pads the last
-  round with repeats, which would count some test examples twice.
+- evaluation: every world-th ready batch; a rank short of one repeats a batch
+  marked to be skipped, so each batch counts exactly once and every rank takes
+  the same steps. Lightning's own ``DistributedSampler`` also pads the last
+  round with repeats, but counts them: some test examples would count twice.
 """
 from __future__ import annotations
 
 from typing import Callable, Iterator
 
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from experiments.batches import REPEATED
 
 # (epoch, batches consumed since training began), or None outside a trainer
 Position = Callable[[], "tuple[int, int] | None"]
@@ -72,19 +75,27 @@ class ResumableOrder(Sampler[int]):
         return iter(order[consumed * self.batch_size:])
 
 
-class EvalShard(Sampler[int]):
-    """Indices ``rank, rank + world, ...`` of ``length`` items: each item on exactly one rank, in order."""
+class RankBatches(Dataset):
+    """Ready evaluation batches ``rank, rank + world, ...``: each batch is evaluated on exactly one rank.
 
-    def __init__(self, length: int, shard: Shard = single_process) -> None:
-        self.length, self.shard = length, shard
+    Every rank gets ``ceil(n / world)`` items: a rank short of one repeats a batch
+    marked ``REPEATED``, which evaluation skips. No rank may sit out a loop the
+    others run: they would wait for it forever in the metric sync at the epoch's end.
+    """
+
+    def __init__(self, batches: list[dict], shard: Shard = single_process) -> None:
+        self.batches, self.shard = batches, shard
 
     def __len__(self) -> int:
-        rank, world = self.shard()
-        return len(range(rank, self.length, world))
+        _, world = self.shard()
+        return -(-len(self.batches) // world)
 
-    def __iter__(self) -> Iterator[int]:
+    def __getitem__(self, i: int) -> dict:
         rank, world = self.shard()
-        return iter(range(rank, self.length, world))
+        j = rank + i * world
+        if j < len(self.batches):
+            return self.batches[j]
+        return {**self.batches[j % len(self.batches)], REPEATED: True}
 
 
 def shuffled(n: int) -> Callable[[torch.Generator], list[int]]:
