@@ -192,3 +192,24 @@ def test_register_and_use_an_outside_attention_type_and_position_encoding():
         POSITION.unregister("test_self_only")
     assert "test_uniform" not in ATTENTION and "test_self_only" not in POSITION
     raises_one_line(RegistryError, lambda: ATTENTION.unregister("test_uniform"), "attention='test_uniform'")
+
+
+def test_a_subclass_passing_kwargs_on_accepts_its_bases_parameters():
+    things = Registry("thing")
+
+    class Base:
+        def __init__(self, *, size: int = 1, colour: str = "red") -> None:
+            self.size, self.colour = size, colour
+
+    @things.register("tall")
+    class Tall(Base):
+        def __init__(self, *, height: int = 2, colour: str = "blue", **shared) -> None:
+            super().__init__(colour=colour, **shared)
+            self.height = height
+
+    assert things.accepted_params("tall") == ["height", "colour", "size"]
+    assert things.variations("tall") == [{}]
+    built = things.build("tall", size=3)
+    assert (built.height, built.colour, built.size) == (2, "blue", 3)
+    raises_one_line(RegistryError, lambda: things.build("tall", sise=3), "['sise']",
+                    "accepted: ['colour', 'height', 'size']")

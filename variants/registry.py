@@ -71,20 +71,12 @@ class Registry(Generic[T]):
 
     def accepted_params(self, name: str) -> list[str]:
         """The keyword parameters the entry's constructor accepts."""
-        factory = self.get(name)
-        sig = inspect.signature(factory)
-        return [
-            p.name
-            for p in sig.parameters.values()
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
-        ]
+        return list(keyword_parameters(self.get(name)))
 
     def variations(self, name: str) -> list[dict[str, Any]]:
         """The defaults, then each declared option value that differs from its default, one at a time."""
         factory = self.get(name)
-        defaults = {
-            p.name: p.default for p in inspect.signature(factory).parameters.values() if p.default is not p.empty
-        }
+        defaults = {n: p.default for n, p in keyword_parameters(factory).items() if p.default is not p.empty}
         cases: list[dict[str, Any]] = [{}]
         for key, values in getattr(factory, "options", {}).items():
             cases += [{key: value} for value in values if key not in defaults or value != defaults[key]]
@@ -100,3 +92,25 @@ class Registry(Generic[T]):
                 f"{self.kind}={name!r} got unknown parameter(s) {unknown}; accepted: {sorted(accepted)}"
             )
         return factory(**params)
+
+
+def keyword_parameters(factory: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    """The parameters ``factory`` takes by name, in order.
+
+    A class whose ``__init__`` takes ``**kwargs`` hands them to its base class, so the
+    parameters of the bases' ``__init__`` count too, up to the first without ``**kwargs``;
+    a subclass's parameter wins over a base's of the same name.
+    """
+    if inspect.isclass(factory):
+        signatures = [inspect.signature(c.__init__) for c in factory.__mro__ if "__init__" in vars(c)]
+    else:
+        signatures = [inspect.signature(factory)]
+    found: dict[str, inspect.Parameter] = {}
+    for sig in signatures:
+        for p in sig.parameters.values():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
+                found.setdefault(p.name, p)
+        if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            break
+    return found
+

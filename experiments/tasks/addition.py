@@ -7,7 +7,6 @@ when there is no final carry), so the target length depends on ``n`` only.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -40,23 +39,9 @@ def add_digits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class Addition(SyntheticTask):
     kind = "seq2seq"
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        train_lengths: Sequence[int] = (1, 8),
-        eval_lengths: Sequence[int] = (4, 8, 12, 16),
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 200,
-    ) -> None:
-        super().__init__(
-            seed=seed, batch_size=batch_size, num_workers=num_workers, train_lengths=train_lengths,
-            eval_lengths=eval_lengths, train_size=train_size, val_size=val_size, test_size=test_size,
-        )
-        self.vocab_size = FIRST_SYMBOL_ID + len(DIGITS) + 1
+    default_train_lengths = (1, 8)
+    default_eval_lengths = (4, 8, 12, 16)
+    vocab_size = FIRST_SYMBOL_ID + len(DIGITS) + 1
 
     def generate(self, rng: np.random.Generator, n: int, count: int) -> dict[str, np.ndarray]:
         a = rng.integers(0, 10, size=(count, n))  # (count, n) digits

@@ -216,8 +216,7 @@ class TaskDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         examples = self.split("val")
-        batches = [pad_collate(examples[i:i + self.batch_size], self.pad_id)
-                   for i in range(0, len(examples), self.batch_size)]
+        batches = [self.collate(examples[i:i + self.batch_size]) for i in range(0, len(examples), self.batch_size)]
         return self._loader(RankBatches(batches, trainer_shard(self)), batch_size=None, collate_fn=None)
 
     def test_dataloader(self) -> DataLoader:

@@ -16,7 +16,7 @@ table allows, so it never backtracks.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -122,37 +122,24 @@ class ListOps(SyntheticTask):
     kind = "classify"
     num_classes = 10
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        max_depth: int = 4,
-        max_args: int = 5,
-        train_lengths: Sequence[int] = (8, 48),
-        eval_lengths: Sequence[int] = (32, 48, 64, 96),
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 200,
-    ) -> None:
-        super().__init__(
-            seed=seed, batch_size=batch_size, num_workers=num_workers, train_lengths=train_lengths,
-            eval_lengths=eval_lengths, train_size=train_size, val_size=val_size, test_size=test_size,
-        )
+    default_train_lengths = (8, 48)
+    default_eval_lengths = (32, 48, 64, 96)
+    vocab_size = FIRST_SYMBOL_ID + len(TOKENS)
+
+    def __init__(self, *, max_depth: int = 4, max_args: int = 5, **shared: Any) -> None:
+        super().__init__(**shared)
         self.max_depth = integer("max_depth", max_depth, minimum=1)
         self.max_args = integer("max_args", max_args, minimum=2)
-        self.vocab_size = FIRST_SYMBOL_ID + len(TOKENS)
         longest = max(self.train_lengths[1], *self.eval_lengths)
         self.grammar = Grammar(self.max_depth, self.max_args, longest)
         possible = self.grammar.lengths()
         low, high = self.train_lengths
         self._training_sizes = possible[(possible >= low) & (possible <= high)]
         if len(self._training_sizes) == 0:
-            raise refuse("train_lengths", list(train_lengths), self._allowed(possible))
+            raise refuse("train_lengths", list(self.train_lengths), self._allowed(possible))
         impossible = [n for n in self.eval_lengths if n not in set(possible.tolist())]
         if impossible:
-            raise refuse("eval_lengths", list(eval_lengths), f"{impossible} cannot be built; {self._allowed(possible)}")
+            raise refuse("eval_lengths", self.eval_lengths, f"{impossible} cannot be built; {self._allowed(possible)}")
 
     def _allowed(self, possible: np.ndarray) -> str:
         shape = f"with max_depth={self.max_depth}, max_args={self.max_args}"

@@ -6,7 +6,7 @@ symbol's role never depends on its position; keys within one example are distinc
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,23 +19,11 @@ from experiments.tasks.synthetic import SyntheticTask, with_eos
 class Recall(SyntheticTask):
     kind = "seq2seq"
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        train_lengths: Sequence[int] = (2, 8),
-        eval_lengths: Sequence[int] = (4, 8, 12, 16),
-        num_symbols: int = 32,
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 200,
-    ) -> None:
-        super().__init__(
-            seed=seed, batch_size=batch_size, num_workers=num_workers, train_lengths=train_lengths,
-            eval_lengths=eval_lengths, train_size=train_size, val_size=val_size, test_size=test_size,
-        )
+    default_train_lengths = (2, 8)
+    default_eval_lengths = (4, 8, 12, 16)
+
+    def __init__(self, *, num_symbols: int = 32, **shared: Any) -> None:
+        super().__init__(**shared)
         num_symbols = integer("num_symbols", num_symbols, minimum=2)
         longest = max(self.all_sizes())
         if num_symbols // 2 < longest:

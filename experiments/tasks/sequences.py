@@ -1,7 +1,7 @@
 """Copy, reverse and sort: a random string of ``n`` symbols in, a rearrangement of it out."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -15,23 +15,11 @@ class SymbolTask(SyntheticTask):
 
     kind = "seq2seq"
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        train_lengths: Sequence[int] = (2, 12),
-        eval_lengths: Sequence[int] = (8, 12, 16, 24),
-        num_symbols: int = 10,
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 200,
-    ) -> None:
-        super().__init__(
-            seed=seed, batch_size=batch_size, num_workers=num_workers, train_lengths=train_lengths,
-            eval_lengths=eval_lengths, train_size=train_size, val_size=val_size, test_size=test_size,
-        )
+    default_train_lengths = (2, 12)
+    default_eval_lengths = (8, 12, 16, 24)
+
+    def __init__(self, *, num_symbols: int = 10, **shared: Any) -> None:
+        super().__init__(**shared)
         # Two symbols at least, or sorting and reversing are the identity.
         self.num_symbols = integer("num_symbols", num_symbols, minimum=2)
         self.vocab_size = FIRST_SYMBOL_ID + self.num_symbols

@@ -14,6 +14,7 @@ so adding an eval length or growing the train set leaves the other blocks as the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,19 +32,40 @@ from experiments.tasks.batching import Example
 _LENGTH_DRAW, _BLOCK = 0, 1  # sub-streams of one split
 
 
+class _TaskDefault:
+    """Stands for a length list the caller did not give: the task's own default (``None`` is an error)."""
+
+    def __repr__(self) -> str:
+        return "<the task's default>"
+
+
+TASK_DEFAULT: Any = _TaskDefault()
+
+
 class SyntheticTask(TaskDataModule):
+    """The parameters every generated task takes. A task with parameters of its own
+    takes them first and hands the rest on as ``**shared``."""
+
+    #: the lengths a task trains and is evaluated on when the caller names none
+    default_train_lengths: tuple[int, int]
+    default_eval_lengths: tuple[int, ...]
+
     def __init__(
         self,
         *,
-        seed: int,
-        batch_size: int,
-        num_workers: int,
-        train_lengths: Sequence[int],
-        eval_lengths: Sequence[int],
-        train_size: int,
-        val_size: int,
-        test_size: int,
+        seed: int = 0,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        train_lengths: Sequence[int] = TASK_DEFAULT,
+        eval_lengths: Sequence[int] = TASK_DEFAULT,
+        train_size: int = 5000,
+        val_size: int = 500,
+        test_size: int = 200,
     ) -> None:
+        if train_lengths is TASK_DEFAULT:
+            train_lengths = self.default_train_lengths
+        if eval_lengths is TASK_DEFAULT:
+            eval_lengths = self.default_eval_lengths
         super().__init__(seed=seed, batch_size=batch_size, num_workers=num_workers)
         self.train_lengths = length_range("train_lengths", train_lengths)
         self.eval_lengths = length_list("eval_lengths", eval_lengths)
