@@ -125,6 +125,8 @@ def test_scaling_skips_what_will_not_fit_the_time_budget(tmp_path):
     (["scaling", "--backend", "fast"], "--backend='fast'"),
     (["scaling", "--attention", "soft", "--attention-param", "windw=3"], "['windw']"),
     (["scaling", "--attention-param", "window"], "KEY=VALUE"),
+    (["targets", "--gemm-size", "0"], "--gemm-size=0 is not allowed"),
+    (["targets", "--length", "-1"], "--length=-1 is not allowed"),
 ])
 def test_bad_options_are_one_line_errors(argv, fragment, capsys):
     with pytest.raises(SystemExit) as info:

@@ -37,8 +37,8 @@ from torch import nn
 
 from experiments.bench import command
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
-from experiments.bench.scaling import (Shape, configured, device_name, heads_for, make_step, measure_point,
-                                       shared_arguments)
+from experiments.bench.scaling import (BenchArgumentError, Shape, configured, device_name, heads_for, make_step,
+                                       measure_point, shared_arguments)
 
 GLOBAL = ("soft", "multihead")
 
@@ -135,6 +135,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 @command("targets", help="the cost targets (fused overhead, sdpa vs math, local memory and scaling)",
          arguments=arguments)
 def targets(args: argparse.Namespace) -> int:
+    for flag in ("length", "long_batch", "window", "gemm_size"):
+        if getattr(args, flag) < 1:
+            raise BenchArgumentError(f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; "
+                                     "it must be >= 1")
     with configured(args) as shape:
         return _targets(args, shape)
 
