@@ -82,7 +82,8 @@ class Confounds:
         self.env: dict[str, dict[str, frozenset]] = {}
         self.env_keys = []
         for key in [c for c in env.columns if c != "cell"]:
-            per_cell = {c: frozenset(str(v) for v in g[key] if not is_missing(v)) for c, g in env.groupby("cell")[[key]]}
+            per_cell = {c: frozenset(str(v) for v in g[key] if not is_missing(v))
+                        for c, g in env.groupby("cell")[[key]]}
             if len(set().union(*per_cell.values())) > 1:
                 self.env_keys.append(key)
                 self.env[key] = per_cell

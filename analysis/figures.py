@@ -83,7 +83,7 @@ def _mean_band(frame: pd.DataFrame, x: str) -> pd.DataFrame:
 def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence[int] | None,
                           colors: Mapping[str, tuple], title: str, path: Path, panel: str = "attention",
                           line: str = "position", panels: Sequence[str] | None = None,
-                          lines: Sequence[str] | None = None) -> Path:
+                          lines: Sequence[str] | None = None, legend: str | None = None) -> Path:
     """``metric`` vs evaluation length: a panel per ``panel`` level, a line per ``line`` level, training range shaded.
 
     ``data``: columns ``panel``, ``line``, seed, length, value (completed runs of one
@@ -107,13 +107,14 @@ def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence
         ax.set_xlabel("evaluation length")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
-    _legend(fig, line_levels, colors, train_range, title=line)
+    _legend(fig, line_levels, colors, train_range, title=legend or line)
     return _save(fig, path)
 
 
 def learning_curves(curves: pd.DataFrame, metric: str, colors: Mapping[str, tuple], title: str,
                     path: Path, panel: str = "attention", line: str = "position",
-                    panels: Sequence[str] | None = None, lines: Sequence[str] | None = None) -> Path:
+                    panels: Sequence[str] | None = None, lines: Sequence[str] | None = None,
+                    legend: str | None = None) -> Path:
     """``metric`` vs step: a panel per ``panel`` level, the seed mean bold and each seed faint, a colour per line.
 
     ``curves``: columns ``panel``, ``line``, seed, step, value (one table of one task, one metric).
@@ -134,12 +135,13 @@ def learning_curves(curves: pd.DataFrame, metric: str, colors: Mapping[str, tupl
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
-    _legend(fig, line_levels, colors, title=line)
+    _legend(fig, line_levels, colors, title=legend or line)
     return _save(fig, path)
 
 
 def parameter_curve(summary: pd.DataFrame, metric: str, parameter: str, colors: Mapping[str, tuple], title: str,
-                    path: Path, line: str | None = None, lines: Sequence[str] | None = None) -> Path:
+                    path: Path, line: str | None = None, lines: Sequence[str] | None = None,
+                    legend: str | None = None) -> Path:
     """``metric`` against a numeric factor's value: mean and 95% CI over seeds, a line per ``line`` level.
 
     ``summary``: one row per cell with columns ``x`` (the parameter value), mean,
@@ -162,7 +164,7 @@ def parameter_curve(summary: pd.DataFrame, metric: str, parameter: str, colors: 
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
     if line is not None:
-        ax.legend(fontsize=8, title=line, title_fontsize=8)
+        ax.legend(fontsize=8, title=legend or line, title_fontsize=8)
     fig.suptitle(title, fontsize=11)
     return _save(fig, path)
 

@@ -173,6 +173,11 @@ def grids(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequenc
         grid = Grid(task, rows, columns, dict(zip((a.name for a in sliced), where)), table,
                     list(dict.fromkeys(rows.level(r) if rows else r["cell_label"] for r in row_sorted)),
                     list(dict.fromkeys(columns.level(r) for r in col_sorted)) if columns else [])
+        # Table order (row level, then column level), so comparisons and costs read as the tables do.
+        rank_row = {v: i for i, v in enumerate(grid.row_levels)}
+        rank_col = {v: i for i, v in enumerate(grid.column_levels)}
+        grid.cells = table.assign(_r=table["row"].map(rank_row), _c=table["column"].map(rank_col).fillna(0)) \
+            .sort_values(["_r", "_c"], kind="stable").drop(columns=["_r", "_c"]).reset_index(drop=True)
         result.append(grid)
     return result
 

@@ -92,7 +92,8 @@ def length_figures(runs: pd.DataFrame, by_length: pd.DataFrame, grid: Grid, colo
             continue
         path = figures.length_generalisation(group, metric, train, colors, _title(grid, f"{metric} vs length"),
                                              figures_dir / safe_name("length", grid.task, metric, grid.title),
-                                             panel="_panel", line="_line", panels=panels, lines=lines)
+                                             panel="_panel", line="_line", panels=panels, lines=lines,
+                                             legend=line)
         out.append(Figure(path, f"{grid.task}: {metric} vs evaluation length; a panel per {panel}, a line per "
                                 f"{line} (one cell each); {shaded}bands: 95% CI over seeds"))
     return out
@@ -111,7 +112,8 @@ def curve_figure(curves: pd.DataFrame, runs: pd.DataFrame, grid: Grid, colors: d
             return None
         path = figures.learning_curves(here, metric, colors, _title(grid, f"{metric} vs step"),
                                        figures_dir / safe_name("curves", grid.task, metric, grid.title),
-                                       panel="_panel", line="_line", panels=panels, lines=lines)
+                                       panel="_panel", line="_line", panels=panels, lines=lines,
+                                             legend=line)
         return Figure(path, f"{grid.task}: {metric} vs step for completed runs; bold: mean over the seeds of one "
                             f"cell, faint: each seed; a panel per {panel}, a colour per {line}")
     return None
@@ -142,7 +144,8 @@ def parameter_figure(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.Da
         lines = (grid.row_levels if other is grid.rows else grid.column_levels) if other is not None else None
         path = figures.parameter_curve(table, metric, axis.name, colors, _title(grid, f"{metric} vs {axis.name}"),
                                        figures_dir / safe_name("param", grid.task, metric, axis.name, grid.title),
-                                       line=line, lines=lines)
+                                       line=line, lines=lines,
+                                       legend=other.name if other is not None else None)
         per = f", a line per {other.name}" if other is not None else ""
         return Figure(path, f"{grid.task}: {metric} against {axis.name} (mean, bars: 95% CI over seeds){per}")
     return None
