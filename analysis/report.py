@@ -28,12 +28,12 @@ import pandas as pd
 from analysis import figures, stats
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.benchmarks import bench_section, load_bench
-from analysis.cells import assign_cells, designed_factors
+from analysis.cells import assign_cells
 from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.document import Document, Paragraph, Section, Table, to_html, to_markdown
 from analysis.errors import AnalysisError, ReportError
-from analysis.layout import Grid, apply_where, check_asked, grids, parse_assignments, task_factors
+from analysis.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
 from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
                                      map_figures, parameter_figure)
 from analysis.sections import (ONE_SEED_NOTICE, comparisons_block, cost_table, effects_block, failures_table,
@@ -82,9 +82,9 @@ class TaskPlan:
         self.task = task
         runs = frame[frame["task"] == task]
         self.factors = task_factors(runs, factors)
-        self.designed = designed_factors(self.factors, asked)
+        self.designed = asked_factors(runs, self.factors, asked)
         self.grids = grids(frame, task, factors, asked)
-        self.confounds = Confounds(runs, self.factors, self.designed)
+        self.confounds = Confounds(runs, self.factors, self.designed, named=bool(asked))
         self.baselines = [baseline_cell(runs, g, baseline) for g in self.grids]
         self.comparisons = {}
         for metric in metrics:
@@ -174,8 +174,8 @@ def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Base
 def _confounds_section(plans: list[TaskPlan], asked: Sequence[str] | None) -> tuple[Section, pd.DataFrame]:
     rule = ("A confound is a difference between runs that is not a factor asked for: "
             + (f"the factors asked for are {', '.join(asked)} (--factors); " if asked else
-               "by default every varying config key is a factor asked for except budget and provenance keys "
-               "(training steps, data sizes, device, kernels); ")
+               "by default every varying config key in which two cells differ alone (a controlled comparison), "
+               "except budget and provenance keys (training steps, data sizes, device, kernels); ")
             + "the environment (torch, python, device, code version, package versions) counts too. Confounded "
               "runs stay separate cells, and every comparison between cells that differ in one carries ⚠.")
     table = pd.concat([p.confounds.table(p.task) for p in plans] or [pd.DataFrame(columns=CONFOUND_COLUMNS)],

@@ -239,3 +239,32 @@ def test_unasked_parameter_is_flagged_only_between_cells_of_one_variant(ablation
     confounds = pd.read_csv(html.parent / "confounds.csv").set_index("key")
     assert confounds.loc["attention.window", "kind"] == "not asked"
     assert "trainer.max_steps" not in confounds.index  # asked for by name
+
+
+def test_a_learning_rate_changed_in_one_cell_only_is_flagged_not_a_factor(tmp_path):
+    # A 2 x 2 grid where local+rope alone ran at another learning rate: no two cells differ in lr alone.
+    rng = np.random.default_rng(5)
+    truth = []
+    for attention in ("local", "multihead"):
+        for position in ("rope", "sinusoidal"):
+            lr = 0.01 if (attention, position) == ("local", "rope") else 0.001
+            for seed in range(2):
+                value = float(rng.uniform(0.3, 0.9))
+                run_id = f"{attention}-{position}-{seed}"
+                config = flat_config("copy", attention, position, seed, **{"optim.lr": lr})
+                write(tmp_path / "s" / run_id, result(run_id, config, {METRIC: value}))
+                truth.append({"attention": attention, "position": position, "lr": lr, METRIC: value})
+    truth = pd.DataFrame(truth)
+    html = build_report([tmp_path / "s"], tmp_path / "out", baseline="multihead+sinusoidal")
+    markdown = (html.parent / "report.md").read_text()
+    table = md_table(markdown, f"{METRIC} on copy:")  # one table, not one per learning rate
+    means = truth.groupby(["attention", "position"])[METRIC].mean()
+    assert table["local"]["rope"].strip("*★ ").startswith(fmt(means[("local", "rope")]))
+    assert table["local"]["rope"].strip("*★ ").endswith("⚠ optim.lr=0.01")
+    assert "⚠" not in table["multihead"]["rope"]
+    confounds = pd.read_csv(html.parent / "confounds.csv")
+    assert confounds[["key", "kind"]].values.tolist() == [["optim.lr", "uncontrolled"]]
+    comparisons = pd.read_csv(html.parent / "comparisons.csv", keep_default_na=False)
+    flags = dict(zip(zip(comparisons["attention"], comparisons["position"]), comparisons["confounds"]))
+    assert flags[("local", "rope")] == "optim.lr"
+    assert flags[("local", "sinusoidal")] == "" and flags[("multihead", "rope")] == ""
