@@ -17,8 +17,7 @@ from scipy import stats as sps
 from analysis import stats
 from analysis.document import fmt
 from analysis.report import build_report, main
-from tests.cell_fixtures import flat_config, result, write
-from tests.test_analysis import md_table
+from tests.cell_fixtures import flat_config, md_table, result, write
 
 METRIC = "test/token_acc"
 # (attention, window, max_steps) -> accuracy centre; window None: multihead has none.
