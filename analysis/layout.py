@@ -103,10 +103,10 @@ def axis_groups(factors: Sequence[str]) -> list[Axis]:
 
 def choose_axes(factors: Sequence[str], asked: Sequence[str] | None) -> tuple[list[Axis], list[Axis]]:
     """(axes, sliced): the row and column groups, and the groups that get one table per combination."""
-    if not asked:
+    named = [k for k in (asked or []) if k in factors]
+    if not named:  # nothing asked, or what was asked does not vary in this task
         groups = axis_groups(factors)
         return groups[:MAX_AXES], groups[MAX_AXES:]
-    named = [k for k in asked if k in factors]
     # A named factor takes its unnamed sub-factors with it; the rest are grouped as usual.
     axes = []
     for key in named:
