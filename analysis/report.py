@@ -300,8 +300,12 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc), encoding="utf-8")
     results_frame_for_csv(frame).to_csv(out / "results.csv", index=False)
-    pd.concat(list(summaries.values()) or [stats.cell_summary(frame.iloc[0:0], "_")]).to_csv(
-        out / "cells.csv", index=False)
+    cells = pd.concat(list(summaries.values()) or [stats.cell_summary(frame.iloc[0:0], "_")], ignore_index=True)
+    extra = [k for k in runs.factors if k in frame.columns and k not in cells.columns]
+    if extra:  # each cell's factor values, so cells.csv groups like the tables
+        values = frame.drop_duplicates("cell").set_index("cell")[extra]
+        cells = cells.join(values, on="cell")
+    cells.to_csv(out / "cells.csv", index=False)
     compared = [p.comparisons[m] for p in plans for m in chosen]
     pd.concat(compared or [pd.DataFrame(columns=stats.CELL_COMPARISON_COLUMNS)]).to_csv(
         out / "comparisons.csv", index=False)

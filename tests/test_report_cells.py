@@ -78,6 +78,10 @@ def test_cells_csv_is_one_row_per_configuration(ablation):
         assert got.loc[name, "mean"] == pytest.approx(row["mean"])
         low, high = sps.t.interval(0.95, df=2, loc=row["mean"], scale=row["sem"])
         assert got.loc[name, "ci_low"] == pytest.approx(low) and got.loc[name, "ci_high"] == pytest.approx(high)
+    # The factor values ride along, so cells.csv groups like the tables.
+    window = got["attention.window"].to_dict()
+    assert window[label("local", 8, 1000)] == 8 and pd.isna(window[label("multihead", None, 500)])
+    assert got["trainer.max_steps"].to_dict()[label("multihead", None, 500)] == 500
 
 
 def test_table_rows_are_variants_with_their_parameter_columns_the_budget(ablation):
