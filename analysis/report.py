@@ -21,6 +21,7 @@ import pandas as pd
 
 from analysis import figures, stats
 from analysis.benchmarks import bench_section, load_bench
+from analysis.claims import claims_section, load_claims_file
 from analysis.collect import Runs, collect, learning_curves
 from analysis.document import Document, Figure, Paragraph, Section, to_html, to_markdown
 from analysis.errors import AnalysisError, ReportError
@@ -255,13 +256,17 @@ def _prepare_out(out: Path) -> Path:
 
 
 def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None = None,
-                 bench: str | Path | None = None, metrics: Sequence[str] | None = None) -> Path:
+                 bench: str | Path | None = None, metrics: Sequence[str] | None = None,
+                 claims: str | Path | None = None) -> Path:
     """Collect the sweeps under ``paths`` and write the report into ``out``; returns the report.html path.
 
     ``baseline`` is ``"ATTENTION+POSITION"``; None means multihead+sinusoidal when that cell exists.
+    ``claims`` is a YAML file of claims tested beside those the runs carry (analysis/claims.py).
     """
     if baseline is not None:
         parse_baseline(baseline)  # a malformed option fails before any file is read
+    if claims is not None:
+        load_claims_file(claims)
     runs = collect(paths)
     if runs.runs.empty:
         shown = ", ".join(str(p) for p in paths)
@@ -281,6 +286,9 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
 
     doc = Document("attnlab ablation report",
                    subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
+    claims_block = claims_section(runs, claims)  # the hypotheses and their verdicts come first
+    if claims_block is not None:
+        doc.sections.append(claims_block)
     doc.sections.append(_overview(runs, chosen, baseline_cell, baseline_present, sorted(set(runs.metrics))))
     for task in sorted(frame["task"].unique()):
         doc.sections.append(_task_section(runs, task, chosen, baseline_cell, baseline_present, summaries,
@@ -312,6 +320,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="cell to compare against (default multihead+sinusoidal when present)")
     parser.add_argument("--bench", default=None, type=Path, help="benchmark JSON from python -m experiments.bench")
     parser.add_argument("--metrics", nargs="+", default=None, help="metrics to report (default: common to all tasks)")
+    parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
+                        help="YAML file of claims, tested beside those the runs carry (see analysis/claims.py)")
     return parser
 
 
@@ -321,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("always")
         try:
             html = build_report(args.paths, args.out, baseline=args.baseline, bench=args.bench,
-                                metrics=args.metrics)
+                                metrics=args.metrics, claims=args.claims)
         except AnalysisError as err:
             _print_warnings(caught)
             print(f"error: {err}", file=sys.stderr)
