@@ -333,6 +333,7 @@ class Side:
     label: str
     runs: pd.DataFrame
     values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    dropped: str = ""  # completed runs left out, and why (a ratio over zero)
 
     @property
     def n(self) -> int:
@@ -341,7 +342,7 @@ class Side:
     def missing(self) -> str:
         """Why runs of this side have no value: the statuses of those that did not complete."""
         bad = self.runs[self.runs["status"] != "completed"]["status"].value_counts()
-        return ", ".join(f"{n} {s}" for s, n in bad.items())
+        return ", ".join([f"{n} {s}" for s, n in bad.items()] + ([self.dropped] if self.dropped else []))
 
 
 def select_side(frame: pd.DataFrame, factors: Sequence[str], claim: Claim, side: str) -> Side:
@@ -525,9 +526,10 @@ def _expectation(claim: Claim) -> str:
     if claim.expect == "equivalent":
         return f"|a − b| < {fmt(claim.margin)}"
     low, high = claim.bounds
-    length = claim.length
-    interval = f"[{fmt(low) if low is not None else '−∞'}, {fmt(high) if high is not None else '∞'}]"
-    return f"a@{length} / a@{claim.over} in {interval}"
+    ratio = f"a@{claim.length} / a@{claim.over}"
+    if low is None:
+        return f"{ratio} < {fmt(high)}"
+    return f"{ratio} > {fmt(low)}" if high is None else f"{ratio} in [{fmt(low)}, {fmt(high)}]"
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
@@ -549,6 +551,9 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]
         name, _ = split_metric(claim.metric)
         bottom = metric_values(a.runs, runs.by_length, f"{name}@{claim.over}")
         joined = pd.concat([top.rename("top"), bottom.rename("bottom")], axis=1, join="inner")
+        zero = int((joined["bottom"] == 0).sum())
+        if zero:
+            a.dropped = f"{zero} with {name}@{claim.over} = 0, no ratio"
         joined = joined[joined["bottom"] != 0]
         a.values = (joined["top"] / joined["bottom"]).to_numpy(float)
         sides = [("a", a)]

@@ -370,3 +370,14 @@ def test_report_claims_option_and_a_carried_claim_that_does_not_fit(tmp_path, ca
     broken.write_text(yaml.safe_dump([claim(expect="bigger")]))
     assert main([str(sweep), "--out", str(tmp_path / "r2"), "--claims", str(broken)]) == 2
     assert "broken.yaml: claims[0].expect='bigger' is not allowed" in capsys.readouterr().err
+
+
+def test_readme_claims_example_parses_and_its_sweep_sweeps_its_sides():
+    text = (ROOT / "README.md").read_text()
+    start = text.index("`claims.yaml`:")
+    block, rest = text[start:].split("```yaml\n", 1)[1].split("```", 1)
+    claims = C.parse_claims(yaml.safe_load(block)["claims"])
+    command = rest.split("```\n", 1)[1].split("```", 1)[0]
+    swept = command.split("position=", 1)[1].split()[0].split(",")
+    assert [c.expect for c in claims] == ["greater", "equivalent"]
+    assert all(dict(side)["position"] in swept for c in claims for side in (c.a, c.b))
