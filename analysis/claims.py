@@ -61,7 +61,7 @@ from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind, 
 from scipy import stats as sps
 
 from analysis import stats
-from analysis.document import Paragraph, Section, Table, fmt, fmt_p
+from analysis.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
 from analysis.errors import AnalysisError
 
 ALPHA = stats.ALPHA
@@ -518,18 +518,23 @@ def seeds_needed(test: Evidence, paired: bool, alpha: float) -> int | None:
 
 # ---------------------------------------------------------------- evaluation
 
+def _g(x: float) -> str:
+    """A number the user wrote (a margin, a bound), as written: 0, 0.05, 1.5."""
+    return f"{x:g}".replace("-", "−")
+
+
 def _expectation(claim: Claim) -> str:
     if claim.expect == "greater":
-        return f"a − b > {fmt(claim.margin)}"
+        return f"a − b > {_g(claim.margin)}"
     if claim.expect == "less":
-        return f"a − b < −{fmt(claim.margin)}" if claim.margin else "a − b < 0"
+        return f"a − b < {_g(-claim.margin)}" if claim.margin else "a − b < 0"
     if claim.expect == "equivalent":
-        return f"|a − b| < {fmt(claim.margin)}"
+        return f"|a − b| < {_g(claim.margin)}"
     low, high = claim.bounds
     ratio = f"a@{claim.length} / a@{claim.over}"
     if low is None:
-        return f"{ratio} < {fmt(high)}"
-    return f"{ratio} > {fmt(low)}" if high is None else f"{ratio} in [{fmt(low)}, {fmt(high)}]"
+        return f"{ratio} < {_g(high)}"
+    return f"{ratio} > {_g(low)}" if high is None else f"{ratio} in [{_g(low)}, {_g(high)}]"
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
@@ -585,9 +590,9 @@ def _straddle(row: Mapping[str, Any], claim: Claim) -> str:
     level = f"{100 * (1 - 2 * ALPHA):.0f}%"
     interval = f"[{fmt(row['diff_low'])}, {fmt(row['diff_high'])}]"
     if claim.expect == "ratio":
-        edges = " and ".join(fmt(e) for e in claim.bounds if e is not None)
+        edges = " and ".join(_g(e) for e in claim.bounds if e is not None)
         return f"the {level} interval of the ratio {interval} reaches the bound {edges}"
-    edge = {"greater": fmt(claim.margin), "less": fmt(-claim.margin)}.get(claim.expect, f"±{fmt(claim.margin)}")
+    edge = {"greater": _g(claim.margin), "less": _g(-claim.margin)}.get(claim.expect, f"±{_g(claim.margin)}")
     return f"the {level} interval of a − b {interval} straddles the margin {edge}"
 
 
@@ -666,7 +671,9 @@ def claims_table(results: pd.DataFrame) -> Table:
     for r in results.to_dict("records"):
         verdict = r["verdict"] + (f": {r['lacked']}" if _str(r["lacked"]) != "—" else "")
         b = "—" if _str(r["b"]) == "—" else f"{r['b']}: {_side_text(r['b_mean'], r['b_ci'], r['b_n'])}"
-        rows.append([r["claim"], r["metric"], r["expect"], f"{r['a']}: {_side_text(r['a_mean'], r['a_ci'], r['a_n'])}",
+        ratio = "ratio " if "/ a@" in r["expect"] else ""
+        rows.append([r["claim"], r["metric"], r["expect"],
+                     f"{r['a']}: {ratio}{_side_text(r['a_mean'], r['a_ci'], r['a_n'])}",
                      b, _str(r["test"]), _statistic_text(r), fmt_p(r["p_holm"]), verdict, _str(r["source"])])
     return Table(header, rows, caption=METHOD)
 
@@ -696,7 +703,7 @@ def claims_section(runs, claims_file: str | Path | None = None) -> Section | Non
     section.add(claims_table(results))
     papers = [f"{r['claim']}: {r['paper']}" for r in results.to_dict("records") if _str(r["paper"]) != "—"]
     if papers:
-        section.add(Paragraph("What the papers report — " + "; ".join(papers), kind="note"))
+        section.add(Paragraph("What the papers report:"), Bullets(papers))
     return section
 
 
@@ -706,7 +713,8 @@ def format_text(results: pd.DataFrame) -> str:
     for i, r in enumerate(results.to_dict("records"), 1):
         lines.append(f"[{r['verdict'].upper()}] {r['claim']}")
         lines.append(f"    {r['metric']}: {r['expect']}")
-        lines.append(f"    a  {r['a']}: {_side_text(r['a_mean'], r['a_ci'], r['a_n'])}")
+        ratio = "ratio " if "/ a@" in r["expect"] else ""
+        lines.append(f"    a  {r['a']}: {ratio}{_side_text(r['a_mean'], r['a_ci'], r['a_n'])}")
         if _str(r["b"]) != "—":
             lines.append(f"    b  {r['b']}: {_side_text(r['b_mean'], r['b_ci'], r['b_n'])}")
         if isinstance(r["test"], str) and r["test"] != "—":
