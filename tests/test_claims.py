@@ -381,3 +381,15 @@ def test_readme_claims_example_parses_and_its_sweep_sweeps_its_sides():
     swept = command.split("position=", 1)[1].split()[0].split(",")
     assert [c.expect for c in claims] == ["greater", "equivalent"]
     assert all(dict(side)["position"] in swept for c in claims for side in (c.a, c.b))
+
+
+def test_runs_that_differ_only_in_their_claims_are_one_cell(tmp_path):
+    """Claims say what to test, not what to compute: a sweep re-run with another claim adds seeds to its cells."""
+    write_sweep(tmp_path / "s", [claim(name="first")], values={"alibi": VALUES["alibi"][:2]})
+    again = {"alibi": VALUES["alibi"][2:]}
+    for seed, value in enumerate(again["alibi"], start=2):
+        run = tmp_path / "s" / f"again-{seed}"
+        run.mkdir(parents=True)
+        (run / "result.json").write_text(json.dumps(result("alibi", seed, value, 0.0, [claim(name="second")])))
+    runs = collect(tmp_path / "s")
+    assert runs.runs["cell"].nunique() == 1 and "claims" not in runs.factors
