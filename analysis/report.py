@@ -29,6 +29,7 @@ from analysis import figures, stats
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.benchmarks import bench_section, load_bench
 from analysis.cells import assign_cells
+from analysis.claims import claims_section, load_claims_file
 from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.document import Document, Paragraph, Section, Table, to_html, to_markdown
@@ -246,21 +247,26 @@ def _filtered(runs: Runs, where: Sequence[str] | None) -> Runs:
 
 def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None = None,
                  bench: str | Path | None = None, metrics: Sequence[str] | None = None,
-                 factors: Sequence[str] | None = None, where: Sequence[str] | None = None) -> Path:
+                 factors: Sequence[str] | None = None, where: Sequence[str] | None = None,
+                 claims: str | Path | None = None) -> Path:
     """Collect the sweeps under ``paths`` and write the report into ``out``; returns the report.html path.
 
     ``baseline`` is ``"ATTENTION+POSITION"`` or ``"KEY=VALUE[,KEY=VALUE]"``; None means
     multihead+sinusoidal when that cell exists. ``factors`` names the (at most two)
-    factors of the tables; ``where`` is a list of ``KEY=VALUE`` filters.
+    factors of the tables; ``where`` is a list of ``KEY=VALUE`` filters. ``claims`` is a
+    YAML file of claims tested beside those the runs carry (analysis/claims.py).
     """
     if baseline is not None:
         parse_baseline(baseline)  # a malformed option fails before any file is read
     if where:
         parse_assignments(where, "--where")
+    if claims is not None:
+        load_claims_file(claims)
     runs = collect(paths)
     if runs.runs.empty:
         shown = ", ".join(str(p) for p in paths)
         raise ReportError(f"no readable result.json under {shown}; need run folders written by experiments.train")
+    claims_block = claims_section(runs, claims)  # on every run: a claim is about the sweep, --where about tables
     runs = _filtered(runs, where)
     check_asked(factors, runs.factors)
     chosen = choose_metrics(runs, metrics)
@@ -281,15 +287,18 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
 
     doc = Document("attnlab ablation report",
                    subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
-    doc.sections.append(_overview(runs, chosen, baseline_spec, baseline_present, sorted(set(runs.metrics)), where))
+    if claims_block is not None:
+        doc.sections.append(claims_block)  # the hypotheses and their verdicts come first
+    overview = _overview(runs, chosen, baseline_spec, baseline_present, sorted(set(runs.metrics)), where)
+    doc.sections.append(overview)
     confounds, confound_table = _confounds_section(plans, factors)
     doc.sections.append(confounds)
     for plan in plans:
         doc.sections.append(_task_section(runs, plan, chosen, baseline_spec, baseline_present, summaries, curves,
                                           colors, budget, map_budget, figures_dir))
     if budget.skipped:
-        doc.sections[0].add(Paragraph(f"{budget.skipped} more figures not drawn (cap of {MAX_FIGURES} per "
-                                      "report); narrow the report with --where KEY=VALUE.", kind="note"))
+        overview.add(Paragraph(f"{budget.skipped} more figures not drawn (cap of {MAX_FIGURES} per "
+                               "report); narrow the report with --where KEY=VALUE.", kind="note"))
     failures = failures_table(frame)
     if failures is not None:
         doc.sections.append(Section("Failed and diverged runs", [failures]))
@@ -328,6 +337,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep only runs with these config values, e.g. --where optim.lr=0.001")
     parser.add_argument("--bench", default=None, type=Path, help="benchmark JSON from python -m experiments.bench")
     parser.add_argument("--metrics", nargs="+", default=None, help="metrics to report (default: common to all tasks)")
+    parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
+                        help="YAML file of claims, tested beside those the runs carry (see analysis/claims.py)")
     return parser
 
 
@@ -337,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("always")
         try:
             html = build_report(args.paths, args.out, baseline=args.baseline, bench=args.bench,
-                                metrics=args.metrics, factors=args.factors, where=args.where)
+                                metrics=args.metrics, factors=args.factors, where=args.where, claims=args.claims)
         except AnalysisError as err:
             _print_warnings(caught)
             print(f"error: {err}", file=sys.stderr)

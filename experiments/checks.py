@@ -61,9 +61,24 @@ def check_config(cfg: DictConfig) -> None:
             or (not isinstance(devices, int) and len(list(devices)) > 1)
         _require(many, f"trainer.strategy={t.strategy} with trainer.devices={devices} and num_nodes={t.num_nodes}: "
                        "DDP needs more than one process; set trainer.devices >= 2 or use trainer=cpu")
+    check_claims(cfg)
     if t.accelerator in ("gpu", "cuda"):
         _require(torch.cuda.is_available(),
                  f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu")
+
+
+def check_claims(cfg: DictConfig) -> None:
+    """A preset's claims are well formed before any cell trains; whether they fit the results is the analysis's
+    question (``python -m analysis.claims``), asked once the runs exist."""
+    claims = cfg.get("claims")
+    if not claims:
+        return
+    from analysis.claims import ClaimError, parse_claims
+
+    try:
+        parse_claims(OmegaConf.to_container(claims, resolve=True), "claims")
+    except ClaimError as err:
+        raise ConfigError(str(err)) from None
 
 
 def longest_sequence(cfg: DictConfig, datamodule) -> int:

@@ -23,7 +23,9 @@ class PreflightError(ValueError):
 
 
 def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``)."""
+    root = CONF / group
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
 
 
 def unknown_choice(key: str, value: str, choices: Iterable[str]) -> PreflightError:
@@ -114,7 +116,7 @@ def preflight(argv: list[str]) -> None:
 
     from omegaconf import OmegaConf
 
-    from experiments.checks import check_config
+    from experiments.checks import check_claims, check_config
     from experiments.config import register_configs
 
     register_configs()
@@ -128,6 +130,7 @@ def preflight(argv: list[str]) -> None:
         for key, values in _sweeper_params(full):
             check_names(key, values)
         cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+        check_claims(cfg)  # a malformed claim in a preset stops the sweep before its first cell
         if not multirun:
             check_config(cfg)
             _build_variants(cfg)

@@ -149,7 +149,9 @@ def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
 
 
 def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``)."""
+    root = CONF_DIR / group
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
 
 
 def _unknown(key: str, value: str, choices: list[str]) -> SweepConfigError:
