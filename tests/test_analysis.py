@@ -230,14 +230,36 @@ def test_mean_ci_is_the_scipy_t_interval():
     assert mean_text(one_mean, one_half, one_n) == "0.500 (n=1)"
 
 
+# Unequal sizes and variances, where the wrong textbook formulas give other numbers: mean a = 2.625,
+# mean b = 5.6, var a = 2.2292, var b = 5.8.
+WELCH_A, WELCH_B = [1.0, 2.0, 3.0, 4.5], [3.0, 4.0, 5.0, 7.0, 9.0]
+
+
+def welch_by_hand(a: list[float], b: list[float]) -> dict[str, float]:
+    """Welch's t, Welch-Satterthwaite df, the 95% t-interval of mean(a) - mean(b), and Cohen's d with the
+    pooled SD weighted by degrees of freedom, from their formulas."""
+    na, nb = len(a), len(b)
+    va, vb = np.var(a, ddof=1) / na, np.var(b, ddof=1) / nb  # squared standard errors
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    diff, se = np.mean(a) - np.mean(b), math.sqrt(va + vb)
+    half = sps.t.ppf(0.975, df) * se
+    pooled = math.sqrt(((na - 1) * np.var(a, ddof=1) + (nb - 1) * np.var(b, ddof=1)) / (na + nb - 2))
+    return {"df": df, "diff": diff, "diff_low": diff - half, "diff_high": diff + half, "t": diff / se,
+            "p": 2 * sps.t.sf(abs(diff / se), df), "d": diff / pooled}
+
+
 def test_welch_and_cohens_d():
-    a, b = [1.0, 2.0, 3.0, 4.5], [3.0, 4.0, 5.0]
-    test = stats.welch(a, b)
-    expected = sps.ttest_ind(a, b, equal_var=False)
-    assert test["p"] == pytest.approx(expected.pvalue) and test["t"] == pytest.approx(expected.statistic)
-    assert test["diff_low"] < test["diff"] < test["diff_high"]
-    assert stats.cohens_d([1.0, 2.0, 3.0], [3.0, 4.0, 5.0]) == pytest.approx(-2.0)  # pooled SD 1
-    assert math.isnan(stats.welch([1.0], b)["p"])  # one seed: no test
+    by_hand = welch_by_hand(WELCH_A, WELCH_B)
+    # The formulas above give these; pinned so that the helper cannot drift with the code it checks.
+    assert by_hand["df"] == pytest.approx(6.7036, abs=1e-4)
+    assert (by_hand["diff_low"], by_hand["diff_high"]) == pytest.approx((-6.1017, 0.1517), abs=1e-4)
+    assert by_hand["d"] == pytest.approx(-1.4398, abs=1e-4)
+    test = stats.welch(WELCH_A, WELCH_B)
+    for key in ("diff", "diff_low", "diff_high", "t", "p"):
+        assert test[key] == pytest.approx(by_hand[key], rel=1e-9), key
+    assert stats.cohens_d(WELCH_A, WELCH_B) == pytest.approx(by_hand["d"], rel=1e-9)
+    assert stats.cohens_d(WELCH_B, WELCH_A) == pytest.approx(-by_hand["d"], rel=1e-9)
+    assert math.isnan(stats.welch([1.0], WELCH_B)["p"])  # one seed: no test
 
 
 def test_direction_of_metrics():
@@ -256,11 +278,10 @@ def test_main_effects_and_interaction(sweep):
     pd.testing.assert_series_equal(rows, cells.mean(axis=1), check_names=False)
     pd.testing.assert_series_equal(cols, cells.mean(axis=0), check_names=False)
     assert grand == pytest.approx(cells.to_numpy().mean())
-    # Complete grid: interaction rows and columns sum to zero, and the decomposition adds back to the cells.
-    np.testing.assert_allclose(interaction.sum(axis=0), 0, atol=1e-12)
-    np.testing.assert_allclose(interaction.sum(axis=1), 0, atol=1e-12)
-    rebuilt = interaction.add(rows, axis=0).add(cols, axis=1) - grand
-    np.testing.assert_allclose(rebuilt.to_numpy(), cells.to_numpy())
+    # Interaction from the cell means computed here, not from the marginals the function returned.
+    expected = cells.to_numpy() - cells.to_numpy().mean(1, keepdims=True) - cells.to_numpy().mean(0) \
+        + cells.to_numpy().mean()
+    np.testing.assert_allclose(interaction.loc[cells.index, cells.columns].to_numpy(), expected, atol=1e-12)
 
 
 def test_comparisons_use_welch_and_holm(sweep):
@@ -274,6 +295,9 @@ def test_comparisons_use_welch_and_holm(sweep):
         cell = reverse[(reverse["attention"] == row.attention) & (reverse["position"] == row.position)][metric]
         assert row.p == pytest.approx(sps.ttest_ind(cell, base, equal_var=False).pvalue)
         assert row.diff == pytest.approx(cell.mean() - base.mean())
+        by_hand = welch_by_hand(list(cell), list(base))
+        assert (row.diff_low, row.diff_high, row.d) == pytest.approx(
+            (by_hand["diff_low"], by_hand["diff_high"], by_hand["d"]), rel=1e-9)
     np.testing.assert_allclose(mine["p_holm"], stats.holm(mine["p"].to_numpy()))
     # multihead+rope is far better than the baseline on every task: the test must say so.
     best = mine[(mine["attention"] == "multihead") & (mine["position"] == "rope")].iloc[0]
@@ -540,3 +564,68 @@ def test_report_error_is_a_value_error(tmp_path):
     assert issubclass(ReportError, ValueError)
     with pytest.raises(ReportError, match="ATTENTION\\+POSITION"):
         build_report([tmp_path], tmp_path / "out", baseline="nonsense")
+
+
+# ---------------------------------------------------------------- statistics on hand-computed values
+
+def test_report_comparison_columns_on_unequal_samples(tmp_path):
+    """The report's comparisons.csv carries Welch's 95% interval and Cohen's d of unequal samples."""
+    cells = {("multihead", "sinusoidal"): WELCH_B, ("local", "rope"): WELCH_A}  # baseline: 5 seeds, other: 4
+    for (attention, position), values in cells.items():
+        for seed, value in enumerate(values):
+            write_result(tmp_path / "sweep" / f"{attention}-{position}-{seed}",
+                         result_dict("copy", attention, position, seed, metrics={"val/loss": value}))
+    html = build_report([tmp_path / "sweep"], tmp_path / "out", baseline="multihead+sinusoidal")
+    row = pd.read_csv(html.parent / "comparisons.csv").set_index(["attention", "position"]).loc[("local", "rope")]
+    assert (row["n"], row["baseline_n"]) == (4, 5)
+    assert row["diff"] == pytest.approx(-2.975, abs=1e-12)
+    assert (row["diff_low"], row["diff_high"]) == pytest.approx((-6.1017, 0.1517), abs=1e-4)
+    assert row["d"] == pytest.approx(-1.4398, abs=1e-4)
+    assert row["p"] == pytest.approx(0.0591, abs=1e-4)
+    assert row["verdict"] == "n.s."  # the interval holds zero
+
+
+# Attention (rows) x position (columns) cell means; by hand: row means 4, 6; column means 2, 5, 8; grand 5.
+GRID = {("hard", "alibi"): 1.0, ("hard", "rope"): 3.0, ("hard", "t5"): 8.0,
+        ("soft", "alibi"): 3.0, ("soft", "rope"): 7.0, ("soft", "t5"): 8.0}
+
+
+# Unequal seed counts: a cell counts once, however many seeds it has.
+SEEDS = {("hard", "t5"): 4, ("soft", "alibi"): 6}
+
+
+def grid_runs(grid: dict[tuple[str, str], float]) -> pd.DataFrame:
+    """Seeds spread symmetrically around each cell mean, so only the cell means matter."""
+    return pd.DataFrame([{"task": "copy", "attention": a, "position": p, "seed": s, "status": "completed",
+                          "val/loss": value + (0.5 if s % 2 else -0.5)}
+                         for (a, p), value in grid.items() for s in range(SEEDS.get((a, p), 2))])
+
+
+def test_interaction_on_a_hand_computed_grid():
+    rows, cols, interaction, grand = stats.main_effects(grid_runs(GRID), "val/loss")
+    assert dict(rows) == pytest.approx({"hard": 4.0, "soft": 6.0})
+    assert dict(cols) == pytest.approx({"alibi": 2.0, "rope": 5.0, "t5": 8.0})
+    assert grand == pytest.approx(5.0)
+    # cell - row mean - column mean + grand mean, e.g. hard+t5: 8 - 4 - 8 + 5 = 1
+    want = pd.DataFrame([[0.0, -1.0, 1.0], [0.0, 1.0, -1.0]], index=["hard", "soft"],
+                        columns=["alibi", "rope", "t5"])
+    np.testing.assert_allclose(interaction.loc[want.index, want.columns].to_numpy(), want.to_numpy())
+
+
+def test_interaction_with_a_missing_cell():
+    """soft+t5 missing: marginals and grand mean are over the five cells present, the missing one is NaN."""
+    grid = {cell: value for cell, value in GRID.items() if cell != ("soft", "t5")}
+    runs = grid_runs(grid)
+    # A failed run of the missing cell is listed but counts nowhere.
+    runs = pd.concat([runs, pd.DataFrame([{"task": "copy", "attention": "soft", "position": "t5", "seed": 0,
+                                           "status": "failed", "val/loss": math.nan}])], ignore_index=True)
+    rows, cols, interaction, grand = stats.main_effects(runs, "val/loss", attentions=["hard", "soft"],
+                                                        positions=["alibi", "rope", "t5"])
+    # By hand: rows hard (1+3+8)/3 = 4, soft (3+7)/2 = 5; columns 2, 5, 8; grand (1+3+8+3+7)/5 = 4.4
+    # (the mean of the row means would be 4.5, of the column means 5); e.g. soft+alibi: 3 - 5 - 2 + 4.4 = 0.4.
+    assert dict(rows) == pytest.approx({"hard": 4.0, "soft": 5.0})
+    assert dict(cols) == pytest.approx({"alibi": 2.0, "rope": 5.0, "t5": 8.0})
+    assert grand == pytest.approx(4.4)
+    want = pd.DataFrame([[-0.6, -1.6, 0.4], [0.4, 1.4, math.nan]], index=["hard", "soft"],
+                        columns=["alibi", "rope", "t5"])
+    np.testing.assert_allclose(interaction.loc[want.index, want.columns].to_numpy(), want.to_numpy())

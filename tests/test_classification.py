@@ -12,6 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from experiments import build
 from experiments.model import ModelSpec, Transformer, VariantSpec
 from experiments.train import train
 from tests.conftest import CONF, ROOT, TINY, compose
@@ -104,6 +105,33 @@ def test_every_pair_classifies(task: str, attention: str, position: str, tmp_pat
     assert result["arch"] == "encoder" and result["task"] == task
     assert math.isfinite(result["metrics"]["test/loss"])
     assert 0.0 <= result["metrics"]["test/acc"] <= 1.0
+
+
+def test_accuracy_counts_every_test_example_once(tmp_path: Path) -> None:
+    """A model that always answers class 0 is right on exactly the examples labelled 0.
+
+    Its test/acc, test/loss and each length's acc are counted here from the test batches themselves,
+    which have unequal sizes and label mixes, so a mean of per-batch accuracies gives another number.
+    """
+    cfg = compose([*TINY, "task=parity", "model.arch=encoder", "task.test_size=10", "task.batch_size=4",
+                   "task.eval_lengths=[8,16]"])
+    parts = build.assemble(cfg, tmp_path, run_id="accuracy", flat_config={})
+    logits = torch.tensor([1.0, 0.0])  # class 0 always wins; cross-entropy log(1 + e) when the label is 1
+    parts.module.model.forward = lambda src, *args, **kwargs: logits.expand(src.shape[0], 2)  # (B, classes)
+    parts.datamodule.setup("test")
+    batches = list(parts.datamodule.test_dataloader())
+    labels = torch.cat([b["label"] for b in batches])
+    lengths = torch.cat([b["length"] for b in batches])
+    assert len({len(b["label"]) for b in batches}) > 1 and len({float(b["label"].eq(0).float().mean())
+                                                                  for b in batches}) > 1
+    (metrics,) = parts.trainer.test(parts.module, datamodule=parts.datamodule, verbose=False)
+    assert metrics["test/acc"] == pytest.approx(float(labels.eq(0).float().mean()))
+    losses = torch.where(labels.eq(0), math.log(1 + math.exp(-1)), math.log(1 + math.exp(1)))
+    assert metrics["test/loss"] == pytest.approx(float(losses.mean()), rel=1e-5)
+    by_length = parts.module.length_metrics()
+    assert set(by_length) == {"8", "16"}
+    for n, m in by_length.items():
+        assert m["acc"] == pytest.approx(float(labels[lengths == int(n)].eq(0).float().mean())), n
 
 
 @pytest.mark.parametrize("task", CLASSIFY_TASKS)

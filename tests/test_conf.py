@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from experiments.tasks import TASKS
 from tests.conftest import CONF, compose
@@ -34,7 +35,33 @@ def test_every_experiment_preset_composes(option: str) -> None:
     assert cfg.name and cfg.task.name in TASKS.names()
 
 
-@pytest.mark.parametrize("group", ["model", "trainer", "logger"])
-def test_every_preset_of_the_other_groups_composes(group: str) -> None:
-    for path in (CONF / group).glob("*.yaml"):
-        compose([f"{group}={path.stem}"])
+OTHER_GROUPS = ("model", "trainer", "logger")
+PRESETS = [(group, path.stem) for group in OTHER_GROUPS for path in sorted((CONF / group).glob("*.yaml"))]
+
+
+def test_other_groups_have_their_presets() -> None:
+    """The parametrisation below is not empty: each group holds its default and a second preset."""
+    found = {group: {stem for g, stem in PRESETS if g == group} for group in OTHER_GROUPS}
+    assert found["model"] >= {"small", "base"}
+    assert found["trainer"] >= {"cpu", "ddp", "gpu"}
+    assert found["logger"] >= {"default", "none"}
+
+
+def assert_sets(composed, written, where: str) -> None:
+    """Every value the yaml file writes is in the composed node (nested mappings key by key)."""
+    for key, value in written.items():
+        assert key in composed, f"{where}.{key} missing after composition"
+        if isinstance(value, dict):
+            assert_sets(composed[key], value, f"{where}.{key}")
+        else:
+            assert composed[key] == value, f"{where}.{key}: composed {composed[key]!r}, file says {value!r}"
+
+
+@pytest.mark.parametrize("group, preset", PRESETS, ids=[f"{g}={p}" for g, p in PRESETS])
+def test_every_preset_of_the_other_groups_composes(group: str, preset: str) -> None:
+    """Choosing the preset gives its values: nothing of it is lost or overridden by what it extends."""
+    cfg = compose([f"{group}={preset}"])
+    written = yaml.safe_load((CONF / group / f"{preset}.yaml").read_text())
+    written.pop("defaults", None)
+    assert written, f"conf/{group}/{preset}.yaml sets nothing"
+    assert_sets(OmegaConf.to_container(cfg[group], resolve=True), written, group)

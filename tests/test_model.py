@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments.batches import IGNORE, concat_io, seq2seq_io
+from experiments.batches import IGNORE, concat_io, lm_io, seq2seq_io
 from experiments.model import ModelSpec, Transformer, VariantSpec
 from variants import ATTENTION, POSITION
 
@@ -110,6 +110,13 @@ def test_seq2seq_io_shifts_right_with_bos() -> None:
     tgt_in, targets = seq2seq_io(tgt, BOS, PAD)
     assert tgt_in.tolist() == [[BOS, 5, 6, EOS]]
     assert targets.tolist() == [[5, 6, EOS, IGNORE]]
+
+
+def test_lm_io_predicts_the_next_token() -> None:
+    tokens = torch.tensor([[10, 11, 12, 13, 14], [20, 21, 22, 23, 24]])  # (B, C + 1)
+    inputs, targets = lm_io(tokens)
+    assert inputs.tolist() == [[10, 11, 12, 13], [20, 21, 22, 23]]
+    assert targets.tolist() == [[11, 12, 13, 14], [21, 22, 23, 24]]
 
 
 def test_attention_maps_cover_every_layer() -> None:

@@ -151,6 +151,23 @@ def test_t5_buckets_are_exact_when_near_and_logarithmic_when_far(bidirectional):
         assert (future == 0).all()  # a causal model never sees the future; it shares the "here" bucket
 
 
+@pytest.mark.parametrize("base", [10000.0, 100.0])
+def test_rope_matches_its_formula(base):
+    """Su et al.: the pair (x_i, x_(i+D/2)) at position p turns by the angle p * theta_i,
+    theta_i = base^(-2i/D), i < D/2 (the half-split pairing of GPT-NeoX and Llama)."""
+    kwargs = {} if base == 10000.0 else {"base": base}
+    pos = POSITION.build("rope", d_model=D_MODEL, num_heads=HEADS, **kwargs)
+    positions = torch.tensor([0, 1, 2, 5, 17, 63])
+    q = torch.randn(1, HEADS, len(positions), HEAD_DIM)
+    q_rot, _ = pos.rotate(q, q, positions, positions)
+    half = HEAD_DIM // 2
+    theta = torch.tensor([base ** (-2 * i / HEAD_DIM) for i in range(half)], dtype=torch.float64)  # (D/2,)
+    turn = torch.polar(torch.ones(len(positions), half, dtype=torch.float64),
+                       positions.double()[:, None] * theta[None, :])  # (T, D/2): e^(i p theta)
+    z = torch.complex(q[..., :half].double(), q[..., half:].double()) * turn
+    torch.testing.assert_close(q_rot.double(), torch.cat((z.real, z.imag), dim=-1), atol=1e-5, rtol=1e-5)
+
+
 def test_rope_rotates_without_changing_lengths():
     pos = POSITION.build("rope", d_model=D_MODEL, num_heads=HEADS)
     q, k = torch.randn(B, HEADS, 5, HEAD_DIM), torch.randn(B, HEADS, 5, HEAD_DIM)

@@ -30,11 +30,21 @@ BAD_INPUTS = [
     ("unknown task", ["task=revers"], ["task=revers", "reverse"]),
     ("unknown model preset", ["model=huge"], ["model=huge", "small"]),
     ("unknown trainer preset", ["trainer=tpu"], ["trainer=tpu", "cpu"]),
+    ("unknown logger", ["logger=mlflow"], ["logger=mlflow", "none"]),
+    ("unknown experiment", ["experiment=abaltion"], ["experiment=abaltion", "did you mean 'ablation'"]),
+    ("unknown hparams search", ["hparams_search=random"], ["hparams_search=random", "optuna"]),
     ("unknown variant in a grid", ["-m", "attention=soft,sofft"], ["attention=sofft"]),
     ("negative learning rate", ["optim.lr=-0.001"], ["optim.lr=-0.001", "> 0"]),
     ("learning rate not a number", ["optim.lr=fast"], ["optim.lr=fast", "Float"]),
     ("zero steps", ["trainer.max_steps=0"], ["trainer.max_steps=0", "positive"]),
     ("dropout >= 1", ["model.dropout=1.0"], ["model.dropout=1.0", "[0, 1)"]),
+    ("attention dropout >= 1", ["model.attention_dropout=1.5"], ["model.attention_dropout=1.5", "[0, 1)"]),
+    ("negative warm-up", ["optim.warmup_steps=-5"], ["optim.warmup_steps=-5", ">= 0"]),
+    ("negative gradient clip", ["optim.grad_clip=-1"], ["optim.grad_clip=-1", ">= 0"]),
+    ("validation interval 0", ["trainer.val_check_interval=0"], ["trainer.val_check_interval=0", "> 0"]),
+    ("negative seed", ["seed=-1"], ["seed=-1", ">= 0"]),
+    ("unknown pooling", ["model.pooling=max"], ["model.pooling=max", "cls"]),
+    ("unknown embedding", ["model.embedding=bert"], ["model.embedding=bert", "gpt2"]),
     ("window 0", ["attention=local", "attention.window=0"], ["window=0", "positive"]),
     ("heads not dividing width", ["attention.num_heads=3"], ["num_heads=3", "d_model=64", "allowed"]),
     ("negative max_distance", ["position=relative", "position.max_distance=-1"], ["max_distance=-1", ">= 0"]),
@@ -99,8 +109,24 @@ def test_bad_input_fails_before_training_in_one_line(overrides, expected, bad_fi
     assert elapsed < 20, f"took {elapsed:.1f}s to report"
 
 
-def test_bad_input_table_is_large_enough() -> None:
-    assert len(BAD_INPUTS) >= 25
+def test_bad_input_table_covers_every_check(monkeypatch) -> None:
+    """Every config key check_config validates, and every config group, has a bad input above.
+
+    The keys are those of the messages check_config builds on a default config (every ``_require`` call,
+    the failing ones and the passing ones), so a new check without a row here fails.
+    """
+    from experiments import checks
+    from experiments.preflight import GROUPS
+
+    messages: list[str] = []
+    require = checks._require
+    monkeypatch.setattr(checks, "_require", lambda ok, message: (messages.append(message), require(ok, message)))
+    checks.check_config(compose(TINY))
+    checked = {m.split("=", 1)[0] for m in messages if "=" in m.split(" ", 1)[0]}
+    assert {"optim.lr", "model.dropout", "seed"} <= checked, checked  # the spy saw the checks
+    named = {part.split("=", 1)[0] for _, _, parts in BAD_INPUTS for part in parts if "=" in part}
+    assert sorted(checked - named) == [], "config checks without a bad input in BAD_INPUTS"
+    assert sorted(set(GROUPS) - named) == [], "config groups without an unknown-choice row in BAD_INPUTS"
 
 
 # -- nothing lost ------------------------------------------------------------------------------------
@@ -133,6 +159,7 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
         (killed_dir / "result.json").read_text())["status"] != "completed"
     step_at_kill = torch.load(ckpt, weights_only=True)["global_step"]
     assert 0 < step_at_kill < 60
+    killed_id = json.loads((killed_dir / "run_state.json").read_text())["run_id"]
 
     resumed = cli(RESUME, killed_dir)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
@@ -141,7 +168,8 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
     assert b["status"] == "completed" and b["cost"]["steps"] == 60
     assert a["metrics"] == b["metrics"]
     assert a["by_length"] == b["by_length"]
-    assert a["run_id"] != b["run_id"] or True  # distinct folders; the resumed run keeps its own id
+    # The resumed run is the killed one (same id, so W&B resumes it); the other folder is another run.
+    assert b["run_id"] == killed_id and a["run_id"] != b["run_id"]
     log = (killed_dir / "train.log").read_text()
     assert "resuming from" in log
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments.batches import REPEATED
+from experiments.batches import REPEATED, lm_io
 from experiments.tasks import TASKS, TaskConfigError, TaskDataModule
 from experiments.tasks.base import BOS_ID, EOS_ID, FIRST_SYMBOL_ID, PAD_ID, SEP_ID
 from variants.registry import RegistryError
@@ -382,8 +382,13 @@ def test_charlm_vocab_windows_and_shift(tmp_path: Path) -> None:
         for row in batch["tokens"]:
             window = data.decode(row)
             assert len(window) == 17 and window in text[: len(text) - len(held_out)]
-            # the target of position t is the input of position t + 1
-            assert data.decode(row[1:]) == window[1:] and data.decode(row[:-1]) == window[:-1]
+        # What the model sees and is scored on: the target at position t is the next character of the
+        # text after the input at position t, so the input shifted left by one is the target minus its last.
+        inputs, targets = lm_io(batch["tokens"])
+        for seen, due in zip(inputs, targets):
+            seen, due = data.decode(seen), data.decode(due)
+            assert len(seen) == len(due) == 16
+            assert seen[1:] == due[:-1] and seen + due[-1] in text[: len(text) - len(held_out)]
     for split in ("val", "test"):
         for batch in batches[split]:
             assert all(data.decode(row) in held_out for row in batch["tokens"])

@@ -76,17 +76,19 @@ def test_scaling_writes_the_json_the_report_reads(tmp_path):
     out, figure = tmp_path / "scaling.json", tmp_path / "scaling.png"
     status = bench.main(["scaling", "--attention", "soft", "local", "--position", "none", "rope", "--lengths", "16",
                          "32", "--attention-param", "window=4", "block_size=8", "--repeats", "1", "--warmup", "0",
-                         "--out", str(out), "--figure", str(figure)])
+                         "--batch", "3", "--out", str(out), "--figure", str(figure)])
     assert status == 0 and figure.stat().st_size > 0
     data = json.loads(out.read_text())
     assert {"device", "torch", "records", "exponents"} <= set(data)
+    assert data["settings"]["batch"] == 3
     series = {(r["attention"], r["position"], r["backend"]) for r in data["records"]}
     assert series == {("soft", p, b) for p in ("none", "rope") for b in ("math", "sdpa")} | {
         ("local", p, b) for p in ("none", "rope") for b in ("math", "banded")}
     for r in data["records"]:
         assert set(r) == {"attention", "position", "backend", "T", "status", "ms", "tokens_per_second", "peak_mb"}
         assert r["status"] == "ok" and r["ms"] > 0 and r["peak_mb"] > 0
-        assert r["tokens_per_second"] == pytest.approx(r["T"] / (r["ms"] / 1000), rel=1e-3)
+        # every sequence of the batch counts: 3 x T tokens per step
+        assert r["tokens_per_second"] == pytest.approx(3 * r["T"] / (r["ms"] / 1000), rel=1e-3)
     assert len(data["exponents"]) == len(series)
     assert all(e["T_range"] == [16, 32] and isinstance(e["exponent"], float) for e in data["exponents"])
 

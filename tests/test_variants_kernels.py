@@ -5,8 +5,12 @@ kernel that masks differently, or drops a position term, fails here.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from unittest import mock
+
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from variants import ATTENTION, POSITION, KVCache
@@ -67,16 +71,83 @@ def assert_same(reference: list[torch.Tensor], fast: list[torch.Tensor]) -> None
 
 
 # -- fused kernels (SDPA, xformers) vs the math path ------------------------------------------------------
-@pytest.mark.parametrize("backend", ["sdpa", "xformers"] if xformers_available() else ["sdpa"])
-@pytest.mark.parametrize("attention, a_params", cases(ATTENTION, FUSED))
-@positions
-@pytest.mark.parametrize("call", CALLS)
-def test_fused_backend_equals_math(backend, attention, a_params, position, p_params, call):
+def no_fused_form(a_params: dict, p_params: dict) -> str | None:
+    """Why a (type, encoding) pair has no fused form, or None when a fused kernel must run.
+
+    Written out here rather than asked of the layer, so a layer that stops using its kernel fails below.
+    """
+    if a_params.get("score") == "additive":
+        return "score=additive, v.tanh(W_q q + W_k k), is not a dot product a fused kernel can take"
+    if p_params.get("values"):
+        return "relative values=True adds a_ij to the values, which needs the weights"
+    return None
+
+
+def fused_grid(*, fused: bool) -> list:
+    """(attention, a_params, position, p_params) for the fused types, keeping pairs with or without a fused form."""
+    return [
+        pytest.param(*a.values, *p.values, id=f"{a.id}-{p.id}")
+        for a in cases(ATTENTION, FUSED)
+        for p in cases(POSITION)
+        if (no_fused_form(a.values[1], p.values[1]) is None) == fused
+    ]
+
+
+BACKENDS = pytest.mark.parametrize("backend", ["sdpa", "xformers"])
+
+
+def backend_here(attention: str, backend: str) -> None:
     if backend not in ATTENTION.get(attention).backends:
         pytest.skip(f"{attention} has no {backend} kernel")
+    if backend == "xformers" and not xformers_available():
+        pytest.skip("xformers runs on CUDA only (and needs the xformers package)")
+
+
+@contextmanager
+def kernel_calls(backend: str):
+    """Count the calls reaching the fused kernel itself (the wrapped function still computes)."""
+    if backend == "xformers":
+        import xformers.ops as target  # optional dependency, CUDA only
+        name = "memory_efficient_attention"
+    else:
+        target, name = F, "scaled_dot_product_attention"
+    with mock.patch.object(target, name, wraps=getattr(target, name)) as spy:
+        yield spy
+
+
+def layer_calls(call: str) -> int:
+    return 2 if call == "causal_chunk" else 1  # the cached chunk calls the layer twice
+
+
+@BACKENDS
+@pytest.mark.parametrize("attention, a_params, position, p_params", fused_grid(fused=True))
+@pytest.mark.parametrize("call", CALLS)
+def test_fused_backend_equals_math(backend, attention, a_params, position, p_params, call):
+    backend_here(attention, backend)
     reference, fast = twin_layers(attention, a_params, backend)
     pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS, **p_params)
-    assert_same(outputs_and_gradients(reference, pos, call), outputs_and_gradients(fast, pos, call))
+    with kernel_calls(backend) as spy:
+        want = outputs_and_gradients(reference, pos, call)
+    assert spy.call_count == 0, "the math reference reached the fused kernel"
+    with kernel_calls(backend) as spy:
+        got = outputs_and_gradients(fast, pos, call)
+    # every layer call ran the kernel, or this would compare the math path with itself
+    assert spy.call_count == layer_calls(call)
+    assert_same(want, got)
+
+
+@BACKENDS
+@pytest.mark.parametrize("attention, a_params, position, p_params", fused_grid(fused=False))
+@pytest.mark.parametrize("call", CALLS)
+def test_no_fused_form_falls_back_to_math(backend, attention, a_params, position, p_params, call):
+    """A pair with no fused form, asked for a fused backend, computes the reference without the kernel."""
+    backend_here(attention, backend)
+    reference, fast = twin_layers(attention, a_params, backend)
+    pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS, **p_params)
+    with kernel_calls(backend) as spy:
+        got = outputs_and_gradients(fast, pos, call)
+    assert spy.call_count == 0
+    assert_same(outputs_and_gradients(reference, pos, call), got)
 
 
 # -- the banded local kernel vs the dense reference --------------------------------------------------------
