@@ -43,3 +43,16 @@ def heads_divide(d_model: Any, num_heads: Any) -> None:
         raise VariantConfigError(
             f"num_heads={num_heads} does not divide d_model={d_model}; allowed num_heads: {divisors}"
         )
+
+
+def kv_heads_divide(num_heads: int, num_kv_heads: Any) -> int:
+    """``num_kv_heads`` (None: one per query head) must be a positive divisor of ``num_heads``."""
+    if num_kv_heads is None:
+        return num_heads
+    positive("num_kv_heads", num_kv_heads, integer=True)
+    if num_heads % num_kv_heads:
+        divisors = [h for h in range(1, num_heads + 1) if num_heads % h == 0]
+        raise VariantConfigError(
+            f"num_kv_heads={num_kv_heads} does not divide num_heads={num_heads}; allowed num_kv_heads: {divisors}"
+        )
+    return num_kv_heads

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from variants.attention.scores import SCORES, Score, build_score
-from variants.checks import heads_divide, probability
+from variants.checks import heads_divide, kv_heads_divide, probability
 from variants.kernels import check_backend
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
@@ -27,8 +27,8 @@ class KVCache:
     them by key position on every call.
     """
 
-    k: Tensor | None = None  # (B, H, T_cached, D)
-    v: Tensor | None = None  # (B, H, T_cached, D)
+    k: Tensor | None = None  # (B, H_kv, T_cached, D): only the key/value heads, not the query heads
+    v: Tensor | None = None  # (B, H_kv, T_cached, D)
     #: position of the next query; a fresh cache with ``offset=c`` places the sequence at c, c+1, ...
     offset: int = 0
 
@@ -52,24 +52,34 @@ class AttentionLayer(nn.Module):
         bias: bool = True,
         score: str = "scaled_dot",
         backend: str = "auto",
+        num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
         num_heads = self.default_heads if num_heads is None else num_heads
         heads_divide(d_model, num_heads)
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        # Grouped key/value heads (Ainslie et al. 2023): each KV head serves num_heads / num_kv_heads
+        # query heads; 1 is multi-query attention (Shazeer 2019). The cache then holds only the KV heads.
+        self.num_kv_heads = kv_heads_divide(num_heads, num_kv_heads)
+        kv_dim = self.num_kv_heads * self.head_dim
         self.dropout_p = probability("dropout", dropout)
         self.backend = check_backend(backend, self.backends, self.kind)
         self.score: Score = build_score(score, num_heads, self.head_dim)
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, kv_dim, bias=bias)
+        self.w_v = nn.Linear(d_model, kv_dim, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.weight_dropout = nn.Dropout(dropout)
 
     # -- head split -------------------------------------------------------------------------
     def _split(self, x: Tensor) -> Tensor:
-        B, T, _ = x.shape
-        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        B, T, C = x.shape
+        return x.view(B, T, C // self.head_dim, self.head_dim).transpose(1, 2)  # (B, H or H_kv, T, D)
+
+    def _share_kv(self, x: Tensor) -> Tensor:
+        """(B, H_kv, T, D) -> (B, H, T, D): query head h reads KV head h // (H / H_kv)."""
+        group = self.num_heads // self.num_kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=1)
 
     def _merge(self, x: Tensor) -> Tensor:
         B, H, T, D = x.shape
@@ -130,6 +140,7 @@ class AttentionLayer(nn.Module):
             )
         masking = Masking(q_pos=q_pos, k_pos=k_pos, causal=causal and key_value is None,
                           key_padding_mask=key_padding_mask)
+        k, v = self._share_kv(k), self._share_kv(v)  # (B, H, Tk, D), after the cache kept only H_kv
         out, weights = self.attend(q, k, v, masking=masking, position=position, need_weights=need_weights)
         return self.w_o(self._merge(out)), (weights if need_weights else None)
 
@@ -170,5 +181,5 @@ class AttentionLayer(nn.Module):
         return self.mix(dropped, v, masking.q_pos, masking.k_pos, position), weights
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, num_heads={self.num_heads}, score={type(self.score).__name__}, "
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, score={type(self.score).__name__}, "
                 f"backend={self.backend}, dropout={self.dropout_p}")

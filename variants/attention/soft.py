@@ -56,12 +56,20 @@ class SoftAttention(_GlobalSoft):
 
 @ATTENTION.register("multihead")
 class MultiHeadAttention(_GlobalSoft):
-    """Vaswani et al. 2017: h heads of d/h, scaled dot-product, concatenated, W_o."""
+    """Vaswani et al. 2017: h heads of d/h, scaled dot-product, concatenated, W_o.
+
+    ``num_kv_heads`` groups the key/value heads: None (or ``num_heads``) is the original,
+    1 is multi-query attention (Shazeer 2019), anything between that divides ``num_heads``
+    is grouped-query attention (Ainslie et al. 2023). The decoding cache holds only the
+    KV heads, which is what these save.
+    """
 
     default_heads = 8
     kind = "multihead"
-    options: dict[str, tuple] = {}  # always scaled dot-product
+    #: always scaled dot-product; multi-query is the grouped case the contract tests cover
+    options: dict[str, tuple] = {"num_kv_heads": (None, 1)}
 
     def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
-                 backend: str = "auto") -> None:
-        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score="scaled_dot", backend=backend)
+                 backend: str = "auto", num_kv_heads: int | None = None) -> None:
+        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score="scaled_dot", backend=backend,
+                         num_kv_heads=num_kv_heads)
