@@ -3,8 +3,9 @@
 The table is initialised as GPT-2's (std ``init_std`` = 0.02) and multiplied by
 ``scale / init_std`` when added, so it starts at the token term's RMS under every
 embedding convention (1 under sqrt(d)-scaled embeddings, where an unscaled 0.02 table
-would start 50 times smaller than the tokens), while its parameters move under Adam
-as GPT-2's do (nanoGPT's recipe, ``model.embedding=gpt2``, is unchanged: factor 1).
+would start 50 times smaller than the tokens). Relative to its size it moves under Adam
+as GPT-2's table does, whatever the factor; under ``model.embedding=gpt2`` the factor is 1
+and nanoGPT's recipe is unchanged.
 """
 import torch
 from torch import Tensor, nn
