@@ -32,7 +32,16 @@ POOLINGS = ("mean", "cls")
 # - "scaled" (Vaswani et al.): std d^-1/2, multiplied by sqrt(d) at the input (unit scale);
 # - "gpt2": std 0.02 and no input scale, like the learned position table. Under Adam a table
 #   that starts small is learned relatively faster; nanoGPT's recipes assume this one.
+# An absolute position term is matched to whichever is chosen (see ``Stack``).
 EMBEDDINGS = ("scaled", "gpt2")
+GPT2_STD = 0.02
+
+
+def token_init(embedding: str, d_model: int) -> tuple[float, float]:
+    """(std of the token table at initialisation, factor at the input) under a convention."""
+    if embedding == "scaled":
+        return d_model**-0.5, math.sqrt(d_model)
+    return GPT2_STD, 1.0
 
 
 @dataclass
@@ -162,7 +171,13 @@ class Stack(nn.Module):
                  cross_attn: VariantSpec | None) -> None:
         super().__init__()
         self.embedding = embedding
-        self.scale = math.sqrt(spec.d_model) if spec.embedding == "scaled" else 1.0
+        std, self.scale = token_init(spec.embedding, spec.d_model)
+        # The RMS of one element of the token term at initialisation (1 under "scaled", 0.02
+        # under "gpt2"). Absolute position encodings start at this scale: a term of fixed
+        # amplitude would swamp small token embeddings (the sinusoid, amplitude 1, over GPT-2's
+        # 0.02) or vanish beside large ones (a 0.02 table beside sqrt(d)-scaled tokens), and a
+        # comparison of encodings would then measure the convention, not the encoding.
+        self.token_rms = std * self.scale
         # The position hooks need the head count of the layers they serve.
         heads = self_attn.params.get("num_heads") or getattr(ATTENTION.get(self_attn.name), "default_heads", 1)
         self.position = POSITION.build(spec.position.name, d_model=spec.d_model, num_heads=heads,
@@ -176,7 +191,7 @@ class Stack(nn.Module):
         if prefix is not None:
             x = torch.cat((prefix.expand(x.shape[0], -1, -1), x), dim=1)
         positions = torch.arange(offset, offset + x.shape[1], device=tokens.device)
-        return self.drop(self.position.embed(x, positions))
+        return self.drop(self.position.embed(x, positions, scale=self.token_rms))
 
     def forward(self, x: Tensor, *, causal: bool, pad: Tensor | None, memory: Tensor | None = None,
                 memory_pad: Tensor | None = None, caches: list[tuple[KVCache, KVCache]] | None = None,
@@ -195,7 +210,7 @@ class Transformer(nn.Module):
         d = spec.d_model
         self.embedding = nn.Embedding(spec.vocab_size, d, padding_idx=spec.pad_id)
         # "scaled": times sqrt(d) at the input, so unit-variance embeddings after scaling.
-        nn.init.normal_(self.embedding.weight, std=d**-0.5 if spec.embedding == "scaled" else 0.02)
+        nn.init.normal_(self.embedding.weight, std=token_init(spec.embedding, d)[0])
         with torch.no_grad():
             self.embedding.weight[spec.pad_id].zero_()
         enc_attn = spec.encoder_attention or spec.attention

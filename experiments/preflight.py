@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Iterable
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("task", "attention", "position", "model", "trainer", "logger", "experiment", "hparams_search")
+GROUPS = ("task", "attention", "position", "model", "trainer", "logger", "experiment", "hparams_search",
+          "variant_param")
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 

@@ -33,7 +33,7 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 # A cell folder named by all of its overrides becomes unreadable (and, past 255 bytes,
 # impossible); past this length it is named by its variant keys and a hash of the overrides.
 MAX_CELL_NAME = 100
-CELL_KEYS = ("task", "attention", "position", "model.arch", "seed", "optim.lr", "optim.warmup_steps")
+CELL_KEYS = ("task", "attention", "position", "variant_param", "model.arch", "seed", "optim.lr", "optim.warmup_steps")
 VARIANT_NAME_KEYS = {"attention.name": "attention", "position.name": "position", "task.name": "task",
                      "model.encoder_attention": "attention", "model.decoder_attention": "attention",
                      "model.cross_attention": "attention"}
@@ -129,6 +129,7 @@ def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
     """(key, values) of each override of the grid, as the basic sweeper combines them: the
     preset's sweeper params, then the command line, which wins for a key given in both."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
     from hydra.errors import HydraException
 
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
@@ -142,8 +143,12 @@ def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
             continue  # not ours to judge: Hydra or the sweeper reports it
         if override.is_delete() or (override.is_sweep_override() and not override.is_discrete_sweep()):
             continue  # nothing to look up (an interval of numbers, a deleted key)
-        values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
-                  else [override.get_value_element_as_str()])
+        if override.is_sweep_override() and isinstance(override.value(), Glob):
+            # glob(...) over a group's options (experiment=variant_params): the options it matches
+            values = override.value().filter(group_options(override.key_or_group))
+        else:
+            values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                      else [override.get_value_element_as_str()])
         merged[override.get_key_element()] = (override.key_or_group, values)
     yield from merged.values()
 

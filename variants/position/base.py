@@ -21,6 +21,8 @@ class PositionEncoding(nn.Module):
     has_score_bias: bool = False
     #: discrete constructor choices, for sweeps and tests (see ``Registry.variations``)
     options: dict[str, tuple] = {}
+    #: True when ``embed`` adds a term to the token embeddings (an absolute encoding)
+    adds_to_embeddings: bool = False
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()
@@ -29,8 +31,15 @@ class PositionEncoding(nn.Module):
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
 
-    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        """Absolute encodings: ``x`` (B, T, d_model), ``positions`` (T,) -> (B, T, d_model)."""
+    def embed(self, x: Tensor, positions: Tensor, scale: float | None = None) -> Tensor:
+        """Absolute encodings: ``x`` (B, T, d_model), ``positions`` (T,) -> (B, T, d_model).
+
+        ``scale`` is the RMS of one element of the token term ``x`` at initialisation
+        (the model passes it: 1 for sqrt(d)-scaled embeddings, 0.02 for GPT-2's). An
+        absolute term starts at that scale, so neither term swamps the other whatever the
+        embedding convention. ``None`` (an encoding used on its own) keeps the encoding's
+        natural scale: the paper's sinusoid of amplitude 1, a learned table as initialised.
+        """
         return x
 
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
