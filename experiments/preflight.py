@@ -44,6 +44,8 @@ def _values(override) -> list[str]:
         except Exception:  # noqa: BLE001 - range/interval sweeps (Optuna) are not choices
             return []
     value = override.value()
+    if isinstance(value, list):  # several configs of one group, merged in order: experiment=[a,b]
+        return [_name_of(v) for v in value]
     return [] if value is None else [_name_of(value)]
 
 

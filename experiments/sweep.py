@@ -144,8 +144,13 @@ def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
             continue  # not ours to judge: Hydra or the sweeper reports it
         if override.is_delete() or (override.is_sweep_override() and not override.is_discrete_sweep()):
             continue  # nothing to look up (an interval of numbers, a deleted key)
-        values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
-                  else [override.get_value_element_as_str()])
+        if override.is_sweep_override():
+            values = list(override.sweep_string_iterator())
+        elif isinstance(override.value(), list) and "." not in override.key_or_group:
+            # experiment=[a,b]: several configs of one group, merged in order
+            values = [str(v) for v in override.value()]
+        else:
+            values = [override.get_value_element_as_str()]
         merged[override.get_key_element()] = (override.key_or_group, values)
     yield from merged.values()
 
