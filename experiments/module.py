@@ -46,12 +46,14 @@ class OptimSpec:
     reinforce_weight: float = 1.0
     reinforce_baseline_decay: float = 0.9
     reinforce_reward: str = "position"
+    reinforce_discount: float = 1.0
     reinforce_baseline: str = "moving_average"
     reinforce_samples: int = 1
     reinforce_entropy: float = 0.0
 
     def reinforce(self) -> ReinforceSpec:
         return ReinforceSpec(weight=self.reinforce_weight, reward=self.reinforce_reward,
+                             discount=self.reinforce_discount,
                              baseline=self.reinforce_baseline, baseline_decay=self.reinforce_baseline_decay,
                              samples=self.reinforce_samples, entropy=self.reinforce_entropy)
 
@@ -182,14 +184,16 @@ class Seq2SeqModule(L.LightningModule):
             if name == "decoder":
                 # A decoder query matters while a scored position lies at or after it.
                 valid = scored.flip(1).cummax(1).values.flip(1)  # (B, T)
-                G = returns(costs, spec.reward)
+                G = returns(costs, spec.reward, spec.discount)
+                tokens = returns(scored.to(costs.dtype), spec.reward, spec.discount)  # what each G sums
             else:
                 valid = self._encoder_queries(src, log_probs[0].shape[-1])  # (B, S)
                 G = costs.sum(1, keepdim=True).expand(-1, valid.shape[1])  # every source query: the sequence
+                tokens = scored.to(costs.dtype).sum(1, keepdim=True).expand_as(G)
             valid = valid.to(costs.dtype)
-            beta = baseline(G, features)
+            beta = baseline(G, features, tokens)
             total = total + spec.weight * surrogate(G, beta, stack_log_probs(log_probs), valid, norm)
-            baseline.update(G, valid, features)  # after beta was read: beta never saw this step
+            baseline.update(G, valid, features, tokens)  # after beta was read: beta never saw this step
             if spec.entropy > 0:
                 total = total - spec.entropy * mean_entropy([layer.entropy for layer in layers], valid)
         return total

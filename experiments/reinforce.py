@@ -13,8 +13,12 @@ unbiased estimate of grad E[L] whenever beta_bt does not depend on the samples i
   ``position`` credits a decoder query with the loss of its position and those after it,
   G_bt = sum_{s>=t} c_bs. A causal decoder's choice at t cannot change the loss before t, so
   those terms carry only noise. Encoder queries are not causal: they always get the sequence loss.
-- ``baseline``: ``none``; ``moving_average``, one exponential moving average of G per query
-  position over past steps; ``learned``, that average plus a linear function of the query
+  ``discount`` < 1 weighs position s by discount^(s - t): biased, lower variance (0: the
+  position's own loss only).
+- ``baseline``: ``none``; ``moving_average``, one exponential moving average per query position
+  over past steps of G per scored token ahead, times the query's own count of tokens ahead (a
+  long example's G is much larger than a short one's; the count is known before any sample);
+  ``learned``, that average plus a linear function of the query
   (the stack's first REINFORCE layer's projected queries, which no choice at or after the
   position can change), regressed on G - average by squared error with an Adam of its own
   (Mnih & Gregor 2014 centre with both); its updates never enter the model's gradient or its
@@ -45,6 +49,7 @@ MAX_POSITIONS = 1024
 class ReinforceSpec:
     weight: float = 1.0
     reward: str = "position"
+    discount: float = 1.0
     baseline: str = "moving_average"
     baseline_decay: float = 0.9
     samples: int = 1
@@ -54,6 +59,10 @@ class ReinforceSpec:
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or self.weight < 0:
             raise VariantConfigError(f"optim.reinforce_weight={self.weight!r} is not allowed; it must be >= 0")
         one_of("optim.reinforce_reward", self.reward, REWARDS)
+        if isinstance(self.discount, bool) or not isinstance(self.discount, (int, float)) \
+                or not 0 <= self.discount <= 1:
+            raise VariantConfigError(f"optim.reinforce_discount={self.discount!r} is not allowed; "
+                                     "it must be in [0, 1] (1: the unbiased loss from the position on)")
         one_of("optim.reinforce_baseline", self.baseline, BASELINES)
         probability("optim.reinforce_baseline_decay", self.baseline_decay)
         positive("optim.reinforce_samples", self.samples, integer=True)
@@ -64,11 +73,21 @@ class ReinforceSpec:
             raise VariantConfigError(f"optim.reinforce_entropy={self.entropy!r} is not allowed; it must be >= 0")
 
 
-def returns(costs: Tensor, reward: str) -> Tensor:
-    """Per-query credit G from per-position costs: costs (B, T) -> (B, T)."""
-    if reward == "position":
+def returns(costs: Tensor, reward: str, discount: float = 1.0) -> Tensor:
+    """Per-query credit G from per-position costs: costs (B, T) -> (B, T).
+
+    ``position``: G_t = c_t + discount * G_{t+1} (discount 1: the loss from t on, unbiased;
+    below 1 later positions count less, trading bias for variance); ``sequence``: sum_s c_s.
+    """
+    if reward == "sequence":
+        return costs.sum(1, keepdim=True).expand_as(costs)
+    if discount == 1.0:
         return costs.flip(1).cumsum(1).flip(1)  # sum_{s >= t} c_s
-    return costs.sum(1, keepdim=True).expand_as(costs)
+    out, running = torch.empty_like(costs), torch.zeros_like(costs[:, 0])
+    for t in range(costs.shape[1] - 1, -1, -1):
+        running = costs[:, t] + discount * running
+        out[:, t] = running
+    return out
 
 
 def leave_one_out(G: Tensor, samples: int) -> Tensor:
@@ -102,31 +121,35 @@ class Baseline(nn.Module):
     def _index(self, T: int, device: torch.device) -> Tensor:
         return torch.arange(T, device=device).clamp(max=MAX_POSITIONS - 1)
 
-    def _average(self, G: Tensor) -> Tensor:
-        return self.value[self._index(G.shape[1], G.device)].expand_as(G)
+    def _average(self, G: Tensor, tokens: Tensor | None) -> Tensor:
+        rate = self.value[self._index(G.shape[1], G.device)].expand_as(G)
+        return rate if tokens is None else rate * tokens
 
-    def forward(self, G: Tensor, features: Tensor | None = None) -> Tensor:
+    def forward(self, G: Tensor, features: Tensor | None = None, tokens: Tensor | None = None) -> Tensor:
         """The baseline for each query, (B, T); it never depends on the samples it is compared with.
 
-        ``features`` (B, T, F): what the learned baseline reads.
+        ``tokens`` (B, T): how many scored positions each G sums (``returns`` of the scored mask),
+        known before any sample; the average is kept per token, so a long example's G is not
+        compared with a short one's. ``features`` (B, T, F): what the learned baseline reads.
         """
         if self.kind == "none":
             return torch.zeros_like(G)
         if self.kind == "leave_one_out":
             return leave_one_out(G, self.samples)
-        beta = self._average(G)
+        beta = self._average(G, tokens)
         if self.head is not None:
             with torch.no_grad():
                 beta = beta + self.head(features.to(G.dtype)).squeeze(-1)
         return beta.detach()
 
-    def update(self, G: Tensor, valid: Tensor, features: Tensor | None = None) -> None:
+    def update(self, G: Tensor, valid: Tensor, features: Tensor | None = None, tokens: Tensor | None = None) -> None:
         """Move the baseline towards this step's G; call after ``forward``, so beta never saw this step."""
         G = G.detach()
+        tokens = torch.ones_like(G) if tokens is None else tokens
         if self.head is not None:
             # Its own optimiser and graph: the regression neither enters the model's gradient nor its clipping.
             with torch.enable_grad():
-                residual = G - self._average(G)
+                residual = G - self._average(G, tokens)
                 pred = self.head(features.detach().to(G.dtype)).squeeze(-1)
                 loss = ((pred - residual) ** 2 * valid).sum() / valid.sum().clamp(min=1)
                 self.optimizer.zero_grad(set_to_none=True)
@@ -136,10 +159,11 @@ class Baseline(nn.Module):
         if self.kind in ("moving_average", "learned"):
             idx = self._index(G.shape[1], G.device)
             with torch.no_grad():
+                # per position: sum of G over sum of tokens, the average loss per scored token ahead
                 sums = torch.zeros_like(self.value).index_add_(0, idx, (G * valid).sum(0))
-                counts = torch.zeros_like(self.value).index_add_(0, idx, valid.to(G.dtype).sum(0))
+                counts = torch.zeros_like(self.value).index_add_(0, idx, (tokens * valid).sum(0))
                 has = counts > 0
-                mean = sums / counts.clamp(min=1)
+                mean = sums / counts.clamp(min=1e-12)
                 # The first observation of a position sets it: no pull towards an arbitrary 0.
                 moved = torch.where(self.seen, self.decay * self.value + (1 - self.decay) * mean, mean)
                 self.value.copy_(torch.where(has, moved, self.value))

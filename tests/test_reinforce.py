@@ -86,6 +86,19 @@ def test_returns_credit_a_position_with_its_loss_and_the_later_ones():
     costs = torch.tensor([[1.0, 2.0, 4.0], [8.0, 0.0, 0.0]])
     torch.testing.assert_close(returns(costs, "position"), torch.tensor([[7.0, 6.0, 4.0], [8.0, 0.0, 0.0]]))
     torch.testing.assert_close(returns(costs, "sequence"), torch.tensor([[7.0, 7.0, 7.0], [8.0, 8.0, 8.0]]))
+    # discount 0.5: 1 + 0.5 * 2 + 0.25 * 4 = 3, 2 + 0.5 * 4 = 4, 4
+    torch.testing.assert_close(returns(costs, "position", 0.5), torch.tensor([[3.0, 4.0, 4.0], [8.0, 0.0, 0.0]]))
+    torch.testing.assert_close(returns(costs, "position", 0.0), costs)
+
+
+def test_moving_average_baseline_is_kept_per_token_ahead():
+    """With ``tokens`` the average is of G per token, and beta scales back by each query's own count."""
+    base = Baseline("moving_average", decay=0.9)
+    G = torch.tensor([[9.0, 4.0], [2.0, 1.0]])
+    tokens = torch.tensor([[3.0, 2.0], [1.0, 1.0]])
+    base.update(G, torch.ones(2, 2), tokens=tokens)
+    # per position: (9 + 2) / (3 + 1) = 2.75 and (4 + 1) / (2 + 1) = 5 / 3
+    torch.testing.assert_close(base(G, tokens=tokens), torch.tensor([[8.25, 10 / 3], [2.75, 5 / 3]]))
 
 
 def test_leave_one_out_is_the_mean_of_the_other_samples():
@@ -132,13 +145,16 @@ def test_module_adds_the_surrogate_with_its_baseline_and_updates_it():
     (layer,) = reinforce_layers(module.model.decoder)
     logp = layer.log_probs.sum(1)  # (B, T), one layer
     term = module._reinforce(costs, targets, src)
-    # by hand: reward-to-go, the old baseline, queries up to the last scored position, N scored tokens
+    # by hand: reward-to-go; the old per-token baseline times the scored tokens from each position on
+    # (example 0 scores 3 tokens, example 1 two); queries up to the last scored position; N = 5 tokens
     G = torch.stack([costs[:, t:].sum(1) for t in range(3)], 1)
+    tokens = torch.tensor([[3.0, 2.0, 1.0], [2.0, 1.0, 0.0]])
     valid = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
-    expected = ((G - torch.tensor([1.0, -2.0, 0.5])) * logp * valid).sum() / 5
+    rate = torch.tensor([1.0, -2.0, 0.5])
+    expected = ((G - rate * tokens) * logp * valid).sum() / 5
     torch.testing.assert_close(term, expected)
-    mean = (G * valid).sum(0) / valid.sum(0)
-    torch.testing.assert_close(base.value[:3], 0.5 * torch.tensor([1.0, -2.0, 0.5]) + 0.5 * mean)
+    per_token = (G * valid).sum(0) / (tokens * valid).sum(0)
+    torch.testing.assert_close(base.value[:3], 0.5 * rate + 0.5 * per_token)
 
 
 def test_reinforce_options_refuse_bad_values_in_one_line():
@@ -146,6 +162,8 @@ def test_reinforce_options_refuse_bad_values_in_one_line():
         ReinforceSpec(baseline="leave_one_out", samples=1).validate()
     with pytest.raises(VariantConfigError, match="optim.reinforce_reward='token'.*sequence"):
         ReinforceSpec(reward="token").validate()
+    with pytest.raises(VariantConfigError, match=r"optim.reinforce_discount=1.5 .* \[0, 1\]"):
+        ReinforceSpec(discount=1.5).validate()
     with pytest.raises(VariantConfigError, match="expected_mix=1.5"):
         hard_layer(expected_mix=1.5)
 
