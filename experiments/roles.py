@@ -89,15 +89,14 @@ def role_labels(cfg: DictConfig) -> dict[str, str | None]:
 
 def check_roles(cfg: DictConfig) -> None:
     """Each per-role variant exists and accepts its parameters; the error names the role, in one line."""
-    from experiments.build import variant
-    from variants import ATTENTION
+    from variants import ATTENTION  # not experiments.build: checking a command line never imports Lightning
 
     for role, node in role_variants(cfg).items():
         if node is None:
             continue
-        spec = variant(node)
+        params = {k: v for k, v in node.items() if k != "name"}
         try:
-            ATTENTION.build(spec["name"], d_model=cfg.model.d_model, backend=cfg.backend, **spec["params"])
+            ATTENTION.build(node["name"], d_model=cfg.model.d_model, backend=cfg.backend, **params)
         except (ValueError, TypeError) as err:
             raise RoleError(f"model.{role}: {err}") from None
 
