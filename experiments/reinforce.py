@@ -49,7 +49,7 @@ MAX_POSITIONS = 1024
 class ReinforceSpec:
     weight: float = 1.0
     reward: str = "position"
-    discount: float = 1.0
+    discount: float = 0.0
     baseline: str = "moving_average"
     baseline_decay: float = 0.9
     samples: int = 1
