@@ -1,7 +1,8 @@
 """The LightningModule: loss, optimiser and schedule, evaluation by real generation.
 
 Training is teacher-forced cross-entropy (with optional label smoothing) plus,
-for REINFORCE hard attention, a score-function term (``experiments/reinforce.py``). Validation is teacher-forced; testing of seq2seq tasks generates
+for REINFORCE hard attention, a score-function term (``experiments/reinforce.py``).
+Validation is teacher-forced; testing of seq2seq tasks generates
 greedily with the key/value cache and scores exact matches per evaluation length.
 """
 from __future__ import annotations

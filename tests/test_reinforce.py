@@ -130,7 +130,8 @@ def test_module_adds_the_surrogate_with_its_baseline_and_updates_it():
              "position": {"name": "sinusoidal", "params": {}},
              "cross_attention": {"name": "hard", "params": {"estimator": "reinforce"}}}
     module = Seq2SeqModule(model, {"reinforce_reward": "position", "reinforce_discount": 1.0,
-                                   "reinforce_baseline": "moving_average", "reinforce_baseline_decay": 0.5}, task_kind="seq2seq", max_steps=10)
+                                   "reinforce_baseline": "moving_average", "reinforce_baseline_decay": 0.5},
+                           task_kind="seq2seq", max_steps=10)
     module.train()
     base = module.baselines["decoder"]
     base.value[:3] = torch.tensor([1.0, -2.0, 0.5])
