@@ -25,6 +25,7 @@ from experiments.compiling import compile_model
 from experiments.loggers import csv_logger, wandb_logger
 from experiments.model import count_parameters
 from experiments.module import DivergedError, Seq2SeqModule
+from experiments.roles import role_labels
 
 log = logging.getLogger("attnlab")
 
@@ -101,7 +102,7 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     if cfg.logger.wandb.enabled and cfg.trainer.fast_dev_run is False:
         wandb = wandb_logger(
             run_dir=run_dir, run_id=run_id, group=cfg.name,
-            tags=[cfg.task.name, cfg.attention.name, cfg.position.name, *cfg.logger.wandb.tags],
+            tags=[cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg), *cfg.logger.wandb.tags],
             config=flat_config, mode=cfg.logger.wandb.mode, project=cfg.logger.wandb.project,
             entity=cfg.logger.wandb.entity,
         )
@@ -132,6 +133,11 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
         use_distributed_sampler=False,
     )
     return Parts(trainer=trainer, module=module, datamodule=datamodule, wandb=wandb, params=params)
+
+
+def role_tags(cfg: DictConfig) -> list[str]:
+    """``cross_attention=local(window=4)`` for each role with a variant of its own (W&B caps a tag at 64)."""
+    return [f"{role}={name}"[:64] for role, name in role_labels(cfg).items() if name is not None]
 
 
 def _val_interval(cfg: DictConfig) -> int:

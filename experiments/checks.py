@@ -1,7 +1,6 @@
 """Checks of a composed config, run before anything trains. One line per error."""
 from __future__ import annotations
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
@@ -33,10 +32,9 @@ def check_config(cfg: DictConfig) -> None:
     ATTENTION.get(cfg.attention.name)
     POSITION.get(cfg.position.name)
     TASKS.get(cfg.task.name)
-    for role in ("encoder_attention", "decoder_attention", "cross_attention"):
-        node = cfg.model.get(role)
-        if node is not None:
-            ATTENTION.get(node if isinstance(node, str) else node.name)
+    from experiments.roles import check_roles
+
+    check_roles(cfg)
     t, o, m = cfg.trainer, cfg.optim, cfg.model
     _choice("model.arch", m.arch, ("seq2seq", "decoder", "encoder"))
     _choice("model.norm", m.norm, ("post", "pre"))
@@ -63,6 +61,8 @@ def check_config(cfg: DictConfig) -> None:
                        "DDP needs more than one process; set trainer.devices >= 2 or use trainer=cpu")
     check_claims(cfg)
     if t.accelerator in ("gpu", "cuda"):
+        import torch  # here, so that importing the checks does not import torch
+
         _require(torch.cuda.is_available(),
                  f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu")
 

@@ -44,6 +44,11 @@ class OptimConf:
     grad_clip: float = 1.0
     reinforce_weight: float = 1.0
     reinforce_baseline_decay: float = 0.9
+    reinforce_reward: str = "position"
+    reinforce_discount: float = 0.0
+    reinforce_baseline: str = "moving_average"
+    reinforce_samples: int = 1
+    reinforce_entropy: float = 0.0
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The LightningModule: loss, optimiser and schedule, evaluation by real generation.
 
 Training is teacher-forced cross-entropy (with optional label smoothing) plus,
-for REINFORCE hard attention, a score-function term with a moving-average
-baseline. Validation is teacher-forced; testing of seq2seq tasks generates
+for REINFORCE hard attention, a score-function term (``experiments/reinforce.py``).
+Validation is teacher-forced; testing of seq2seq tasks generates
 greedily with the key/value cache and scores exact matches per evaluation length.
 """
 from __future__ import annotations
@@ -19,7 +19,9 @@ from torchmetrics import MeanMetric, SumMetric
 
 from experiments.batches import IGNORE, REPEATED, concat_io, lm_io, prompt_rows, seq2seq_io
 from experiments.model import ModelSpec, Transformer
-from variants import reinforce_terms
+from experiments.reinforce import (Baseline, ReinforceSpec, mean_entropy, repeat_batch, returns, stack_log_probs,
+                                   surrogate)
+from variants.attention.hard import reinforce_layers
 from variants.checks import VariantConfigError, one_of, positive, probability
 
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
@@ -44,6 +46,17 @@ class OptimSpec:
     label_smoothing: float = 0.0
     reinforce_weight: float = 1.0
     reinforce_baseline_decay: float = 0.9
+    reinforce_reward: str = "position"
+    reinforce_discount: float = 0.0
+    reinforce_baseline: str = "moving_average"
+    reinforce_samples: int = 1
+    reinforce_entropy: float = 0.0
+
+    def reinforce(self) -> ReinforceSpec:
+        return ReinforceSpec(weight=self.reinforce_weight, reward=self.reinforce_reward,
+                             discount=self.reinforce_discount,
+                             baseline=self.reinforce_baseline, baseline_decay=self.reinforce_baseline_decay,
+                             samples=self.reinforce_samples, entropy=self.reinforce_entropy)
 
     def validate(self) -> None:
         positive("optim.lr", self.lr)
@@ -53,6 +66,7 @@ class OptimSpec:
             raise VariantConfigError(f"optim.warmup_steps={self.warmup_steps} is not allowed; it must be >= 0")
         one_of("optim.schedule", self.schedule, SCHEDULES)
         probability("optim.label_smoothing", self.label_smoothing)
+        self.reinforce().validate()
 
 
 def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
@@ -84,7 +98,13 @@ class Seq2SeqModule(L.LightningModule):
         self.generate_at_test, self.bleu = generate, bleu
         self.eval_lengths = [int(n) for n in (eval_lengths or [])]
         self.tokens_seen = 0
-        self.register_buffer("baseline", torch.zeros(()), persistent=True)
+        self.reinforce_spec = self.optim_spec.reinforce()
+        # One baseline per stack whose hard layers train by REINFORCE (none for other models).
+        self.baselines = torch.nn.ModuleDict({
+            name: Baseline(self.reinforce_spec.baseline, self.reinforce_spec.baseline_decay,
+                           self.reinforce_spec.samples, features=self.spec.d_model)
+            for name in ("encoder", "decoder") if _reinforcing(getattr(self.model, name))
+        })
         self.val_loss, self.val_acc = MeanMetric(), MeanMetric()
         self.test_loss, self.test_acc, self.test_seq = MeanMetric(), MeanMetric(), MeanMetric()
         # per evaluation length: correct tokens, tokens, correct sequences, sequences
@@ -124,11 +144,13 @@ class Seq2SeqModule(L.LightningModule):
         return (per_tok * mask).sum() / mask.sum().clamp(min=1), per
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        if self.baselines:
+            batch = repeat_batch(batch, self.reinforce_spec.samples)
         logits, targets, src = self._io(batch)
-        loss, per_example = self._losses(logits, targets, self.optim_spec.label_smoothing)
-        log_probs = reinforce_terms(self.model)
-        if log_probs:
-            loss = loss + self._reinforce(per_example.detach(), log_probs)
+        loss, _ = self._losses(logits, targets, self.optim_spec.label_smoothing)
+        if self.baselines:
+            costs = self._token_losses(logits, targets, self.optim_spec.label_smoothing).detach()
+            loss = loss + self._reinforce(costs, targets, src)
         if not torch.isfinite(loss):
             raise DivergedError(self.global_step, float(loss.detach()))
         # Counted on the device and read once at the end: int() here would sync a GPU every step.
@@ -137,14 +159,52 @@ class Seq2SeqModule(L.LightningModule):
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    def _reinforce(self, per_example_loss: Tensor, log_probs: list[Tensor]) -> Tensor:
-        """Score-function term: -(reward - baseline) * log p(choices), reward = -loss."""
-        reward = -per_example_loss  # (B,)
-        logp = sum(lp.sum(dim=(1, 2)) for lp in log_probs)  # (B,)
-        advantage = reward - self.baseline
-        decay = self.optim_spec.reinforce_baseline_decay
-        self.baseline.mul_(decay).add_((1 - decay) * reward.mean())
-        return -self.optim_spec.reinforce_weight * (advantage * logp).mean()
+    def _token_losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
+        """Per-position losses c (B, T), 0 where nothing is scored; a classifier's (B,) becomes (B, 1)."""
+        if logits.dim() == 2:
+            return F.cross_entropy(logits.float(), targets, reduction="none", label_smoothing=smoothing)[:, None]
+        per_tok = F.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE,
+                                  reduction="none", label_smoothing=smoothing)  # (B, T)
+        return per_tok * targets.ne(IGNORE)
+
+    def _reinforce(self, costs: Tensor, targets: Tensor, src: Tensor | None) -> Tensor:
+        """The score-function term of every REINFORCE stack, for a loss of sum(costs) / N.
+
+        costs (B, T): per-position losses (the training loss is their sum over the N scored positions).
+        """
+        spec = self.reinforce_spec
+        scored = targets.ne(IGNORE) if targets.dim() == 2 else torch.ones_like(costs, dtype=torch.bool)
+        norm = scored.sum().clamp(min=1)
+        total = costs.new_zeros(())
+        for name, baseline in self.baselines.items():
+            layers = reinforce_layers(getattr(self.model, name))
+            if not layers:
+                continue
+            log_probs = [layer.log_probs for layer in layers]
+            features = layers[0].query_features  # the first REINFORCE layer's queries: no choice changes them
+            if name == "decoder":
+                # A decoder query matters while a scored position lies at or after it.
+                valid = scored.flip(1).cummax(1).values.flip(1)  # (B, T)
+                G = returns(costs, spec.reward, spec.discount)
+                tokens = returns(scored.to(costs.dtype), spec.reward, spec.discount)  # what each G sums
+            else:
+                valid = self._encoder_queries(src, log_probs[0].shape[-1])  # (B, S)
+                G = costs.sum(1, keepdim=True).expand(-1, valid.shape[1])  # every source query: the sequence
+                tokens = scored.to(costs.dtype).sum(1, keepdim=True).expand_as(G)
+            valid = valid.to(costs.dtype)
+            beta = baseline(G, features, tokens)
+            total = total + spec.weight * surrogate(G, beta, stack_log_probs(log_probs), valid, norm)
+            baseline.update(G, valid, features, tokens)  # after beta was read: beta never saw this step
+            if spec.entropy > 0:
+                total = total - spec.entropy * mean_entropy([layer.entropy for layer in layers], valid)
+        return total
+
+    def _encoder_queries(self, src: Tensor, length: int) -> Tensor:
+        """(B, S') True at real source positions (and a [CLS] prefix); padding reaches nothing."""
+        real = src.ne(self.spec.pad_id)
+        if length == real.shape[1] + 1:
+            real = torch.cat((real.new_ones(real.shape[0], 1), real), dim=1)
+        return real
 
     # -- validation ------------------------------------------------------------------------------
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
@@ -276,8 +336,11 @@ class Seq2SeqModule(L.LightningModule):
 
     # -- optimiser ------------------------------------------------------------------------------
     def configure_optimizers(self):
-        decay = [p for p in self.parameters() if p.requires_grad and p.dim() >= 2]
-        no_decay = [p for p in self.parameters() if p.requires_grad and p.dim() < 2]
+        # A learned REINFORCE baseline trains with an optimiser of its own.
+        own = {id(p) for p in self.baselines.parameters()}
+        params = [p for p in self.parameters() if p.requires_grad and id(p) not in own]
+        decay = [p for p in params if p.dim() >= 2]
+        no_decay = [p for p in params if p.dim() < 2]
         spec = self.optim_spec
         opt = torch.optim.AdamW(
             [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
@@ -291,6 +354,9 @@ class Seq2SeqModule(L.LightningModule):
         # Dropout, Gumbel noise and REINFORCE samples draw from torch's generator: a resumed
         # run must continue its stream, not restart it, to match an uninterrupted run.
         checkpoint["attnlab"] = {"torch_rng": torch.get_rng_state()}
+        learned = {name: b.optimizer.state_dict() for name, b in self.baselines.items() if b.head is not None}
+        if learned:
+            checkpoint["attnlab"]["baseline_optimizers"] = learned
         if torch.cuda.is_available():
             checkpoint["attnlab"]["cuda_rng"] = torch.cuda.get_rng_state_all()
 
@@ -298,6 +364,8 @@ class Seq2SeqModule(L.LightningModule):
         state = checkpoint.get("attnlab", {})
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
+        for name, opt_state in state.get("baseline_optimizers", {}).items():
+            self.baselines[name].optimizer.load_state_dict(opt_state)
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
 
@@ -319,6 +387,13 @@ class Seq2SeqModule(L.LightningModule):
             return self.model.attention_maps(tgt_in=inputs)
         finally:
             self.train(was_training)
+
+
+def _reinforcing(stack: torch.nn.Module | None) -> bool:
+    from variants.attention.hard import HardAttention
+
+    return stack is not None and any(isinstance(m, HardAttention) and m.estimator == "reinforce"
+                                     for m in stack.modules())
 
 
 def _model_spec(model: dict[str, Any]) -> ModelSpec:

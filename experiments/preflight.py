@@ -37,37 +37,52 @@ def unknown_choice(key: str, value: str, choices: Iterable[str]) -> PreflightErr
 
 
 def _values(override) -> list[str]:
-    """The values an override takes: one for a plain override, each choice for a choice sweep."""
+    """The values an override takes: one for a plain override, each choice for a choice sweep.
+
+    A mapping value (``model.cross_attention={name:hard,estimator:reinforce}``) stands for its name.
+    """
     if override.is_sweep_override():
         try:
-            return [str(v) for v in override.sweep_string_iterator()]
+            return [_name_of(v) for v in override.sweep_iterator()]
         except Exception:  # noqa: BLE001 - range/interval sweeps (Optuna) are not choices
             return []
     value = override.value()
-    return [] if value is None else [str(value)]
+    if isinstance(value, list):  # several configs of one group, merged in order: experiment=[a,b]
+        return [_name_of(v) for v in value]
+    return [] if value is None else [_name_of(value)]
+
+
+def _name_of(value) -> str:
+    return str(value.get("name")) if isinstance(value, dict) else str(value)
 
 
 def check_names(key: str, values: list[str]) -> None:
     """Group choices must exist as yaml files; variant names inside groups must be registered.
 
     Group choices are checked against the files alone, so a typo is reported before
-    torch or Lightning is even imported.
+    torch or Lightning is even imported. A group placed at another node
+    (``attention@model.cross_attention=...``) is named as written, so the error says which role.
     """
-    group = key.lstrip("+~").split("@")[0]
+    key = key.lstrip("+~")
+    group = key.split("@")[0]
     if group in GROUPS:
         options = group_options(group)
         for value in values:
             if value not in ("null", "None") and value not in options:
-                raise unknown_choice(group, value, options)
+                raise unknown_choice(key, value, options)
     registry = _registry_for(group)
     if registry is not None:
         for value in values:
             if value not in ("null", "None"):
-                registry.get(value)
+                try:
+                    registry.get(value)
+                except ValueError as err:
+                    raise PreflightError(f"{group}: {err}" if group.startswith("model.") else str(err)) from None
 
 
 def _registry_for(key: str):
-    if key in ("attention.name", "model.encoder_attention", "model.decoder_attention", "model.cross_attention"):
+    if key in ("attention.name", "model.encoder_attention", "model.decoder_attention", "model.cross_attention",
+               "model.encoder_attention.name", "model.decoder_attention.name", "model.cross_attention.name"):
         from variants import ATTENTION
 
         return ATTENTION
@@ -113,12 +128,13 @@ def preflight(argv: list[str]) -> None:
 
             import_plugins([str(m) for m in (override.value() or [])])  # they may register new names
     for override in overrides:
-        check_names(override.key_or_group, _values(override))
+        check_names(override.get_key_element(), _values(override))
 
     from omegaconf import OmegaConf
 
     from experiments.checks import check_claims, check_config
     from experiments.config import register_configs
+    from experiments.roles import expand_roles
 
     register_configs()
     # One configuration per sweep value (the others at their first value): linear in the grid.
@@ -132,6 +148,7 @@ def preflight(argv: list[str]) -> None:
             check_names(key, values)
         cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
         check_claims(cfg)  # a malformed claim in a preset stops the sweep before its first cell
+        expand_roles(cfg)
         if not multirun:
             check_config(cfg)
             _build_variants(cfg)
@@ -153,18 +170,55 @@ def _compose(overrides: list[str]):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             return compose(config_name="config", overrides=overrides, return_hydra_config=True)
     except Exception as err:  # noqa: BLE001 - every composition error becomes one line
-        raise PreflightError(_one_line(err)) from None
+        raise _role_parameter_error(overrides) or PreflightError(_one_line(err)) from None
+
+
+def _role_parameter_error(overrides: list[str]) -> PreflightError | None:
+    """A role parameter Hydra refused: ``model.cross_attention.window=4`` where the role has no
+    attention type of its own, or where its type has no such parameter."""
+    from experiments.roles import ROLES, attention_defaults
+
+    for line in overrides:
+        key, _, value = line.partition("=")
+        for role in ROLES:
+            node = f"model.{role}"
+            if not key.startswith(node + "."):
+                continue
+            param = key[len(node) + 1:]
+            chosen = [o.split("=", 1)[1] for o in overrides if o.startswith(f"attention@{node}=")]
+            if not chosen:
+                return PreflightError(
+                    f"{key}={value}: {node} has no attention type of its own to take {param!r}; choose one "
+                    f"with the attention group at the role, e.g. attention@{node}=local {key}={value}")
+            name = chosen[-1]
+            if param not in attention_defaults(name):
+                from variants import ATTENTION
+
+                accepted = sorted(set(ATTENTION.accepted_params(name)) - {"d_model", "backend"})
+                if param in accepted:
+                    return PreflightError(f"{key}={value}: {param!r} is not in conf/attention/{name}.yaml; "
+                                          f"add it with +{key}={value}")
+                return PreflightError(f"{key}={value}: attention {name!r} at {node} has no parameter {param!r}; "
+                                      f"accepted: {accepted}")
+    return None
 
 
 def _sweeper_params(cfg) -> list[tuple[str, list[str]]]:
     """Sweep lists an experiment preset declares under hydra.sweeper.params."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
     params = cfg.hydra.sweeper.get("params") or {}
+    parser = OverridesParser.create()
     out = []
     for key, spec in params.items():
         spec = str(spec)
-        if "(" in spec:
-            continue  # choice(...)/interval(...)/range(...) for Optuna
-        out.append((key, [v.strip() for v in spec.split(",")]))
+        if spec.lstrip().startswith(("choice(", "interval(", "range(", "tag(")):
+            continue  # for Optuna
+        try:
+            (override,) = parser.parse_overrides([f"{key}={spec}"])
+        except Exception as err:  # noqa: BLE001
+            raise PreflightError(f"hydra.sweeper.params.{key}: {_one_line(err)}") from None
+        out.append((override.key_or_group, _values(override)))
     return out
 
 

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -33,7 +34,8 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 # A cell folder named by all of its overrides becomes unreadable (and, past 255 bytes,
 # impossible); past this length it is named by its variant keys and a hash of the overrides.
 MAX_CELL_NAME = 100
-CELL_KEYS = ("task", "attention", "position", "variant_param", "model.arch", "seed", "optim.lr", "optim.warmup_steps")
+CELL_KEYS = ("task", "attention", "position", "variant_param", "attention@model.cross_attention", "model.arch", "seed",
+             "optim.lr", "optim.warmup_steps")
 VARIANT_NAME_KEYS = {"attention.name": "attention", "position.name": "position", "task.name": "task",
                      "model.encoder_attention": "attention", "model.decoder_attention": "attention",
                      "model.cross_attention": "attention"}
@@ -146,9 +148,13 @@ def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
         if override.is_sweep_override() and isinstance(override.value(), Glob):
             # glob(...) over a group's options (experiment=variant_params): the options it matches
             values = override.value().filter(group_options(override.key_or_group))
+        elif override.is_sweep_override():
+            values = list(override.sweep_string_iterator())
+        elif isinstance(override.value(), list) and "." not in override.key_or_group:
+            # experiment=[a,b]: several configs of one group, merged in order
+            values = [str(v) for v in override.value()]
         else:
-            values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
-                      else [override.get_value_element_as_str()])
+            values = [override.get_value_element_as_str()]
         merged[override.get_key_element()] = (override.key_or_group, values)
     yield from merged.values()
 
@@ -163,6 +169,12 @@ def _unknown(key: str, value: str, choices: list[str]) -> SweepConfigError:
     near = difflib.get_close_matches(value, choices, n=1)
     hint = f"; did you mean {near[0]!r}?" if near else ""
     return SweepConfigError(f"{key}={value!r} in the sweep is unknown; choose one of {choices}{hint}")
+
+
+def variant_name(value: str) -> str:
+    """The registry name of a sweep value: ``hard``, or the ``name`` of ``{name:hard,estimator:reinforce}``."""
+    match = re.fullmatch(r"\{.*?\bname\s*:\s*'?([^,'}\s]+).*\}", value.strip())
+    return match.group(1) if match else value
 
 
 def check_grid(config: DictConfig) -> None:
@@ -186,8 +198,9 @@ def check_grid(config: DictConfig) -> None:
                     raise _unknown(key, value, choices)
             elif key in VARIANT_NAME_KEYS and value not in ("null", "None"):
                 registry = registries[VARIANT_NAME_KEYS[key]]
-                if value not in registry:
-                    raise _unknown(key, value, registry.names())
+                name = variant_name(value)
+                if name not in registry:
+                    raise _unknown(key, name, registry.names())
     check_launcher(OmegaConf.select(config, "hydra.launcher") or {}, config.trainer)
 
 

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config import register_configs
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 write_json_atomic)
+from experiments.roles import expand_roles, role_labels
 from experiments.sweep import set_threads, threads_per_process
 
 log = logging.getLogger("attnlab")
@@ -102,6 +103,9 @@ def new_result(cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[
         "arch": cfg.model.arch, "overrides": overrides, "config": flat, "config_hash": cfg_hash,
         "metrics": {}, "by_length": {}, "cost": {}, "env": {}, "started_at": now_iso(), "finished_at": None,
         "command": command_line(), "train_lengths": None, "run_dir": str(run_dir),
+        # the variant of each role that has its own, e.g. "local(mode=predictive,window=4)";
+        # null where the role uses ``attention``
+        **role_labels(cfg),
     }
 
 
@@ -111,6 +115,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
 
     began = time.perf_counter()
     quiet_lightning_handlers()
+    expand_roles(cfg)
     flat, cfg_hash = resolved(cfg)
     done = completed_result(cfg, run_dir, cfg_hash)
     if done:
@@ -158,6 +163,7 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     A child single run gives the ranks a command that is this cell alone, and the sweep
     outlives whatever happens to the cell.
     """
+    expand_roles(cfg)
     flat, cfg_hash = resolved(cfg)
     done = completed_result(cfg, run_dir, cfg_hash)
     if done:

@@ -10,12 +10,12 @@ in any model.
 """
 from variants.registries import ATTENTION, POSITION
 from variants import attention, position  # noqa: E402,F401  (registers the built-ins)
-from variants.attention import AttentionLayer, KVCache, reinforce_terms
+from variants.attention import AttentionLayer, KVCache, reinforce_entropies, reinforce_terms
 from variants.checks import VariantConfigError
 from variants.position import PositionEncoding
 from variants.registry import Registry, RegistryError
 
 __all__ = [
     "ATTENTION", "POSITION", "AttentionLayer", "KVCache", "PositionEncoding", "Registry", "RegistryError",
-    "VariantConfigError", "reinforce_terms",
+    "VariantConfigError", "reinforce_entropies", "reinforce_terms",
 ]

@@ -5,7 +5,7 @@ from variants.discovery import import_submodules
 
 import_submodules(sys.modules[__name__])
 
-from variants.attention.hard import reinforce_terms  # noqa: E402
+from variants.attention.hard import reinforce_entropies, reinforce_terms  # noqa: E402
 from variants.attention.layer import AttentionLayer, KVCache  # noqa: E402
 
-__all__ = ["AttentionLayer", "KVCache", "reinforce_terms"]
+__all__ = ["AttentionLayer", "KVCache", "reinforce_entropies", "reinforce_terms"]
