@@ -1,7 +1,9 @@
 """Runs on disk (result.json files, W&B offline runs, the W&B API) -> tidy pandas frames.
 
 ``Runs.runs`` has one row per run: identity columns, every metric under its own
-name (``test/token_acc``), ``cost.*``, ``config.*`` and ``env.*`` columns.
+name (``test/token_acc``) and its in-range and beyond-range aggregates
+(``test_in_range/token_acc``, ``test_beyond_range/token_acc``; see analysis.ranges),
+``cost.*``, ``config.*`` and ``env.*`` columns.
 ``Runs.by_length`` is long: one row per (run, evaluation length, metric).
 A file that cannot be read is skipped with a warning naming it, so one broken
 run never hides the rest of a sweep.
@@ -19,6 +21,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from analysis.errors import CollectError
+from analysis.ranges import with_range_metrics
 from analysis.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
 
 SCHEMA = 1
@@ -156,7 +159,8 @@ def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Ru
     runs = runs.sort_values(["task", "attention", "position", "seed", "run_id"], kind="stable")
     lengths = pd.DataFrame(by_length, columns=BY_LENGTH_COLUMNS)
     lengths = lengths.astype({"seed": "int64", "length": "int64", "value": "float64"})
-    return Runs(runs.reset_index(drop=True), lengths.reset_index(drop=True), metric_names)
+    runs, metric_names = with_range_metrics(runs.reset_index(drop=True), lengths, metric_names)  # test_in_range/...
+    return Runs(runs, lengths.reset_index(drop=True), metric_names)
 
 
 # ---------------------------------------------------------------- result.json files
