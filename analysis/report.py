@@ -2,8 +2,9 @@
 
 Reads result files only (result.json, CSV logs, attention_maps.npz, an optional
 benchmark JSON) and writes report.md, a self-contained report.html, results.csv
-(one row per run), cells.csv and comparisons.csv (the numbers behind the tables)
-and the figures under DIR/figures/.
+(one row per run), summary.csv, cells.csv and comparisons.csv (the numbers behind
+the tables) and the figures under DIR/figures/. The report opens with the summary
+(analysis.summary); the details follow, folded in the HTML.
 """
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import figures, stats
+from analysis import figures, stats, summary
 from analysis.benchmarks import bench_section, load_bench
 from analysis.collect import Runs, collect, learning_curves
-from analysis.document import Document, Figure, Paragraph, Section, to_html, to_markdown
+from analysis.document import Document, Figure, Paragraph, Section, fold, to_html, to_markdown
 from analysis.errors import AnalysisError, ReportError
 from analysis.sections import (ONE_SEED_NOTICE, Grid, comparisons_block, cost_table, effects_block, failures_table,
                                metric_table, provenance_section, results_frame_for_csv, status_table, variant)
@@ -185,11 +186,11 @@ def map_figures(runs: pd.DataFrame, task: str, budget: list[int], figures_dir: P
 
 def _task_section(runs: Runs, task: str, metrics: list[str], baseline: tuple[str, str], baseline_present: bool,
                   summaries: dict[str, pd.DataFrame], comparisons: dict[str, pd.DataFrame], curves: pd.DataFrame,
-                  colors: dict, map_budget: list[int], figures_dir: Path) -> Section:
+                  colors: dict, map_budget: list[int], figures_dir: Path,
+                  task_summary: summary.TaskSummary | None = None) -> Section:
     frame = runs.runs
     grid = Grid.of(frame, task)
-    section = Section(f"Task: {task}")
-    section.add(Section("Runs per cell", [status_table(frame, grid)], level=3))
+    section = Section(f"Details: {task}")
     here = set(task_metrics(runs).get(task, []))
     for metric in metrics:
         sub = Section(f"{task} — {metric}", level=3)
@@ -207,17 +208,20 @@ def _task_section(runs: Runs, task: str, metrics: list[str], baseline: tuple[str
         sub.add(Section(f"Comparisons with {variant(*baseline)} — {task}, {metric}", compare, level=4))
         section.add(sub)
     lengths = length_figures(runs, task, colors, figures_dir)
+    if task_summary is not None and (per_length := summary.per_length_table(frame, runs.by_length, task_summary)):
+        lengths.insert(0, per_length)
     if lengths:
         section.add(Section(f"Length generalisation — {task}", lengths, level=3))
     curve = curve_figure(curves, frame, task, colors, figures_dir)
     if curve is not None:
         section.add(Section(f"Learning curves — {task}", [curve], level=3))
-    maps = map_figures(frame, task, map_budget, figures_dir)
-    if maps:
-        section.add(Section(f"Attention maps — {task}", maps, level=3))
+    section.add(Section(f"Runs per cell — {task}", [status_table(frame, grid)], level=3))
     cost = cost_table(frame, grid)
     if cost is not None:
         section.add(Section(f"Cost — {task}", [cost], level=3))
+    maps = map_figures(frame, task, map_budget, figures_dir)
+    if maps:
+        section.add(Section(f"Attention maps — {task}", maps, level=3))
     return section
 
 
@@ -246,6 +250,24 @@ def _overview(runs: Runs, metrics: list[str], baseline: tuple[str, str], baselin
     return section
 
 
+def _lead(doc: Document, runs: Runs, figures_dir: Path) -> dict[str, summary.TaskSummary]:
+    """The first screen: per task, the cells ranked in and beyond the training range, beside the length figure."""
+    found = {}
+    for task in sorted(runs.runs["task"].unique()):
+        ranked = summary.summarise_task(runs.runs, runs.by_length, task)
+        if ranked is None:
+            doc.lead.append(Section(f"Summary — {task}", [Paragraph(
+                f"No completed run of {task} has a metric to rank the cells by; see the details below.",
+                kind="note")]))
+            continue
+        figure = summary.write_figure(runs.runs, runs.by_length, ranked,
+                                      figures_dir / _safe_name("summary", task, ranked.main))
+        doc.lead.append(summary.summary_section(ranked, figure))
+        found[task] = ranked
+    # The claims table (analysis.claims) joins the lead here, after the per-task summaries.
+    return found
+
+
 def _prepare_out(out: Path) -> Path:
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
@@ -266,7 +288,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     if runs.runs.empty:
         shown = ", ".join(str(p) for p in paths)
         raise ReportError(f"no readable result.json under {shown}; need run folders written by experiments.train")
-    chosen = choose_metrics(runs, metrics)
+    chosen = summary.by_importance(choose_metrics(runs, metrics))
     baseline_cell, baseline_present = resolve_baseline(runs.runs, baseline)
     bench_data = load_bench(bench) if bench is not None else None
 
@@ -281,16 +303,19 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
 
     doc = Document("attnlab ablation report",
                    subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
+    task_summaries = _lead(doc, runs, figures_dir)
     doc.sections.append(_overview(runs, chosen, baseline_cell, baseline_present, sorted(set(runs.metrics))))
     for task in sorted(frame["task"].unique()):
         doc.sections.append(_task_section(runs, task, chosen, baseline_cell, baseline_present, summaries,
-                                          comparisons, curves, colors, map_budget, figures_dir))
+                                          comparisons, curves, colors, map_budget, figures_dir,
+                                          task_summaries.get(task)))
     failures = failures_table(frame)
     if failures is not None:
         doc.sections.append(Section("Failed and diverged runs", [failures]))
     if bench_data is not None:
         doc.sections.append(bench_section(bench_data, figures_dir))
     doc.sections.append(provenance_section(frame))
+    fold(doc.sections[1:])  # everything after the overview opens on demand in the HTML
 
     (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc), encoding="utf-8")
@@ -299,6 +324,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
         out / "cells.csv", index=False)
     pd.concat(list(comparisons.values()) or [pd.DataFrame(columns=stats.COMPARISON_COLUMNS)]).to_csv(
         out / "comparisons.csv", index=False)
+    summary.summaries_frame(list(task_summaries.values())).to_csv(out / "summary.csv", index=False)
     return out / "report.html"
 
 

@@ -167,8 +167,13 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
                               f"({_gap(base_counts).text}): no comparisons.", kind="note")]
         return [Paragraph(f"No other cell of {grid.task} has a completed {metric} to compare with {name}.",
                           kind="note")]
+    untested = rows_here[~np.isfinite(rows_here["p"].to_numpy(float))]
+    if len(untested) == len(rows_here):  # one sentence, not a table of empty verdicts
+        return [Paragraph(f"No comparison with {name} on {metric} can be tested: every cell, or the baseline, has "
+                          f"fewer than two completed seeds, so {ONE_SEED_NOTICE}. Run more seeds to test the "
+                          "differences.", kind="note")]
     rows = []
-    for r in rows_here.itertuples(index=False):
+    for r in rows_here[np.isfinite(rows_here["p"].to_numpy(float))].itertuples(index=False):
         diff = f"{_signed(r.diff)} [{fmt(r.diff_low)}, {fmt(r.diff_high)}]" if math.isfinite(r.p) else _signed(r.diff)
         rows.append([variant(r.attention, r.position), Cell(f"{r.n} vs {r.baseline_n}"), Cell(diff),
                      Cell(fmt(r.t)), Cell(fmt_p(r.p)), Cell(fmt_p(r.p_holm)), Cell(fmt(r.d)),
@@ -177,15 +182,10 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
     better = stats.direction(metric) or "unknown direction"
     blocks: list = [Table(header, rows, caption=f"{metric} on {grid.task} vs baseline {name} "
                                                 f"(Δ = variant − baseline; {better} is better; α = {stats.ALPHA})")]
-    untested = rows_here[~np.isfinite(rows_here["p"].to_numpy(float))]
     if len(untested):
         names = ", ".join(variant(a, p) for a, p in zip(untested["attention"], untested["position"]))
-        if len(untested) == len(rows_here):
-            text = (f"Every cell, or the baseline, has fewer than two completed seeds: {ONE_SEED_NOTICE}. "
-                    "Run more seeds to test the differences.")
-        else:
-            text = f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}."
-        blocks.append(Paragraph(text, kind="note"))
+        blocks.append(Paragraph(f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}.",
+                                kind="note"))
     compared = {(a, p) for a, p in zip(rows_here["attention"], rows_here["position"])} | {baseline}
     left_out = [f"{variant(a, p)} ({_gap(_status_counts(_cell_runs(runs, grid, a, p))).text})"
                 for a, p in grid.cells() if (a, p) not in compared]
