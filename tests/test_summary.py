@@ -52,14 +52,15 @@ def write_sweep(root: Path, seeds_scale: int = 1) -> pd.DataFrame:
     return pd.DataFrame(truth)
 
 
-def expected_ties(truth: pd.DataFrame, column: str) -> tuple[str, set[str]]:
-    """The best cell and the cells not significantly different from it: Welch vs the best, Holm, by scipy/statsmodels."""
+def expected_ties(truth: pd.DataFrame, column: str) -> tuple[str, set[str], dict[str, float]]:
+    """The best cell, the cells not significantly different from it and their corrected p-values:
+    Welch against the best by scipy, Holm by statsmodels."""
     samples = {f"{a}+{p}": g[column].to_numpy() for (a, p), g in truth.groupby(["attention", "position"])}
     best = max(samples, key=lambda k: samples[k].mean())
     others = [k for k in samples if k != best]
     pvalues = [sps.ttest_ind(samples[k], samples[best], equal_var=False).pvalue for k in others]
-    reject = multipletests(pvalues, alpha=ALPHA, method="holm")[0]
-    return best, {k for k, r in zip(others, reject) if not r}
+    reject, corrected, _, _ = multipletests(pvalues, alpha=ALPHA, method="holm")
+    return best, {k for k, r in zip(others, reject) if not r}, dict(zip(others, corrected))
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +114,9 @@ def test_ties_with_the_best_follow_holm_corrected_welch(report):
     markdown = summary_text((out / "report.md").read_text())
     lines = {line.split("|")[1].strip(): line.split("|") for line in markdown.splitlines() if line.startswith("| ")}
     for scope, column, index in (("in range", "in", 2), ("beyond range", "beyond", 3)):
-        best, ties = expected_ties(truth, column)
+        best, ties, corrected = expected_ties(truth, column)
         rows = table[table["scope"] == scope].set_index("label")
+        np.testing.assert_allclose(rows.loc[list(corrected), "p_holm"], list(corrected.values()), rtol=1e-9)
         assert set(rows.index[rows["tie"]]) == ties
         assert rows.loc[best, "best"] and not rows.loc[best, "tie"]
         assert set(rows.index[rows["worse"]]) == set(rows.index) - ties - {best}
