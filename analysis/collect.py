@@ -5,6 +5,11 @@ name (``test/token_acc``) and its in-range and beyond-range aggregates
 (``test_in_range/token_acc``, ``test_beyond_range/token_acc``; see analysis.ranges),
 ``cost.*``, ``config.*`` and ``env.*`` columns.
 ``Runs.by_length`` is long: one row per (run, evaluation length, metric).
+Every run belongs to a cell (``analysis.cells``): ``cell``, ``cell_label`` and one
+column per factor, so your own pandas analysis groups as the report does
+(``runs.runs.groupby(["task", "cell"])``); ``Runs.factors`` names the factors.
+The same configuration and seed read twice (two folders holding one run) is
+kept once, with a warning; the copies left out are in ``Runs.duplicates``.
 A file that cannot be read is skipped with a warning naming it, so one broken
 run never hides the rest of a sweep.
 """
@@ -20,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from analysis.cells import assign_cells, drop_duplicate_runs
 from analysis.errors import CollectError
 from analysis.ranges import with_range_metrics
 from analysis.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
@@ -39,11 +45,17 @@ _PREFIXES = ("config.", "cost.", "env.")
 
 @dataclass
 class Runs:
-    """One row per run in ``runs``; per-length evaluations in ``by_length``; ``metrics`` names the metric columns."""
+    """One row per run in ``runs``; per-length evaluations in ``by_length``; ``metrics`` names the metric columns.
+
+    ``factors`` are the config keys that vary (``analysis.cells``); ``duplicates``
+    the runs read twice and left out, with the run kept in ``duplicate_of``.
+    """
 
     runs: pd.DataFrame
     by_length: pd.DataFrame
     metrics: list[str] = field(default_factory=list)
+    factors: list[str] = field(default_factory=list)
+    duplicates: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -157,10 +169,17 @@ def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Ru
     for name in metric_names:
         runs[name] = runs[name].astype("float64")
     runs = runs.sort_values(["task", "attention", "position", "seed", "run_id"], kind="stable")
+    runs, factors = assign_cells(runs.reset_index(drop=True))
+    runs, duplicates = drop_duplicate_runs(runs)
+    for dup in duplicates.itertuples(index=False):
+        warnings.warn(f"{dup.source}: the same configuration and seed as run {dup.duplicate_of!r} "
+                      f"(cell {dup.cell_label}, seed {dup.seed}); counted once", stacklevel=3)
     lengths = pd.DataFrame(by_length, columns=BY_LENGTH_COLUMNS)
     lengths = lengths.astype({"seed": "int64", "length": "int64", "value": "float64"})
+    lengths = lengths[lengths["run_id"].isin(set(runs["run_id"]))]
+    lengths["cell"] = lengths["run_id"].map(dict(zip(runs["run_id"], runs["cell"])))
     runs, metric_names = with_range_metrics(runs.reset_index(drop=True), lengths, metric_names)  # test_in_range/...
-    return Runs(runs, lengths.reset_index(drop=True), metric_names)
+    return Runs(runs, lengths.reset_index(drop=True), metric_names, factors, duplicates.reset_index(drop=True))
 
 
 # ---------------------------------------------------------------- result.json files
@@ -285,7 +304,7 @@ def _metrics_csv(run_dir: Path) -> Path | None:
 
 
 def learning_curves(runs: Runs | pd.DataFrame) -> pd.DataFrame:
-    """Long frame (run_id, task, attention, position, seed, step, metric, value) from each run's CSV log."""
+    """Long frame (run_id, task, attention, position, seed, step, metric, value, cell) from each run's CSV log."""
     frame = runs.runs if isinstance(runs, Runs) else runs
     parts = []
     for run in frame.itertuples(index=False):
@@ -309,8 +328,10 @@ def learning_curves(runs: Runs | pd.DataFrame) -> pd.DataFrame:
         long = long.dropna(subset=["value"])
         for key in ("run_id", "task", "attention", "position", "seed"):
             long[key] = getattr(run, key)
+        long["cell"] = getattr(run, "cell", None)
         parts.append(long)
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "object") for c in CURVE_COLUMNS})
-    curves = pd.concat(parts, ignore_index=True)[CURVE_COLUMNS]
+        return pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "object")
+                             for c in [*CURVE_COLUMNS, "cell"]})
+    curves = pd.concat(parts, ignore_index=True)[[*CURVE_COLUMNS, "cell"]]
     return curves.astype({"step": "int64", "seed": "int64", "value": "float64"})

@@ -1,8 +1,9 @@
 """Report figures, drawn with matplotlib's object API on the Agg canvas (no pyplot, no display, no global state).
 
-Each function takes a tidy frame for one task, writes one PNG and returns its
-path. Panels are attention types and lines are position encodings throughout,
-with one colour per position encoding across all figures of a report.
+Each function takes a tidy frame for one table of one task, writes one PNG and
+returns its path. Panels are the levels of the table's row factor and lines the
+levels of its column factor (by default attention types and position encodings),
+one line per cell, with one colour per column level across a report's figures.
 """
 from __future__ import annotations
 
@@ -45,15 +46,23 @@ def _panels(n: int, title: str, sharey: bool = True) -> tuple[Figure, list]:
     return fig, axes[:n]
 
 
-def _legend(fig: Figure, positions: Sequence[str], colors: Mapping[str, tuple], train_range=None) -> None:
-    """One legend for the whole figure, so a position missing from the first panel is still named."""
+def _legend(fig: Figure, lines: Sequence[str], colors: Mapping[str, tuple], train_range=None,
+            title: str = "position") -> None:
+    """One legend for the whole figure, so a line missing from the first panel is still named."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Line2D([], [], color=colors[p], lw=2, label=p) for p in sorted(positions)]
+    handles = [Line2D([], [], color=colors[p], lw=2, label=p) for p in lines]
     if train_range is not None:
         handles.append(Patch(color="0.88", label=f"train lengths {train_range[0]}–{train_range[1]}"))
-    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="position", title_fontsize=8)
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title=title, title_fontsize=8)
+
+
+def _in_order(values: Sequence[str], order: Sequence[str] | None) -> list[str]:
+    present = list(dict.fromkeys(values))
+    if order is None:
+        return sorted(present)
+    return [v for v in order if v in present] + sorted(v for v in present if v not in order)
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -72,51 +81,91 @@ def _mean_band(frame: pd.DataFrame, x: str) -> pd.DataFrame:
 
 
 def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence[int] | None,
-                          colors: Mapping[str, tuple], title: str, path: Path) -> Path:
-    """``metric`` vs evaluation length: a panel per attention, a line per position, the training range shaded.
+                          colors: Mapping[str, tuple], title: str, path: Path, panel: str = "attention",
+                          line: str = "position", panels: Sequence[str] | None = None,
+                          lines: Sequence[str] | None = None, legend: str | None = None) -> Path:
+    """``metric`` vs evaluation length: a panel per ``panel`` level, a line per ``line`` level, training range shaded.
 
-    ``data``: columns attention, position, seed, length, value (completed runs of one task).
+    ``data``: columns ``panel``, ``line``, seed, length, value (completed runs of one
+    table, so each (panel, line) is one cell); ``panels`` / ``lines`` give the order.
     """
-    attentions = sorted(data["attention"].unique())
-    fig, axes = _panels(len(attentions), title)
-    for ax, attention in zip(axes, attentions):
+    panel_levels = _in_order(data[panel], panels)
+    line_levels = _in_order(data[line], lines)
+    fig, axes = _panels(len(panel_levels), title)
+    for ax, level in zip(axes, panel_levels):
         if train_range is not None:
             ax.axvspan(train_range[0], train_range[1], color="0.88", zorder=0)
-        for position, group in data[data["attention"] == attention].groupby("position", sort=True):
-            band = _mean_band(group, "length")
-            ax.plot(band["length"], band["mean"], marker="o", ms=3, color=colors[position])
+        here = data[data[panel] == level]
+        for name in [n for n in line_levels if n in set(here[line])]:
+            band = _mean_band(here[here[line] == name], "length")
+            ax.plot(band["length"], band["mean"], marker="o", ms=3, color=colors[name])
             ok = np.isfinite(band["half"].to_numpy(float))
             if ok.any():
                 ax.fill_between(band["length"][ok], (band["mean"] - band["half"])[ok],
-                                (band["mean"] + band["half"])[ok], color=colors[position], alpha=0.18, lw=0)
-        ax.set_title(attention, fontsize=10)
+                                (band["mean"] + band["half"])[ok], color=colors[name], alpha=0.18, lw=0)
+        ax.set_title(level, fontsize=10)
         ax.set_xlabel("evaluation length")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
-    _legend(fig, data["position"].unique(), colors, train_range)
+    _legend(fig, line_levels, colors, train_range, title=legend or line)
     return _save(fig, path)
 
 
 def learning_curves(curves: pd.DataFrame, metric: str, colors: Mapping[str, tuple], title: str,
-                    path: Path) -> Path:
-    """``metric`` vs step: a panel per attention, the seed mean bold and each seed faint, a colour per position.
+                    path: Path, panel: str = "attention", line: str = "position",
+                    panels: Sequence[str] | None = None, lines: Sequence[str] | None = None,
+                    legend: str | None = None) -> Path:
+    """``metric`` vs step: a panel per ``panel`` level, the seed mean bold and each seed faint, a colour per line.
 
-    ``curves``: columns attention, position, seed, step, value (one task, one metric).
+    ``curves``: columns ``panel``, ``line``, seed, step, value (one table of one task, one metric).
     """
-    attentions = sorted(curves["attention"].unique())
-    fig, axes = _panels(len(attentions), title)
-    for ax, attention in zip(axes, attentions):
-        for position, group in curves[curves["attention"] == attention].groupby("position", sort=True):
+    panel_levels = _in_order(curves[panel], panels)
+    line_levels = _in_order(curves[line], lines)
+    fig, axes = _panels(len(panel_levels), title)
+    for ax, level in zip(axes, panel_levels):
+        here = curves[curves[panel] == level]
+        for name in [n for n in line_levels if n in set(here[line])]:
+            group = here[here[line] == name]
             for _, seed_curve in group.groupby("seed"):
                 seed_curve = seed_curve.sort_values("step")
-                ax.plot(seed_curve["step"], seed_curve["value"], color=colors[position], alpha=0.25, lw=0.8)
+                ax.plot(seed_curve["step"], seed_curve["value"], color=colors[name], alpha=0.25, lw=0.8)
             mean = group.groupby("step")["value"].mean()
-            ax.plot(mean.index, mean.to_numpy(), color=colors[position], lw=1.8)
-        ax.set_title(attention, fontsize=10)
+            ax.plot(mean.index, mean.to_numpy(), color=colors[name], lw=1.8)
+        ax.set_title(level, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
-    _legend(fig, curves["position"].unique(), colors)
+    _legend(fig, line_levels, colors, title=legend or line)
+    return _save(fig, path)
+
+
+def parameter_curve(summary: pd.DataFrame, metric: str, parameter: str, colors: Mapping[str, tuple], title: str,
+                    path: Path, line: str | None = None, lines: Sequence[str] | None = None,
+                    legend: str | None = None) -> Path:
+    """``metric`` against a numeric factor's value: mean and 95% CI over seeds, a line per ``line`` level.
+
+    ``summary``: one row per cell with columns ``x`` (the parameter value), mean,
+    ci_half and, when given, ``line``.
+    """
+    fig = Figure(figsize=(PANEL_W + 1.8, PANEL_H + 0.7), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    groups = [(None, summary)] if line is None else [(n, summary[summary[line] == n])
+                                                     for n in _in_order(summary[line], lines)]
+    for name, group in groups:
+        group = group.sort_values("x")
+        color = colors.get(name, "C0") if name is not None else "C0"
+        ax.plot(group["x"], group["mean"], marker="o", ms=4, color=color, label=name)
+        ok = np.isfinite(group["ci_half"].to_numpy(float))
+        if ok.any():
+            ax.errorbar(group["x"][ok], group["mean"][ok], yerr=group["ci_half"][ok], fmt="none", color=color,
+                        capsize=3, lw=1)
+    ax.set_xlabel(parameter)
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    if line is not None:
+        ax.legend(fontsize=8, title=legend or line, title_fontsize=8)
+    fig.suptitle(title, fontsize=11)
     return _save(fig, path)
 
 

@@ -2,15 +2,21 @@
 
 Reads result files only (result.json, CSV logs, attention_maps.npz, an optional
 benchmark JSON) and writes report.md, a self-contained report.html, results.csv
-(one row per run), summary.csv, cells.csv and comparisons.csv (the numbers behind
-the tables) and the figures under DIR/figures/. The report opens with the summary
-(analysis.summary); the details follow, folded in the HTML.
+(one row per run), summary.csv, cells.csv, comparisons.csv and confounds.csv (the
+numbers behind the tables) and the figures under DIR/figures/. The report opens with
+the summary (analysis.summary); the details follow, folded in the HTML.
+
+Statistics are per cell (a configuration minus the seed, ``analysis.cells``) and
+never averaged across cells. The factors are the config keys that vary; two of
+them are a table's rows and columns (``--factors`` picks them) and every
+combination of the others gets its own table; ``--where KEY=VALUE`` keeps only
+matching runs. Differences that are not factors asked for are confounds
+(``analysis.confounds``): listed in their own section and flagged on every
+comparison they touch.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
-import re
 import sys
 import warnings
 from collections import Counter
@@ -21,45 +27,22 @@ import numpy as np
 import pandas as pd
 
 from analysis import figures, stats, summary
+from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.benchmarks import bench_section, load_bench
+from analysis.cells import assign_cells, designed_factors
 from analysis.collect import Runs, collect, learning_curves
-from analysis.document import Document, Figure, Paragraph, Section, fold, to_html, to_markdown
+from analysis.confounds import CONFOUND_COLUMNS, Confounds
+from analysis.document import Document, Paragraph, Section, Table, fold, to_html, to_markdown
 from analysis.errors import AnalysisError, ReportError
-from analysis.sections import (ONE_SEED_NOTICE, Grid, comparisons_block, cost_table, effects_block, failures_table,
-                               metric_table, provenance_section, results_frame_for_csv, status_table, variant)
+from analysis.layout import Grid, apply_where, check_asked, grids, parse_assignments, task_factors
+from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
+                                     map_figures, parameter_figure, safe_name)
+from analysis.sections import (ONE_SEED_NOTICE, comparisons_block, cost_table, effects_block, failures_table,
+                               metric_table, provenance_section, results_frame_for_csv, status_table)
 
 __all__ = ["ReportError", "build_report", "main"]
 
-DEFAULT_BASELINE = ("multihead", "sinusoidal")
-MAPS_FILE = "attention_maps.npz"
-MAX_MAP_FIGURES = 12
-BLOCK_ORDER = ("encoder_self", "encoder", "decoder_self", "decoder", "cross")
-CURVE_METRICS = ("val/loss", "train/loss")
-
-
 # ---------------------------------------------------------------- choices that can be wrong
-
-def parse_baseline(text: str) -> tuple[str, str]:
-    parts = text.split("+")
-    if len(parts) != 2 or not all(parts):
-        raise ReportError(f"--baseline={text!r} must be ATTENTION+POSITION, e.g. multihead+sinusoidal")
-    return parts[0], parts[1]
-
-
-def _cells_found(runs: pd.DataFrame) -> str:
-    cells = sorted({variant(a, p) for a, p in zip(runs["attention"], runs["position"])})
-    return ", ".join(cells)
-
-
-def resolve_baseline(runs: pd.DataFrame, baseline: str | None) -> tuple[tuple[str, str], bool]:
-    """The baseline cell and whether it is in the sweep; a baseline asked for by name must exist."""
-    cell = DEFAULT_BASELINE if baseline is None else parse_baseline(baseline)
-    present = bool(((runs["attention"] == cell[0]) & (runs["position"] == cell[1])).any())
-    if baseline is not None and not present:
-        raise ReportError(f"--baseline={baseline!r}: no run has attention={cell[0]!r}, position={cell[1]!r}; "
-                          f"cells found: {_cells_found(runs)}")
-    return cell, present
-
 
 def task_metrics(runs: Runs) -> dict[str, list[str]]:
     """Per task, the metrics with at least one finite value in a completed run."""
@@ -90,155 +73,152 @@ def choose_metrics(runs: Runs, requested: Sequence[str] | None) -> list[str]:
     return common
 
 
-# ---------------------------------------------------------------- figures
+# ---------------------------------------------------------------- the report
 
-def _safe_name(*parts: str) -> str:
-    """A file name from run-supplied strings: readable where possible, unique by hash, never a path."""
-    text = "_".join(parts)
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:60] or "figure"
-    return f"{readable}-{hashlib.sha1(text.encode()).hexdigest()[:8]}.png"
+class TaskPlan:
+    """One task's factors, tables, confounds and the comparisons of each table against its baseline."""
 
+    def __init__(self, frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequence[str] | None,
+                 baseline: Baseline, metrics: Sequence[str]):
+        self.task = task
+        runs = frame[frame["task"] == task]
+        self.factors = task_factors(runs, factors)
+        self.designed = designed_factors(self.factors, asked)
+        self.grids = grids(frame, task, factors, asked)
+        self.confounds = Confounds(runs, self.factors, self.designed)
+        self.baselines = [baseline_cell(runs, g, baseline) for g in self.grids]
+        self.comparisons = {}
+        for metric in metrics:
+            parts = []
+            for grid, (base, _) in zip(self.grids, self.baselines):
+                if base is None:
+                    continue
+                table = stats.compare_cells(runs, metric, base, list(grid.cells["cell"]))
+                table["table"] = grid.title
+                table["confounds"] = [", ".join(self.confounds.between(c, base)) for c in table["cell"]]
+                parts.append(table)
+            self.comparisons[metric] = (pd.concat(parts, ignore_index=True) if parts else
+                                        pd.DataFrame(columns=[*stats.CELL_COMPARISON_COLUMNS, "table", "confounds"]))
 
-def _train_range(task_runs: pd.DataFrame) -> tuple[int, int] | None:
-    ranges = [tuple(r) for r in task_runs["train_lengths"] if isinstance(r, (list, tuple)) and len(r) == 2]
-    return Counter(ranges).most_common(1)[0][0] if ranges else None
-
-
-def length_figures(runs: Runs, task: str, colors: dict, figures_dir: Path) -> list[Figure]:
-    done_ids = set(runs.runs.loc[(runs.runs["task"] == task) & (runs.runs["status"] == "completed"), "run_id"])
-    data = runs.by_length[runs.by_length["run_id"].isin(done_ids)]
-    data = data[np.isfinite(data["value"].to_numpy(float))]
-    train = _train_range(runs.runs[runs.runs["task"] == task])
-    shaded = f"shaded: training lengths {train[0]}–{train[1]}; " if train else ""
-    out = []
-    for metric, group in data.groupby("metric", sort=True):
-        path = figures.length_generalisation(group, metric, train, colors, f"{task}: {metric} vs length",
-                                             figures_dir / _safe_name("length", task, metric))
-        out.append(Figure(path, f"{task}: {metric} vs evaluation length; a panel per attention type, a line per "
-                                f"position encoding; {shaded}bands: 95% CI over seeds"))
-    return out
-
-
-def curve_figure(curves: pd.DataFrame, runs: pd.DataFrame, task: str, colors: dict,
-                 figures_dir: Path) -> Figure | None:
-    done_ids = set(runs.loc[(runs["task"] == task) & (runs["status"] == "completed"), "run_id"])
-    task_curves = curves[curves["run_id"].isin(done_ids)]
-    for metric in CURVE_METRICS:
-        data = task_curves[task_curves["metric"] == metric]
-        if not data.empty:
-            path = figures.learning_curves(data, metric, colors, f"{task}: {metric} vs step",
-                                           figures_dir / _safe_name("curves", task, metric))
-            return Figure(path, f"{task}: {metric} vs step for completed runs; bold: mean over seeds, "
-                                "faint: each seed; a colour per position encoding")
-    return None
+    def describe(self) -> Paragraph:
+        grid = self.grids[0]
+        if not self.factors:
+            return Paragraph(f"One configuration in {self.task}: no factor varies.")
+        axes = " × ".join(a.name for a in (grid.rows, grid.columns) if a is not None)
+        text = f"Factors that vary in {self.task}: {', '.join(self.factors)}. Tables: {axes}"
+        sliced = list(grid.where)
+        if sliced:
+            text += (f"; one table per combination of {', '.join(sliced)} ({len(self.grids)} tables), never "
+                     "averaged across them (pick the axes with --factors, a subset with --where KEY=VALUE)")
+        return Paragraph(text + ".")
 
 
-def _load_maps(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]] | None:
-    """Arrays keyed ``block/layer`` (H, Tq, Tk) and optional token labels; pickles are refused."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            maps = {k: np.asarray(npz[k], dtype=float) for k in npz.files if "/" in k and npz[k].ndim == 3}
-            tokens = {k: [str(t) for t in npz[k]] for k in ("src_tokens", "tgt_tokens") if k in npz.files}
-    except (OSError, ValueError) as err:
-        warnings.warn(f"{path}: skipped, not a readable attention map file ({err})", stacklevel=2)
-        return None
-
-    def order(key: str) -> tuple:
-        # Encoder first, then decoder, then cross attention; layers in numeric order.
-        block, _, layer = key.partition("/")
-        rank = BLOCK_ORDER.index(block) if block in BLOCK_ORDER else len(BLOCK_ORDER)
-        return (rank, block, int(layer) if layer.isdigit() else 0, layer)
-
-    return {k: maps[k] for k in sorted(maps, key=order)}, tokens
-
-
-def map_figures(runs: pd.DataFrame, task: str, budget: list[int], figures_dir: Path) -> list:
-    """Heatmaps of the first seed of each variant that saved maps, while the report-wide budget lasts."""
-    task_runs = runs[runs["task"] == task].sort_values(["attention", "position", "seed"])
-    candidates = [r for r in task_runs.to_dict("records")
-                  if isinstance(r["run_dir"], str) and (Path(r["run_dir"]) / MAPS_FILE).is_file()]
-    firsts: dict[tuple[str, str], dict] = {}
-    for r in candidates:
-        firsts.setdefault((r["attention"], r["position"]), r)
+def _grid_blocks(runs: Runs, plan: TaskPlan, grid: Grid, base: tuple[str | None, str | None], metrics: list[str],
+                 here: set[str], baseline: Baseline, baseline_present: bool, summaries: dict[str, pd.DataFrame],
+                 curves: pd.DataFrame, colors: dict, budget: FigureBudget, figures_dir: Path, level: int) -> list:
+    frame = runs.runs
+    task = grid.task
+    suffix = f" ({grid.title})" if grid.where else ""
     blocks: list = []
-    skipped = 0
-    for (attention, position), r in firsts.items():
-        if budget[0] <= 0:
-            skipped += 1
+    for metric in metrics:
+        sub = Section(f"{task} — {metric}{suffix}", level=level)
+        if metric not in here:
+            blocks.append(sub.add(Paragraph(f"Task {task} reports no {metric} in any completed run.", kind="note")))
             continue
-        loaded = _load_maps(Path(r["run_dir"]) / MAPS_FILE)
-        if not loaded or not loaded[0]:
-            continue
-        maps, tokens = loaded
-        title = f"{task}: {variant(attention, position)}, seed {r['seed']}"
-        path = figures.attention_maps(maps, tokens, title, figures_dir / _safe_name("maps", task, attention, position))
-        shown = ", ".join(list(maps)[:4])
-        blocks.append(Figure(path, f"Attention weights of {variant(attention, position)} on one fixed example "
-                                   f"(seed {r['seed']}; rows: {shown}; queries down, keys across)"))
-        budget[0] -= 1
-    if skipped:
-        blocks.append(Paragraph(f"{skipped} more variants saved attention maps; not drawn (cap of "
-                                f"{MAX_MAP_FIGURES} map figures per report).", kind="note"))
+        sub.add(metric_table(frame, grid, metric, summaries[metric]))
+        effects = effects_block(frame, grid, metric, summaries[metric])
+        if effects:
+            sub.add(Section(f"Main effects and interaction — {task}, {metric}{suffix}", effects, level=level + 1))
+        if baseline_present:
+            compare = comparisons_block(frame, grid, metric, plan.comparisons[metric], base[0], baseline.name,
+                                        base[1])
+        else:
+            compare = [Paragraph(f"The default baseline {baseline.name} is not in this sweep; pass --baseline "
+                                 f"{FORMS} to compare.", kind="note")]
+        sub.add(Section(f"Comparisons with {baseline.name} — {task}, {metric}{suffix}", compare, level=level + 1))
+        figure = parameter_figure(frame, grid, metric, summaries[metric], colors, figures_dir, budget)
+        if figure is not None:
+            sub.add(figure)
+        blocks.append(sub)
+    lengths = length_figures(frame, runs.by_length, grid, colors, figures_dir, budget)
+    if lengths:
+        blocks.append(Section(f"Length generalisation — {task}{suffix}", lengths, level=level))
+    curve = curve_figure(curves, frame, grid, colors, figures_dir, budget)
+    if curve is not None:
+        blocks.append(Section(f"Learning curves — {task}{suffix}", [curve], level=level))
+    blocks.append(Section(f"Runs per cell{suffix}", [status_table(frame, grid)], level=level))
+    cost = cost_table(frame, grid)
+    if cost is not None:
+        blocks.append(Section(f"Cost — {task}{suffix}", [cost], level=level))
     return blocks
 
 
-# ---------------------------------------------------------------- the report
-
-def _task_section(runs: Runs, task: str, metrics: list[str], baseline: tuple[str, str], baseline_present: bool,
-                  summaries: dict[str, pd.DataFrame], comparisons: dict[str, pd.DataFrame], curves: pd.DataFrame,
-                  colors: dict, map_budget: list[int], figures_dir: Path,
+def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Baseline, baseline_present: bool,
+                  summaries: dict[str, pd.DataFrame], curves: pd.DataFrame, colors: dict, budget: FigureBudget,
+                  map_budget: FigureBudget, figures_dir: Path,
                   task_summary: summary.TaskSummary | None = None) -> Section:
-    frame = runs.runs
-    grid = Grid.of(frame, task)
-    section = Section(f"Details: {task}")
+    task = plan.task
+    section = Section(f"Details: {task}", [plan.describe()])
+    if task_summary is not None and (per_length := summary.per_length_table(runs.runs, runs.by_length,
+                                                                            task_summary)):
+        section.add(Section(f"Per evaluation length — {task}", [per_length], level=3))
     here = set(task_metrics(runs).get(task, []))
-    for metric in metrics:
-        sub = Section(f"{task} — {metric}", level=3)
-        if metric not in here:
-            section.add(sub.add(Paragraph(f"Task {task} reports no {metric} in any completed run.", kind="note")))
-            continue
-        sub.add(metric_table(frame, grid, metric, summaries[metric]))
-        sub.add(Section(f"Main effects and interaction — {task}, {metric}", effects_block(frame, grid, metric),
-                        level=4))
-        if baseline_present:
-            compare = comparisons_block(frame, grid, metric, comparisons[metric], baseline)
+    several = len(plan.grids) > 1
+    for grid, base in zip(plan.grids, plan.baselines):
+        blocks = _grid_blocks(runs, plan, grid, base, metrics, here, baseline, baseline_present, summaries, curves,
+                              colors, budget, figures_dir, level=4 if several else 3)
+        if several:
+            section.add(Section(f"Table {grid.title} — {task}", blocks, level=3))
         else:
-            compare = [Paragraph(f"The default baseline {variant(*baseline)} is not in this sweep; pass --baseline "
-                                 f"ATTENTION+POSITION to compare (cells: {_cells_found(frame)}).", kind="note")]
-        sub.add(Section(f"Comparisons with {variant(*baseline)} — {task}, {metric}", compare, level=4))
-        section.add(sub)
-    lengths = length_figures(runs, task, colors, figures_dir)
-    if task_summary is not None and (per_length := summary.per_length_table(frame, runs.by_length, task_summary)):
-        lengths.insert(0, per_length)
-    if lengths:
-        section.add(Section(f"Length generalisation — {task}", lengths, level=3))
-    curve = curve_figure(curves, frame, task, colors, figures_dir)
-    if curve is not None:
-        section.add(Section(f"Learning curves — {task}", [curve], level=3))
-    section.add(Section(f"Runs per cell — {task}", [status_table(frame, grid)], level=3))
-    cost = cost_table(frame, grid)
-    if cost is not None:
-        section.add(Section(f"Cost — {task}", [cost], level=3))
-    maps = map_figures(frame, task, map_budget, figures_dir)
+            section.add(*blocks)
+    maps = map_figures(runs.runs, task, map_budget, figures_dir)
     if maps:
         section.add(Section(f"Attention maps — {task}", maps, level=3))
     return section
 
 
-def _overview(runs: Runs, metrics: list[str], baseline: tuple[str, str], baseline_present: bool,
-              all_metrics: list[str]) -> Section:
+def _confounds_section(plans: list[TaskPlan], asked: Sequence[str] | None) -> tuple[Section, pd.DataFrame]:
+    rule = ("A confound is a difference between runs that is not a factor asked for: "
+            + (f"the factors asked for are {', '.join(asked)} (--factors); " if asked else
+               "by default every varying config key is a factor asked for except budget and provenance keys "
+               "(training steps, data sizes, device, kernels); ")
+            + "the environment (torch, python, device, code version, package versions) counts too. Confounded "
+              "runs stay separate cells, and every comparison between cells that differ in one carries ⚠.")
+    table = pd.concat([p.confounds.table(p.task) for p in plans] or [pd.DataFrame(columns=CONFOUND_COLUMNS)],
+                      ignore_index=True)
+    section = Section("Confounds", [Paragraph(rule)])
+    if table.empty:
+        section.add(Paragraph("None: within each task the cells differ only in the factors asked for, on one "
+                              "environment."))
+    else:
+        rows = [[r.task, r.key, r.kind, r.values, r.cells] for r in table.itertuples(index=False)]
+        section.add(Table(["task", "key", "kind", "values", "cells [value]"], rows,
+                          caption="Keys that differ between the compared runs but are not factors asked for"))
+    return section, table
+
+
+def _overview(runs: Runs, metrics: list[str], baseline: Baseline, baseline_present: bool,
+              all_metrics: list[str], where: Sequence[str] | None) -> Section:
     frame = runs.runs
     status = Counter(frame["status"])
-    text = (f"{len(frame)} runs ({', '.join(f'{n} {s}' for s, n in sorted(status.items()))}) over "
+    text = (f"{len(frame)} runs ({', '.join(f'{n} {s}' for s, n in sorted(status.items()))}) in "
+            f"{frame.groupby('task')['cell'].nunique().sum()} cells over "
             f"{frame['task'].nunique()} task(s): {', '.join(sorted(frame['task'].unique()))}. "
+            f"Factors (config keys that vary): {', '.join(runs.factors) or 'none'}. "
             f"Metrics reported: {', '.join(metrics) or 'none (no completed run)'}. "
-            f"Baseline for comparisons: {variant(*baseline)}{'' if baseline_present else ' (not in this sweep)'}. "
-            "Statistics use completed runs only; "
-            "intervals are 95% t-intervals over seeds; p-values are Welch's t-test, Holm-corrected per task "
-            "and metric.")
+            f"Baseline for comparisons: {baseline.name}{'' if baseline_present else ' (not in this sweep)'}. "
+            "A cell is one configuration (everything but the seed); statistics use the completed seeds of one "
+            "cell and never average across cells; intervals are 95% t-intervals over seeds; p-values are Welch's "
+            "t-test, Holm-corrected per task, metric and table.")
     section = Section("Overview", [Paragraph(text)])
+    if where:
+        section.add(Paragraph(f"Only runs with {', '.join(where)} (--where).", kind="note"))
+    if len(runs.duplicates):
+        dups = "; ".join(f"{r.run_id} ({r.source}) = {r.duplicate_of}" for r in runs.duplicates.itertuples())
+        section.add(Paragraph(f"{len(runs.duplicates)} run(s) read twice (same configuration and seed as another "
+                              f"run), each counted once: {dups}.", kind="note"))
     done = frame[frame["status"] == "completed"]
-    seeds = done.groupby(["task", "attention", "position"])["seed"].nunique()
+    seeds = done.groupby(["task", "cell"])["seed"].nunique()
     single = sorted(t for t, n in seeds.groupby(level="task").max().items() if n < 2)
     if single:
         section.add(Paragraph(f"{', '.join(single)}: every cell has at most one completed seed, so "
@@ -261,7 +241,7 @@ def _lead(doc: Document, runs: Runs, figures_dir: Path) -> dict[str, summary.Tas
                 kind="note")]))
             continue
         figure = summary.write_figure(runs.runs, runs.by_length, ranked,
-                                      figures_dir / _safe_name("summary", task, ranked.main))
+                                      figures_dir / safe_name("summary", task, ranked.main))
         doc.lead.append(summary.summary_section(ranked, figure))
         found[task] = ranked
     # The claims table (analysis.claims) joins the lead here, after the per-task summaries.
@@ -276,39 +256,65 @@ def _prepare_out(out: Path) -> Path:
     return figures_dir
 
 
+def _filtered(runs: Runs, where: Sequence[str] | None) -> Runs:
+    """The runs of ``--where``, with the factors found again among them."""
+    if not where:
+        return runs
+    kept = apply_where(runs.runs, where)
+    frame, factors = assign_cells(kept.drop(columns=[c for c in runs.factors if c in kept.columns
+                                                      and c not in ("attention", "position")]))
+    lengths = runs.by_length[runs.by_length["run_id"].isin(set(frame["run_id"]))]
+    return Runs(frame.reset_index(drop=True), lengths.reset_index(drop=True), runs.metrics, factors,
+                runs.duplicates)
+
+
 def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None = None,
-                 bench: str | Path | None = None, metrics: Sequence[str] | None = None) -> Path:
+                 bench: str | Path | None = None, metrics: Sequence[str] | None = None,
+                 factors: Sequence[str] | None = None, where: Sequence[str] | None = None) -> Path:
     """Collect the sweeps under ``paths`` and write the report into ``out``; returns the report.html path.
 
-    ``baseline`` is ``"ATTENTION+POSITION"``; None means multihead+sinusoidal when that cell exists.
+    ``baseline`` is ``"ATTENTION+POSITION"`` or ``"KEY=VALUE[,KEY=VALUE]"``; None means
+    multihead+sinusoidal when that cell exists. ``factors`` names the (at most two)
+    factors of the tables; ``where`` is a list of ``KEY=VALUE`` filters.
     """
     if baseline is not None:
         parse_baseline(baseline)  # a malformed option fails before any file is read
+    if where:
+        parse_assignments(where, "--where")
     runs = collect(paths)
     if runs.runs.empty:
         shown = ", ".join(str(p) for p in paths)
         raise ReportError(f"no readable result.json under {shown}; need run folders written by experiments.train")
+    runs = _filtered(runs, where)
+    check_asked(factors, runs.factors)
     chosen = summary.by_importance(choose_metrics(runs, metrics))
-    baseline_cell, baseline_present = resolve_baseline(runs.runs, baseline)
+    baseline_spec, baseline_present = resolve_baseline(runs.runs, baseline)
     bench_data = load_bench(bench) if bench is not None else None
 
     out = Path(out)
     figures_dir = _prepare_out(out)
     frame = runs.runs
     summaries = {m: stats.cell_summary(frame, m) for m in chosen}
-    comparisons = {m: stats.compare_to_baseline(frame, m, baseline_cell) for m in chosen}
+    plans = [TaskPlan(frame, task, runs.factors, factors, baseline_spec, chosen)
+             for task in sorted(frame["task"].unique())]
     curves = learning_curves(runs)
-    colors = figures.palette(sorted(frame["position"].unique()))
-    map_budget = [MAX_MAP_FIGURES]
+    lines = sorted({level for p in plans for g in p.grids
+                    for level in (g.column_levels if g.columns is not None else g.row_levels)})
+    colors = figures.palette(lines)
+    budget, map_budget = FigureBudget(MAX_FIGURES), FigureBudget(MAX_MAP_FIGURES)
 
     doc = Document("attnlab ablation report",
                    subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
     task_summaries = _lead(doc, runs, figures_dir)
-    doc.sections.append(_overview(runs, chosen, baseline_cell, baseline_present, sorted(set(runs.metrics))))
-    for task in sorted(frame["task"].unique()):
-        doc.sections.append(_task_section(runs, task, chosen, baseline_cell, baseline_present, summaries,
-                                          comparisons, curves, colors, map_budget, figures_dir,
-                                          task_summaries.get(task)))
+    doc.sections.append(_overview(runs, chosen, baseline_spec, baseline_present, sorted(set(runs.metrics)), where))
+    confounds, confound_table = _confounds_section(plans, factors)
+    doc.sections.append(confounds)
+    for plan in plans:
+        doc.sections.append(_task_section(runs, plan, chosen, baseline_spec, baseline_present, summaries, curves,
+                                          colors, budget, map_budget, figures_dir, task_summaries.get(plan.task)))
+    if budget.skipped:
+        doc.sections[0].add(Paragraph(f"{budget.skipped} more figures not drawn (cap of {MAX_FIGURES} per "
+                                      "report); narrow the report with --where KEY=VALUE.", kind="note"))
     failures = failures_table(frame)
     if failures is not None:
         doc.sections.append(Section("Failed and diverged runs", [failures]))
@@ -316,14 +322,17 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
         doc.sections.append(bench_section(bench_data, figures_dir))
     doc.sections.append(provenance_section(frame))
     fold(doc.sections[1:])  # everything after the overview opens on demand in the HTML
+    fold(doc.sections[1:])  # everything after the overview opens on demand in the HTML
 
     (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc), encoding="utf-8")
     results_frame_for_csv(frame).to_csv(out / "results.csv", index=False)
     pd.concat(list(summaries.values()) or [stats.cell_summary(frame.iloc[0:0], "_")]).to_csv(
         out / "cells.csv", index=False)
-    pd.concat(list(comparisons.values()) or [pd.DataFrame(columns=stats.COMPARISON_COLUMNS)]).to_csv(
+    compared = [p.comparisons[m] for p in plans for m in chosen]
+    pd.concat(compared or [pd.DataFrame(columns=stats.CELL_COMPARISON_COLUMNS)]).to_csv(
         out / "comparisons.csv", index=False)
+    confound_table.to_csv(out / "confounds.csv", index=False)
     summary.summaries_frame(list(task_summaries.values())).to_csv(out / "summary.csv", index=False)
     return out / "report.html"
 
@@ -334,8 +343,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", metavar="SWEEP_DIR", help="sweep folders, result.json files or globs")
     parser.add_argument("--out", required=True, type=Path, help="folder for the report")
-    parser.add_argument("--baseline", default=None, metavar="ATTENTION+POSITION",
-                        help="cell to compare against (default multihead+sinusoidal when present)")
+    parser.add_argument("--baseline", default=None, metavar="ATTENTION+POSITION|KEY=VALUE[,KEY=VALUE]",
+                        help=f"cell to compare against, by factor values (default {DEFAULT_BASELINE} when present)")
+    parser.add_argument("--factors", nargs="+", default=None, metavar="KEY",
+                        help="one or two factors for the tables' rows and columns (default: attention, position, "
+                             "then the other varying keys); the others get one table per combination")
+    parser.add_argument("--where", nargs="+", default=None, metavar="KEY=VALUE",
+                        help="keep only runs with these config values, e.g. --where optim.lr=0.001")
     parser.add_argument("--bench", default=None, type=Path, help="benchmark JSON from python -m experiments.bench")
     parser.add_argument("--metrics", nargs="+", default=None, help="metrics to report (default: common to all tasks)")
     return parser
@@ -347,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("always")
         try:
             html = build_report(args.paths, args.out, baseline=args.baseline, bench=args.bench,
-                                metrics=args.metrics)
+                                metrics=args.metrics, factors=args.factors, where=args.where)
         except AnalysisError as err:
             _print_warnings(caught)
             print(f"error: {err}", file=sys.stderr)

@@ -1,54 +1,41 @@
 """Report tables built from the runs frame: results grid, effects, comparisons, costs, failures, provenance.
 
-The grid of a task is every attention type × every position encoding seen in
-that task. Each cell is shown: a value, or why there is none (failed, diverged,
-missing, not reported).
+A table is one ``analysis.layout.Grid`` of a task: a row per level of one factor
+group, a column per level of another, every other factor fixed. Each position
+holds one cell (one configuration), shown as a value or as why there is none
+(failed, diverged, missing, not reported); nothing is averaged across cells.
 """
 from __future__ import annotations
 
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from analysis import stats
 from analysis.document import Bullets, Cell, Code, Paragraph, Section, Table, fmt, fmt_p
+from analysis.layout import Grid
 
 ONE_SEED_NOTICE = "no significance can be claimed with one seed"
 COST_COLUMNS = [("cost.params", "params"), ("cost.train_seconds", "train s"),
                 ("cost.tokens_per_second", "tokens/s"), ("cost.peak_memory_mb", "peak MB"), ("cost.steps", "steps")]
 MAX_COMMANDS = 40
-
-
-@dataclass(frozen=True)
-class Grid:
-    """The attention × position grid of one task."""
-
-    task: str
-    attentions: list[str]
-    positions: list[str]
-
-    @classmethod
-    def of(cls, runs: pd.DataFrame, task: str) -> "Grid":
-        rows = runs[runs["task"] == task]
-        return cls(task, sorted(rows["attention"].unique()), sorted(rows["position"].unique()))
-
-    def cells(self) -> list[tuple[str, str]]:
-        return [(a, p) for a in self.attentions for p in self.positions]
-
-    def header(self) -> list[str]:
-        return ["attention \\ position", *self.positions]
+CONFOUND_MARK = "⚠"
 
 
 def variant(attention: str, position: str) -> str:
     return f"{attention}+{position}"
 
 
-def _cell_runs(runs: pd.DataFrame, grid: Grid, attention: str, position: str) -> pd.DataFrame:
-    return runs[(runs["task"] == grid.task) & (runs["attention"] == attention) & (runs["position"] == position)]
+def _in(grid: Grid) -> str:
+    """`` on copy`` or `` on copy (optim.lr=0.01)``: where a table's numbers come from."""
+    return f" on {grid.task}" + (f" ({grid.title})" if grid.where else "")
+
+
+def _cell_runs(runs: pd.DataFrame, cell: str | None) -> pd.DataFrame:
+    return runs.iloc[0:0] if cell is None else runs[runs["cell"] == cell]
 
 
 def _status_counts(cell: pd.DataFrame) -> Counter:
@@ -72,13 +59,30 @@ def _bad_note(counts: Counter) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in ("diverged", "failed") if counts[s])
 
 
+def _positions(grid: Grid) -> list[tuple[str, list[tuple[str | None, str | None]]]]:
+    """(row label, [(column level, cell id or None)]) in table order."""
+    columns = grid.column_levels or [None]
+    out = []
+    for row in grid.row_levels:
+        found = []
+        for column in columns:
+            hit = grid.cell_at(row, column)
+            found.append((column, None if hit is None else hit["cell"]))
+        out.append((row, found))
+    return out
+
+
+def _value_header(grid: Grid, name: str) -> list[str]:
+    return grid.header() if grid.columns is not None else [*grid.header(), name]
+
+
 def status_table(runs: pd.DataFrame, grid: Grid) -> Table:
     """How many runs of each status every cell has."""
     rows = []
-    for attention in grid.attentions:
-        row: list = [attention]
-        for position in grid.positions:
-            counts = _status_counts(_cell_runs(runs, grid, attention, position))
+    for label, found in _positions(grid):
+        row: list = [label]
+        for _, cell in found:
+            counts = _status_counts(_cell_runs(runs, cell))
             if not counts:
                 row.append(Cell("missing", kind="missing"))
                 continue
@@ -86,7 +90,8 @@ def status_table(runs: pd.DataFrame, grid: Grid) -> Table:
             kind = "" if counts["completed"] else ("failed" if counts["failed"] else "diverged")
             row.append(Cell(text, kind=kind))
         rows.append(row)
-    return Table(grid.header(), rows, caption=f"Runs per cell ({grid.task})")
+    return Table(_value_header(grid, "runs"), rows, caption=f"Runs per cell ({grid.task}"
+                                                              f"{'; ' + grid.title if grid.where else ''})")
 
 
 def mean_text(mean: float, half: float, n: int, note: str = "") -> str:
@@ -98,22 +103,23 @@ def mean_text(mean: float, half: float, n: int, note: str = "") -> str:
 
 
 def metric_table(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataFrame) -> Table:
-    """Mean ± 95% CI over seeds per cell; the best cell (by the metric's direction) is marked."""
-    summary = summary[summary["task"] == grid.task].set_index(["attention", "position"])
+    """Mean ± 95% CI over seeds per cell; the best cell of the table (by the metric's direction) is marked."""
+    summary = summary[summary["task"] == grid.task].set_index("cell")
+    summary = summary[summary.index.isin(set(grid.cells["cell"]))]
     better = stats.direction(metric)
     best = None
     if better is not None and len(summary):
         means = summary["mean"]
         best = means.max() if better == "higher" else means.min()
     rows = []
-    for attention in grid.attentions:
-        row: list = [attention]
-        for position in grid.positions:
-            counts = _status_counts(_cell_runs(runs, grid, attention, position))
-            if (attention, position) not in summary.index:
+    for label, found in _positions(grid):
+        row: list = [label]
+        for _, cell in found:
+            counts = _status_counts(_cell_runs(runs, cell))
+            if cell not in summary.index:
                 row.append(_gap(counts))
                 continue
-            s = summary.loc[(attention, position)]
+            s = summary.loc[cell]
             text = mean_text(s["mean"], s["ci_half"], int(s["n"]), _bad_note(counts))
             row.append(Cell(text, best=best is not None and s["mean"] == best))
         rows.append(row)
@@ -121,8 +127,8 @@ def metric_table(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataFr
         how = "direction unknown, no best cell marked"
     else:
         how = f"{better} is better, best cell marked ★"
-    caption = f"{metric} on {grid.task}: mean ± 95% CI half-width over seeds (t-interval); {how}"
-    return Table(grid.header(), rows, caption=caption)
+    caption = f"{metric}{_in(grid)}: mean ± 95% CI half-width over seeds (t-interval); {how}"
+    return Table(_value_header(grid, metric), rows, caption=caption)
 
 
 def _signed(x: float) -> str:
@@ -131,19 +137,37 @@ def _signed(x: float) -> str:
     return ("+" if x > 0 else "") + fmt(x)
 
 
-def effects_block(runs: pd.DataFrame, grid: Grid, metric: str) -> list:
-    """Marginal means (main effects) and the attention × position interaction for one task and metric."""
-    task_runs = runs[runs["task"] == grid.task]
-    row_means, col_means, interaction, grand = stats.main_effects(task_runs, metric, grid.attentions,
-                                                                  grid.positions)
+def _means(grid: Grid, summary: pd.DataFrame) -> pd.DataFrame:
+    """Cell means as a rows × columns frame of the grid (NaN where a cell has no completed value)."""
+    mean = summary[summary["task"] == grid.task].set_index("cell")["mean"]
+    columns = grid.column_levels or [""]
+    table = pd.DataFrame(np.nan, index=grid.row_levels, columns=columns)
+    for r in grid.cells.itertuples(index=False):
+        if r.cell in mean.index:
+            table.loc[r.row, r.column or ""] = float(mean[r.cell])
+    return table
+
+
+def effects_block(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataFrame) -> list:
+    """Main effects (marginal means) and, with two factors, their interaction, within one table."""
+    if grid.rows is None:
+        return []
+    means = _means(grid, summary)
+    row_means, col_means, interaction, grand = stats.effects(means)
+    if grid.columns is None:
+        rows = [[label, Cell(fmt(row_means[label])), Cell(_signed(row_means[label] - grand))]
+                for label in grid.row_levels]
+        rows.append(["grand mean", Cell(fmt(grand)), Cell("")])
+        return [Table([grid.rows.name, "mean", "main effect (mean − grand mean)"], rows,
+                      caption=f"{metric}{_in(grid)}: main effect of {grid.rows.name}, one cell per level")]
     rows = []
-    for attention in grid.attentions:
-        cells = [Cell(_signed(interaction.loc[attention, p])) for p in grid.positions]
-        rows.append([attention, *cells, Cell(fmt(row_means.get(attention, math.nan)))])
-    rows.append(["position mean", *[Cell(fmt(col_means.get(p, math.nan))) for p in grid.positions],
+    for label in grid.row_levels:
+        cells = [Cell(_signed(interaction.loc[label, c])) for c in grid.column_levels]
+        rows.append([label, *cells, Cell(fmt(row_means.get(label, math.nan)))])
+    rows.append([f"{grid.columns.name} mean", *[Cell(fmt(col_means.get(c, math.nan))) for c in grid.column_levels],
                  Cell(fmt(grand))])
-    table = Table([*grid.header(), "attention mean"], rows,
-                  caption=f"{metric} on {grid.task}: interaction (cell − row mean − column mean + grand mean), "
+    table = Table([*grid.header(), f"{grid.rows.name} mean"], rows,
+                  caption=f"{metric}{_in(grid)}: interaction (cell − row mean − column mean + grand mean), "
                           "marginal means in the last row and column, grand mean in the corner")
     blocks: list = [table]
     missing = int(interaction.isna().to_numpy().sum())
@@ -154,18 +178,22 @@ def effects_block(runs: pd.DataFrame, grid: Grid, metric: str) -> list:
 
 
 def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: pd.DataFrame,
-                      baseline: tuple[str, str]) -> list:
-    """Welch tests of every cell against the baseline cell, Holm-corrected, or why there are none."""
-    name = variant(*baseline)
-    base_counts = _status_counts(_cell_runs(runs, grid, *baseline))
-    if baseline not in grid.cells():
-        return [Paragraph(f"The baseline {name} is not part of task {grid.task}: no comparisons.", kind="note")]
-    rows_here = comparisons[(comparisons["task"] == grid.task) & (comparisons["metric"] == metric)]
+                      baseline: str | None, name: str, note: str | None = None) -> list:
+    """Welch tests of every cell of one table against its baseline cell, Holm-corrected, or why there are none.
+
+    ``baseline`` is the baseline's cell id in this table (None with ``note`` saying why
+    there is none); a row whose cells differ in a confound carries ⚠ and the keys.
+    """
+    if baseline is None:
+        return [Paragraph(note or f"The baseline {name} is not in this table: no comparisons.", kind="note")]
+    base_counts = _status_counts(_cell_runs(runs, baseline))
+    rows_here = comparisons[(comparisons["task"] == grid.task) & (comparisons["metric"] == metric)
+                            & (comparisons["baseline_cell"] == baseline)]
     if rows_here.empty:
         if not base_counts.get("completed"):
-            return [Paragraph(f"The baseline {name} has no completed run with {metric} on {grid.task} "
+            return [Paragraph(f"The baseline {name} has no completed run with {metric}{_in(grid)} "
                               f"({_gap(base_counts).text}): no comparisons.", kind="note")]
-        return [Paragraph(f"No other cell of {grid.task} has a completed {metric} to compare with {name}.",
+        return [Paragraph(f"No other cell{_in(grid)} has a completed {metric} to compare with {name}.",
                           kind="note")]
     untested = rows_here[~np.isfinite(rows_here["p"].to_numpy(float))]
     if len(untested) == len(rows_here):  # one sentence, not a table of empty verdicts
@@ -173,52 +201,61 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
                           f"fewer than two completed seeds, so {ONE_SEED_NOTICE}. Run more seeds to test the "
                           "differences.", kind="note")]
     rows = []
-    for r in rows_here[np.isfinite(rows_here["p"].to_numpy(float))].itertuples(index=False):
-        diff = f"{_signed(r.diff)} [{fmt(r.diff_low)}, {fmt(r.diff_high)}]" if math.isfinite(r.p) else _signed(r.diff)
-        rows.append([variant(r.attention, r.position), Cell(f"{r.n} vs {r.baseline_n}"), Cell(diff),
-                     Cell(fmt(r.t)), Cell(fmt_p(r.p)), Cell(fmt_p(r.p_holm)), Cell(fmt(r.d)),
-                     Cell(r.verdict, best=r.verdict == "better")])
-    header = ["variant", "seeds", "Δ mean [95% CI]", "Welch t", "p", "p (Holm)", "Cohen's d", "verdict"]
+    flagged = False
+    for r in rows_here[np.isfinite(rows_here["p"].to_numpy(float))].to_dict("records"):
+        diff = (f"{_signed(r['diff'])} [{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]" if math.isfinite(r["p"])
+                else _signed(r["diff"]))
+        flags = r.get("confounds") or ""
+        flagged = flagged or bool(flags)
+        rows.append([r["cell_label"], Cell(f"{r['n']} vs {r['baseline_n']}"), Cell(diff),
+                     Cell(fmt(r["t"])), Cell(fmt_p(r["p"])), Cell(fmt_p(r["p_holm"])), Cell(fmt(r["d"])),
+                     Cell(r["verdict"], best=r["verdict"] == "better"),
+                     Cell(f"{CONFOUND_MARK} {flags}" if flags else "", kind="diverged" if flags else "")])
+    header = ["cell", "seeds", "Δ mean [95% CI]", "Welch t", "p", "p (Holm)", "Cohen's d", "verdict", "confounds"]
     better = stats.direction(metric) or "unknown direction"
-    blocks: list = [Table(header, rows, caption=f"{metric} on {grid.task} vs baseline {name} "
-                                                f"(Δ = variant − baseline; {better} is better; α = {stats.ALPHA})")]
+    blocks: list = [Table(header, rows, caption=f"{metric}{_in(grid)} vs baseline {name} "
+                                                f"(Δ = cell − baseline; {better} is better; α = {stats.ALPHA})")]
+    if flagged:
+        blocks.append(Paragraph(f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
+                                "for (see Confounds); the difference is not the named factors' alone.",
+                                kind="note"))
     if len(untested):
-        names = ", ".join(variant(a, p) for a, p in zip(untested["attention"], untested["position"]))
+        names = ", ".join(untested["cell_label"])
         blocks.append(Paragraph(f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}.",
                                 kind="note"))
-    compared = {(a, p) for a, p in zip(rows_here["attention"], rows_here["position"])} | {baseline}
-    left_out = [f"{variant(a, p)} ({_gap(_status_counts(_cell_runs(runs, grid, a, p))).text})"
-                for a, p in grid.cells() if (a, p) not in compared]
+    compared = set(rows_here["cell"]) | {baseline}
+    left_out = [f"{r.cell_label} ({_gap(_status_counts(_cell_runs(runs, r.cell))).text})"
+                for r in grid.cells.itertuples(index=False) if r.cell not in compared]
     if left_out:
         blocks.append(Paragraph("Not compared, no completed value: " + ", ".join(left_out) + "."))
     return blocks
 
 
 def cost_table(runs: pd.DataFrame, grid: Grid) -> Table | None:
-    """Mean cost over the completed seeds of each variant of one task."""
+    """Mean cost over the completed seeds of each cell of one table."""
     present = [(col, label) for col, label in COST_COLUMNS if col in runs.columns]
     if not present:
         return None
     rows = []
-    for attention, position in grid.cells():
-        cell = _cell_runs(runs, grid, attention, position)
+    for r in grid.cells.sort_values("cell_label").itertuples(index=False):
+        cell = _cell_runs(runs, r.cell)
         done = cell[cell["status"] == "completed"]
         if done.empty:
-            rows.append([variant(attention, position), _gap(_status_counts(cell)), *[Cell("—") for _ in present]])
+            rows.append([r.cell_label, _gap(_status_counts(cell)), *[Cell("—") for _ in present]])
             continue
         values = [Cell(fmt(float(pd.to_numeric(done[col], errors="coerce").mean()))) for col, _ in present]
-        rows.append([variant(attention, position), Cell(str(len(done))), *values])
-    return Table(["variant", "seeds", *[label for _, label in present]], rows,
-                 caption=f"Cost on {grid.task}: mean over completed seeds")
+        rows.append([r.cell_label, Cell(str(len(done))), *values])
+    return Table(["cell", "seeds", *[label for _, label in present]], rows,
+                 caption=f"Cost{_in(grid)}: mean over completed seeds")
 
 
 def failures_table(runs: pd.DataFrame) -> Table | None:
     bad = runs[runs["status"] != "completed"]
     if bad.empty:
         return None
-    rows = [[r.run_id, r.task, r.attention, r.position, Cell(str(r.seed)), Cell(r.status, kind=r.status),
+    rows = [[r.run_id, r.task, r.cell_label, Cell(str(r.seed)), Cell(r.status, kind=r.status),
              str(r.error or "")] for r in bad.itertuples(index=False)]
-    return Table(["run", "task", "attention", "position", "seed", "status", "error"], rows,
+    return Table(["run", "task", "cell", "seed", "status", "error"], rows,
                  caption="Runs that did not complete")
 
 
@@ -259,9 +296,9 @@ def provenance_section(runs: pd.DataFrame) -> Section:
         sha = str(r.get("env.git_sha") or "")[:10]
         given = r["overrides"]
         overrides = " ".join(map(str, given)) if isinstance(given, list) else str(given or "")
-        rows.append([r["run_id"], r["task"], variant(r["attention"], r["position"]), Cell(str(r["seed"])),
+        rows.append([r["run_id"], r["task"], r["cell_label"], Cell(str(r["seed"])),
                      r["status"], sha, str(r["started_at"] or ""), overrides])
-    section.add(Table(["run", "task", "variant", "seed", "status", "git", "started", "overrides"], rows,
+    section.add(Table(["run", "task", "cell", "seed", "status", "git", "started", "overrides"], rows,
                       caption="Every run and the overrides that made it"))
     commands = sorted({str(c) for c in runs["command"].dropna()})
     if commands:

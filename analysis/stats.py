@@ -3,6 +3,10 @@
 Everything here takes plain frames (one row per run, a metric column) and uses
 completed runs only: a diverged or failed run has no trustworthy metric, and the
 report lists those runs separately so that nothing is dropped silently.
+
+Runs are grouped by cell (``analysis.cells``: a configuration minus the seed),
+never by a hand-picked subset of factors: seeds of one cell are the only values
+ever averaged together.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from scipy import stats
 CONFIDENCE = 0.95
 ALPHA = 0.05
 FACTORS = ("attention", "position")
+CELL_KEYS = ("task", "cell")
+CARRIED = ("cell_label", "attention", "position")  # descriptive columns copied from the runs onto each cell
 # Metric direction by name token: "test/token_acc" -> {"test", "token", "acc"}.
 HIGHER_IS_BETTER = {"acc", "accuracy", "bleu", "chrf", "f1", "exact", "em", "auc", "precision", "recall"}
 LOWER_IS_BETTER = {"loss", "ppl", "perplexity", "bpc", "nll", "error", "err", "wer", "cer", "mse", "mae"}
@@ -54,16 +60,39 @@ def completed(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return runs[ok]
 
 
-def cell_summary(runs: pd.DataFrame, metric: str, by: Sequence[str] = ("task", *FACTORS),
+def cell_summary(runs: pd.DataFrame, metric: str, by: Sequence[str] | None = None,
                  confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Per cell: n, mean, std, ci_half, ci_low, ci_high of ``metric`` over seeds of completed runs."""
+    """Per cell: n, mean, std, ci_half, ci_low, ci_high of ``metric`` over seeds of completed runs.
+
+    ``by`` defaults to (task, cell) when the runs have cells (``analysis.collect``
+    gives them), else (task, attention, position) for a frame of one grid.
+    """
+    by = list(by) if by is not None else list(CELL_KEYS if "cell" in runs.columns else ("task", *FACTORS))
+    carried = [c for c in CARRIED if c in runs.columns and c not in by]
     rows = []
-    for key, group in completed(runs, metric).groupby(list(by), sort=True):
+    for key, group in completed(runs, metric).groupby(by, sort=True):
         mean, half, n = mean_ci(group[metric], confidence)
         std = float(group[metric].std(ddof=1)) if n > 1 else math.nan
-        rows.append({**dict(zip(by, key)), "metric": metric, "n": n, "mean": mean, "std": std,
-                     "ci_half": half, "ci_low": mean - half, "ci_high": mean + half})
-    return pd.DataFrame(rows, columns=[*by, "metric", "n", "mean", "std", "ci_half", "ci_low", "ci_high"])
+        rows.append({**dict(zip(by, key)), **{c: group[c].iloc[0] for c in carried}, "metric": metric, "n": n,
+                     "mean": mean, "std": std, "ci_half": half, "ci_low": mean - half, "ci_high": mean + half})
+    return pd.DataFrame(rows, columns=[*by, *carried, "metric", "n", "mean", "std", "ci_half", "ci_low", "ci_high"])
+
+
+def effects(cells: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.DataFrame, float]:
+    """Row means, column means, interaction and grand mean of a rows × columns table of cell means.
+
+    Each cell counts once (the mean of its seeds), so a cell with more seeds does
+    not pull the marginals. Interaction = cell − row mean − column mean + grand
+    mean; with every cell present its rows and columns sum to zero. With cells
+    missing (NaN) the marginals are over the cells present.
+    """
+    cells = cells.astype(float)
+    row_means = cells.mean(axis=1)
+    col_means = cells.mean(axis=0)
+    values = cells.to_numpy()
+    grand = float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else math.nan
+    interaction = cells.sub(row_means, axis=0).sub(col_means, axis=1) + grand
+    return row_means, col_means, interaction, grand
 
 
 def main_effects(runs: pd.DataFrame, metric: str, attentions: Sequence[str] | None = None,
@@ -77,17 +106,16 @@ def main_effects(runs: pd.DataFrame, metric: str, attentions: Sequence[str] | No
     ``attentions`` / ``positions`` give the full grid, so levels without a
     completed run stay visible as NaN instead of vanishing.
     """
-    cells = completed(runs, metric).groupby(list(FACTORS))[metric].mean().unstack("position")
+    done = completed(runs, metric)
+    if "cell" in done.columns and (done.groupby(list(FACTORS))["cell"].nunique() > 1).any():
+        raise ValueError("attention x position holds several configurations here; group by cell "
+                         "(analysis.layout.grids) instead of averaging across them")
+    cells = done.groupby(list(FACTORS))[metric].mean().unstack("position")
     if attentions is not None:
         cells = cells.reindex(index=list(attentions))
     if positions is not None:
         cells = cells.reindex(columns=list(positions))
-    cells = cells.astype(float)
-    row_means = cells.mean(axis=1)
-    col_means = cells.mean(axis=0)
-    values = cells.to_numpy()
-    grand = float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else math.nan
-    interaction = cells.sub(row_means, axis=0).sub(col_means, axis=1) + grand
+    row_means, col_means, interaction, grand = effects(cells)
     return row_means.rename("attention"), col_means.rename("position"), interaction, grand
 
 
@@ -133,6 +161,7 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
 
 COMPARISON_COLUMNS = ["task", "metric", "attention", "position", "n", "baseline_n", "mean", "baseline_mean",
                       "diff", "diff_low", "diff_high", "t", "p", "p_holm", "d", "verdict"]
+CELL_COMPARISON_COLUMNS = [*COMPARISON_COLUMNS, "cell", "cell_label", "baseline_cell", "baseline_label"]
 
 
 def _verdict(diff: float, p_holm: float, better: str | None, alpha: float) -> str:
@@ -146,32 +175,60 @@ def _verdict(diff: float, p_holm: float, better: str | None, alpha: float) -> st
     return "better" if improved else "worse"
 
 
+def compare_cells(runs: pd.DataFrame, metric: str, baseline_cell: str, cells: Sequence[str],
+                  alpha: float = ALPHA, confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Each of ``cells`` against ``baseline_cell`` (cell ids of one task): Welch over seeds, Holm over this family.
+
+    A side with fewer than two completed seeds gets no test (p NaN, verdict "untested").
+    """
+    better = direction(metric)
+    done = completed(runs, metric)
+    by_cell = {c: g for c, g in done.groupby("cell", sort=False)}
+    if baseline_cell not in by_cell:
+        return pd.DataFrame(columns=CELL_COMPARISON_COLUMNS)
+    base_runs = by_cell[baseline_cell]
+    base = base_runs[metric].to_numpy(float)
+    family = []
+    for cell in cells:
+        if cell == baseline_cell or cell not in by_cell:
+            continue
+        group = by_cell[cell]
+        values = group[metric].to_numpy(float)
+        first = group.iloc[0]
+        family.append({"task": first["task"], "metric": metric, "attention": first.get("attention"),
+                       "position": first.get("position"), "n": len(values), "baseline_n": len(base),
+                       "mean": float(values.mean()), "baseline_mean": float(base.mean()),
+                       **welch(values, base, confidence), "d": cohens_d(values, base), "cell": cell,
+                       "cell_label": first.get("cell_label"), "baseline_cell": baseline_cell,
+                       "baseline_label": base_runs.iloc[0].get("cell_label")})
+    adjusted = holm([r["p"] for r in family])
+    for row, p_adj in zip(family, adjusted):
+        row["p_holm"] = float(p_adj)
+        row["verdict"] = _verdict(row["diff"], row["p_holm"], better, alpha)
+    return pd.DataFrame(family, columns=CELL_COMPARISON_COLUMNS)
+
+
 def compare_to_baseline(runs: pd.DataFrame, metric: str, baseline: tuple[str, str],
                         alpha: float = ALPHA, confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Every cell of each task against the baseline (attention, position) cell of that task.
 
     Welch's t-test over seeds; Holm's correction over the comparisons of one task
-    and metric (one family). A side with fewer than two seeds gets no test (p NaN,
-    verdict "untested").
+    and metric (one family). With cells (``analysis.collect``), a task whose
+    (attention, position) pair names several configurations is refused rather
+    than pooled; the report compares within each table instead.
     """
-    better = direction(metric)
-    rows = []
-    for task, task_runs in completed(runs, metric).groupby("task", sort=True):
-        cells = {key: g[metric].to_numpy(float) for key, g in task_runs.groupby(list(FACTORS), sort=True)}
-        if baseline not in cells:
+    parts = []
+    frame = runs if "cell" in runs.columns else runs.assign(
+        cell=runs["attention"].astype(str) + "+" + runs["position"].astype(str))
+    for task, task_runs in completed(frame, metric).groupby("task", sort=True):
+        if (task_runs.groupby(list(FACTORS))["cell"].nunique() > 1).any():
+            raise ValueError(f"task {task}: attention x position holds several configurations; "
+                             "compare cells within a table (analysis.layout.grids)")
+        base = task_runs[(task_runs["attention"] == baseline[0]) & (task_runs["position"] == baseline[1])]
+        if base.empty:
             continue
-        base = cells[baseline]
-        family = []
-        for (attention, position), values in cells.items():
-            if (attention, position) == baseline:
-                continue
-            test = welch(values, base, confidence)
-            family.append({"task": task, "metric": metric, "attention": attention, "position": position,
-                           "n": len(values), "baseline_n": len(base), "mean": float(values.mean()),
-                           "baseline_mean": float(base.mean()), **test, "d": cohens_d(values, base)})
-        adjusted = holm([r["p"] for r in family])
-        for row, p_adj in zip(family, adjusted):
-            row["p_holm"] = float(p_adj)
-            row["verdict"] = _verdict(row["diff"], row["p_holm"], better, alpha)
-        rows.extend(family)
-    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+        cells = list(dict.fromkeys(task_runs.sort_values(list(FACTORS), kind="stable")["cell"]))
+        parts.append(compare_cells(task_runs, metric, base["cell"].iloc[0], cells, alpha, confidence))
+    if not parts:
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[COMPARISON_COLUMNS]

@@ -30,6 +30,13 @@ CELLS = {("multihead", "learned"): (0.95, 0.20, 3), ("multihead", "relative"): (
 ALPHA = 0.05
 
 
+def labelled(truth: pd.DataFrame, root: Path) -> pd.DataFrame:
+    """The truth with each run's cell label as the report names it (the label's wording is not under test here)."""
+    runs = collect([root]).runs
+    names = {(a, p): lab for a, p, lab in zip(runs["attention"], runs["position"], runs["cell_label"])}
+    return truth.assign(label=[names[a, p] for a, p in zip(truth["attention"], truth["position"])])
+
+
 def write_sweep(root: Path, seeds_scale: int = 1) -> pd.DataFrame:
     """Result files of the fixture cells; returns the per-run truth (in/beyond means and the all-lengths value)."""
     rng = np.random.default_rng(7)
@@ -49,13 +56,13 @@ def write_sweep(root: Path, seeds_scale: int = 1) -> pd.DataFrame:
             truth.append({"attention": attention, "position": position, "seed": seed,
                           "in": np.mean([values[n] for n in IN_LENGTHS]),
                           "beyond": np.mean([values[n] for n in BEYOND_LENGTHS]), "overall": overall})
-    return pd.DataFrame(truth)
+    return labelled(pd.DataFrame(truth), root)
 
 
 def expected_ties(truth: pd.DataFrame, column: str) -> tuple[str, set[str], dict[str, float]]:
     """The best cell, the cells not significantly different from it and their corrected p-values:
     Welch against the best by scipy, Holm by statsmodels."""
-    samples = {f"{a}+{p}": g[column].to_numpy() for (a, p), g in truth.groupby(["attention", "position"])}
+    samples = {label: g[column].to_numpy() for label, g in truth.groupby("label")}
     best = max(samples, key=lambda k: samples[k].mean())
     others = [k for k in samples if k != best]
     pvalues = [sps.ttest_ind(samples[k], samples[best], equal_var=False).pvalue for k in others]
@@ -94,17 +101,18 @@ def test_summary_ranks_in_range_and_beyond_apart(report):
     table = pd.read_csv(out / "summary.csv")
     for scope, column in (("in range", "in"), ("beyond range", "beyond")):
         rows = table[table["scope"] == scope]
-        means = truth.groupby(["attention", "position"])[column].mean()
-        expected_order = [f"{a}+{p}" for a, p in means.sort_values(ascending=False).index]
+        means = truth.groupby("label")[column].mean()
+        expected_order = list(means.sort_values(ascending=False).index)
         assert rows.sort_values("rank")["label"].tolist() == expected_order
         np.testing.assert_allclose(rows.set_index("label").loc[expected_order, "mean"], means.sort_values(
             ascending=False).to_numpy(), rtol=1e-12)
     first = {s: table[(table["scope"] == s) & (table["rank"] == 1)]["label"].item() for s in table["scope"]}
-    assert first == {"in range": "multihead+learned", "beyond range": "multihead+relative"}
+    name = dict(zip(zip(truth["attention"], truth["position"]), truth["label"]))
+    assert first == {"in range": name["multihead", "learned"], "beyond range": name["multihead", "relative"]}
     # Rows of the Markdown table: the beyond-range winner first, the in-range winner ranked low beyond range.
     rows = [line for line in summary_text((out / "report.md").read_text()).splitlines() if line.startswith("| ")]
-    assert rows[1].startswith("| multihead+relative |") and "#1" in rows[1].split("|")[3]
-    learned = next(r for r in rows if r.startswith("| multihead+learned |")).split("|")
+    assert rows[1].startswith(f"| {name['multihead', 'relative']} |") and "#1" in rows[1].split("|")[3]
+    learned = next(r for r in rows if r.startswith(f"| {name['multihead', 'learned']} |")).split("|")
     assert "#1" in learned[2] and "#4" in learned[3]
 
 
@@ -133,7 +141,7 @@ def test_all_lengths_average_is_no_headline(report):
     summary = summary_text(markdown)
     assert "test/token_acc" not in summary and "token_acc in range" in summary
     headings = re.findall(r"^### .*$", markdown, flags=re.M)
-    first_metric = next(h for h in headings if "—" in h)
+    first_metric = next(h for h in headings if re.match(r"### copy — ", h))
     assert "test_in_range/token_acc" in first_metric
     assert markdown.index("## Summary") < markdown.index("## Overview") < markdown.index("## Details")
     html = (out / "report.html").read_text()
@@ -147,7 +155,8 @@ def test_one_seed_says_no_test_and_collapses_comparisons(tmp_path):
     summary = summary_text(markdown)
     assert "no test is possible" in summary and "≈" not in summary
     assert "untested" not in markdown  # no table of empty verdicts
-    assert markdown.count("No comparison with multihead+learned") == markdown.count("#### Comparisons")
+    comparisons = re.findall(r"^#### Comparisons with .*$", markdown, flags=re.M)
+    assert comparisons and markdown.count("No comparison with") == len(comparisons)
 
 
 def test_tasks_without_beyond_range_or_lengths(tmp_path):
@@ -167,15 +176,15 @@ def test_tasks_without_beyond_range_or_lengths(tmp_path):
             write_result(tmp_path / "runs" / f"mt-{position}-{seed}", mt)
             mt_truth.setdefault(position, []).append(bleu)
     runs = collect([tmp_path / "runs"])
+    label = {(t, p): lab for t, p, lab in zip(runs.runs["task"], runs.runs["position"], runs.runs["cell_label"])}
     lm = summarise_task(runs.runs, runs.by_length, "charlm")
     assert lm.main == "bpc" and [c.title for c in lm.columns] == ["in range", "beyond range"]
     for column, index in zip(lm.columns, (0, 1)):
         expected = {p: np.mean([v[index] for v in vals]) for p, vals in lm_truth.items()}
         got = dict(zip(column.ranking["label"], column.ranking["mean"]))
-        assert got == pytest.approx({f"multihead+{p}": v for p, v in expected.items()}, rel=1e-12)
-        assert column.ranking.iloc[0]["label"] == f"multihead+{min(expected, key=expected.get)}"  # lower first
+        assert got == pytest.approx({label["charlm", p]: v for p, v in expected.items()}, rel=1e-12)
+        assert column.ranking.iloc[0]["label"] == label["charlm", min(expected, key=expected.get)]  # lower first
     mt = summarise_task(runs.runs, runs.by_length, "translation")
     assert [c.metric for c in mt.columns] == ["test/bleu"]
-    assert mt.columns[0].ranking.iloc[0]["label"] == \
-        f"multihead+{max(mt_truth, key=lambda p: np.mean(mt_truth[p]))}"
+    assert mt.columns[0].ranking.iloc[0]["label"] == label["translation", max(mt_truth, key=lambda p: np.mean(mt_truth[p]))]
     assert any("whole test set" in note for note in mt.notes)

@@ -1,0 +1,255 @@
+"""How the cells of one task are laid out in tables: two factors as axes, every other factor fixed per table.
+
+A table (``Grid``) never holds two cells in one position, so nothing in it is
+averaged across configurations. The factors of a task (``task_factors``) form
+**axis groups**: a factor and the sub-factors nested under it
+(``attention`` with ``attention.window``), so a level reads ``local
+(window=4)`` and ``multihead`` needs no window. Two groups are the rows and
+columns (``--factors`` picks them; by default attention, position, then the
+other designed factors alphabetically, budget keys last); every combination of
+the remaining groups present in the runs gets its own table.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from analysis.cells import GROUP_COLUMNS, format_value, is_missing, normalise, order_factors
+from analysis.errors import ReportError
+
+MAX_AXES = 2
+
+
+def factor_parent(key: str, keys: Iterable[str]) -> str | None:
+    """The longest other key (or registry group) that ``key`` is nested under."""
+    candidates = set(keys) | set(GROUP_COLUMNS)
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in candidates:
+            return prefix
+    return None
+
+
+def _values(frame: pd.DataFrame, key: str) -> list:
+    return [normalise(v) for v in frame[key]] if key in frame.columns else [None] * len(frame)
+
+
+def task_factors(frame: pd.DataFrame, factors: Sequence[str]) -> list[str]:
+    """The factors that vary within one task's runs (each sub-factor within one value of its parent)."""
+    out = []
+    for key in factors:
+        top = factor_parent(key, factors)
+        parents = _values(frame, top) if top else [None] * len(frame)
+        seen: dict[str, set] = {}
+        for p, v in zip(parents, _values(frame, key)):
+            seen.setdefault(repr(p), set()).add(repr(v))
+        if any(len(vs) > 1 for vs in seen.values()):
+            out.append(key)
+    return order_factors(out)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A factor and the sub-factors folded into its levels."""
+
+    keys: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.keys[0]
+
+    def level(self, row: Mapping[str, Any]) -> str:
+        """``local (window=4)``: the top value, then each sub-factor that the cell has."""
+        top, *subs = self.keys
+        text = format_value(row.get(top))
+        extra = [f"{k[len(top) + 1:] if k.startswith(top + '.') else k}={format_value(row.get(k))}"
+                 for k in subs if not is_missing(row.get(k))]
+        return f"{text} ({', '.join(extra)})" if extra else text
+
+    def sort_key(self, row: Mapping[str, Any]) -> tuple:
+        return tuple(_order(row.get(k)) for k in self.keys)
+
+    def numeric(self) -> bool:
+        return len(self.keys) == 1
+
+
+def _order(value: Any) -> tuple:
+    """Numbers by value, then text, missing last: 2 < 16 (not "16" < "2")."""
+    value = normalise(value)
+    if value is None:
+        return (2, 0, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0, str(value))
+
+
+def axis_groups(factors: Sequence[str]) -> list[Axis]:
+    """Each top-level factor with the factors nested under it, in factor order."""
+    groups: dict[str, list[str]] = {}
+    for key in factors:
+        top = key
+        while (up := factor_parent(top, factors)) is not None and up in factors:
+            top = up
+        groups.setdefault(top, []).append(key)
+    return [Axis(tuple(keys)) for keys in groups.values()]
+
+
+def choose_axes(factors: Sequence[str], asked: Sequence[str] | None) -> tuple[list[Axis], list[Axis]]:
+    """(axes, sliced): the row and column groups, and the groups that get one table per combination."""
+    if not asked:
+        groups = axis_groups(factors)
+        return groups[:MAX_AXES], groups[MAX_AXES:]
+    named = [k for k in asked if k in factors]
+    # A named factor takes its unnamed sub-factors with it; the rest are grouped as usual.
+    axes = []
+    for key in named:
+        subs = [k for k in factors if k.startswith(key + ".") and k not in named
+                and not any(k.startswith(n + ".") and len(n) > len(key) for n in named)]
+        axes.append(Axis((key, *subs)))
+    used = {k for a in axes for k in a.keys}
+    rest = [k for k in factors if k not in used]
+    return axes, axis_groups(rest)
+
+
+@dataclass
+class Grid:
+    """One table of one task: cells by row level × column level, with the other groups fixed (``where``)."""
+
+    task: str
+    rows: Axis | None
+    columns: Axis | None
+    where: dict[str, str] = field(default_factory=dict)
+    cells: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per cell: cell, cell_label, row, column
+    row_levels: list[str] = field(default_factory=list)
+    column_levels: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.where.items())
+
+    def header(self) -> list[str]:
+        corner = self.rows.name if self.rows else "cell"
+        if self.columns is None:
+            return [corner]
+        return [f"{corner} \\ {self.columns.name}", *self.column_levels]
+
+    def cell_at(self, row: str, column: str | None) -> pd.Series | None:
+        hit = self.cells[(self.cells["row"] == row) & (self.cells["column"] == (column or ""))]
+        return None if hit.empty else hit.iloc[0]
+
+
+def grids(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequence[str] | None = None) -> list[Grid]:
+    """The tables of one task: one per combination of the factor groups that are not axes."""
+    task_runs = frame[frame["task"] == task]
+    here = task_factors(task_runs, factors)
+    axes, sliced = choose_axes(here, asked)
+    rows = axes[0] if axes else None
+    columns = axes[1] if len(axes) > 1 else None
+    records = task_runs.drop_duplicates("cell").to_dict("records")
+    out: dict[tuple, list[dict]] = {}
+    order: dict[tuple, tuple] = {}
+    for r in records:
+        where = tuple(a.level(r) for a in sliced)
+        order.setdefault(where, tuple(a.sort_key(r) for a in sliced))
+        out.setdefault(where, []).append(r)
+    result = []
+    for where in sorted(out, key=lambda w: order[w]):
+        cells = out[where]
+        table = pd.DataFrame({
+            "cell": [r["cell"] for r in cells],
+            "cell_label": [r["cell_label"] for r in cells],
+            "row": [rows.level(r) if rows else r["cell_label"] for r in cells],
+            "column": [columns.level(r) if columns else "" for r in cells],
+        })
+        positions = table[["row", "column"]].apply(tuple, axis=1)
+        if positions.duplicated().any():  # would be a pooling bug: two configurations in one table position
+            raise AssertionError(f"two cells share a table position in task {task}: {list(table['cell_label'])}")
+        row_sorted = sorted(cells, key=lambda r: rows.sort_key(r) if rows else (r["cell_label"],))
+        col_sorted = sorted(cells, key=lambda r: columns.sort_key(r)) if columns else []
+        grid = Grid(task, rows, columns, dict(zip((a.name for a in sliced), where)), table,
+                    list(dict.fromkeys(rows.level(r) if rows else r["cell_label"] for r in row_sorted)),
+                    list(dict.fromkeys(columns.level(r) for r in col_sorted)) if columns else [])
+        # Table order (row level, then column level), so comparisons and costs read as the tables do.
+        rank_row = {v: i for i, v in enumerate(grid.row_levels)}
+        rank_col = {v: i for i, v in enumerate(grid.column_levels)}
+        grid.cells = table.assign(_r=table["row"].map(rank_row), _c=table["column"].map(rank_col).fillna(0)) \
+            .sort_values(["_r", "_c"], kind="stable").drop(columns=["_r", "_c"]).reset_index(drop=True)
+        result.append(grid)
+    return result
+
+
+def sliced_factors(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequence[str] | None) -> list[str]:
+    here = task_factors(frame[frame["task"] == task], factors)
+    return [k for a in choose_axes(here, asked)[1] for k in a.keys]
+
+
+def check_asked(asked: Sequence[str] | None, factors: Sequence[str]) -> None:
+    """``--factors`` names at most two factors, each one that varies."""
+    if not asked:
+        return
+    if len(asked) > MAX_AXES:
+        raise ReportError(f"--factors {' '.join(asked)}: at most {MAX_AXES} factors make a table; "
+                          "the others get one table per combination")
+    unknown = [k for k in asked if k not in factors]
+    if unknown:
+        raise ReportError(f"--factors {' '.join(unknown)}: not a factor of these runs; factors that vary: "
+                          f"{', '.join(factors) or 'none'}")
+
+
+# ---------------------------------------------------------------- --where and --baseline: factor values
+
+def _lookup(frame: pd.DataFrame, key: str) -> pd.Series | None:
+    """A factor column, or the constant config column of a key that does not vary."""
+    for column in (key, f"config.{key}", f"config.{key}.name"):
+        if column in frame.columns:
+            return frame[column]
+    return None
+
+
+def equals(value: Any, text: str) -> bool:
+    """A factor value against a value typed on the command line: numbers by value (3e-3 == 0.003)."""
+    if format_value(value) == text:
+        return True
+    try:
+        return not is_missing(value) and math.isclose(float(value), float(text), rel_tol=1e-12)
+    except (TypeError, ValueError):
+        return False
+
+
+def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise ReportError(f"{option} {item!r} must be KEY=VALUE, e.g. attention.window=8")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def match(frame: pd.DataFrame, values: Mapping[str, str], option: str) -> pd.Series:
+    """Rows whose factor (or constant config) values equal ``values``; an unknown key is a ReportError."""
+    mask = pd.Series(True, index=frame.index)
+    for key, text in values.items():
+        column = _lookup(frame, key)
+        if column is None:
+            raise ReportError(f"{option}: {key!r} is not a config key of these runs; use a dotted key such as "
+                              "attention, position, attention.window, optim.lr")
+        mask &= column.map(lambda v, t=text: equals(v, t))
+    return mask
+
+
+def apply_where(frame: pd.DataFrame, where: Sequence[str] | None) -> pd.DataFrame:
+    """The runs with every ``KEY=VALUE`` of ``--where``; none left is a ReportError naming the values found."""
+    if not where:
+        return frame
+    values = parse_assignments(where, "--where")
+    mask = match(frame, values, "--where")
+    if not mask.any():
+        found = "; ".join(f"{k}: {', '.join(sorted({format_value(v) for v in _lookup(frame, k)}))}"
+                          for k in values)
+        raise ReportError(f"--where {' '.join(where)}: no run matches; values found: {found}")
+    return frame[mask]
