@@ -321,5 +321,5 @@ def to_html(doc: Document) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{_e(doc.title)}</title><style>{CSS}</style></head><body>\n"
-            f"<h1>{_e(doc.title)}</h1>{subtitle}\n{lead}\n<nav><p class=\"small\">The details, folded: open a heading to "
-            f"read it.</p><ul>{toc}</ul></nav>\n{body}\n</body></html>\n")
+            f"<h1>{_e(doc.title)}</h1>{subtitle}\n{lead}\n<nav><p class=\"small\">The details, folded: open a "
+            f"heading to read it.</p><ul>{toc}</ul></nav>\n{body}\n</body></html>\n")
