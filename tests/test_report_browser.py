@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.report import build_report
-from tests.test_summary import write_sweep
+from tests.test_summary import report  # noqa: F401  (the fixture: one report for both test files)
 
 SCREENS = {"wide": (1280, 800), "narrow": (400, 800)}  # (width, height of the first screen) in CSS px
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -82,13 +81,12 @@ def measure_in_browser(report_html: Path, browser: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory) -> dict:
+def measured(report) -> dict:  # noqa: F811
     browser = chromium()
     if browser is None:
         pytest.skip("no Chromium found (apt-get install chromium); the report's layout is checked in a browser only")
-    root = tmp_path_factory.mktemp("browser")
-    write_sweep(root / "runs")
-    return measure_in_browser(build_report([root / "runs"], root / "report"), browser)
+    out, _ = report
+    return measure_in_browser(out / "report.html", browser)
 
 
 @pytest.mark.parametrize("screen", list(SCREENS))

@@ -70,8 +70,9 @@ def expected_ties(truth: pd.DataFrame, column: str) -> tuple[str, set[str], dict
     return best, {k for k, r in zip(others, reject) if not r}, dict(zip(others, corrected))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def report(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
+    """The fixture sweep's report folder and truth (shared with tests/test_report_browser.py)."""
     root = tmp_path_factory.mktemp("sweep")
     truth = write_sweep(root / "runs")
     build_report([root / "runs"], root / "report")
