@@ -232,9 +232,16 @@ def _answer(summary: TaskSummary) -> str:
         else:
             ties = ranking.loc[ranking["tie"], "label"].tolist()
             worse = int(ranking["worse"].sum())
-            tie_text = (f"{len(ties)} indistinguishable from it ({', '.join(ties)})" if ties
-                        else "no other cell is indistinguishable from it")
-            parts.append(f"{head}; {tie_text}; {worse} of {others} significantly worse.")
+            untested = others - len(ties) - worse
+            if len(ties) == others:
+                text = f"the other {others} are not significantly different from it"
+            elif worse == others:
+                text = f"the other {others} are significantly worse"
+            else:
+                text = (f"{worse} of {others} significantly worse"
+                        + (f"; not significantly different: {', '.join(ties)}" if ties else "")
+                        + (f"; {untested} untested (one seed)" if untested else ""))
+            parts.append(f"{head}; {text}.")
     if len(parts) and not any(_testable(c) for c in summary.columns):
         parts.append("With one seed per cell no difference can be tested.")
     return " ".join(parts)
