@@ -22,12 +22,13 @@ is compared, so a key that exists in some runs of one group value and not in
 others does vary. ``task`` is always a grouping key and never a factor:
 factors are found within each task.
 
-**Designed factors and confounds.** By default every varying key is a factor
-the user asked for, except budget and provenance keys (``BUDGET_KEYS``,
-``PROVENANCE_KEYS``: the training budget, data sizes, device and kernel
-choices): those still separate cells (never pooled) but the report flags them
-as confounds. When the user names factors (``--factors``), only those are
-designed; every other varying key is a confound.
+**Designed factors and confounds.** Budget and provenance keys
+(``BUDGET_KEYS``, ``PROVENANCE_KEYS``: the training budget, data sizes, device
+and kernel choices) are never factors the user asked for unless named with
+``--factors``: they still separate cells (never pooled) but the report flags
+them as confounds. ``designed_factors`` applies that rule to a list of keys; the
+report also requires a controlled comparison (``analysis.layout.asked_factors``,
+rule in ``analysis.confounds``).
 
 Two folders holding the same run (same cell and seed, different run ids) count
 once: ``drop_duplicate_runs`` keeps one and reports the others.

@@ -3,13 +3,15 @@
 The rule (also in the README):
 
 - The factors the user asked for are the ``--factors`` given, else every
-  varying config key except budget and provenance keys
+  varying config key in which two cells differ alone (a controlled comparison:
+  ``analysis.layout.asked_factors``), except budget and provenance keys
   (``analysis.cells.BUDGET_KEYS``, ``PROVENANCE_KEYS``: training steps, data
   sizes, device, kernels).
 - Any other config key that varies within a task is a confound: a budget or
-  provenance key, or (with ``--factors``) a factor not named. Such runs are
-  still separate cells, never pooled, but a comparison between two cells that
-  differ in it carries the key in its row.
+  provenance key, a factor not named with ``--factors``, or an uncontrolled
+  difference (a learning rate changed in one cell only; two keys that always
+  change together). Such runs are still separate cells, never pooled, but a
+  comparison between two cells that differ in it carries the key in its row.
 - A key nested under an asked factor (``attention.window`` under ``attention``)
   is no confound between cells whose asked factor differs: the window is part
   of what ``local`` means next to ``multihead``.
@@ -46,12 +48,15 @@ def environments(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([run_environment(r) for r in runs.to_dict("records")], index=runs.index)
 
 
-def kind_of(key: str) -> str:
+def kind_of(key: str, named: bool = False) -> str:
+    """environment, budget, provenance, not asked (with --factors) or uncontrolled (no two cells differ in it alone)."""
     if key.startswith("env."):
         return "environment"
     if key in BUDGET_KEYS:
         return "budget"
-    return "provenance" if key in PROVENANCE_KEYS else "not asked"
+    if key in PROVENANCE_KEYS:
+        return "provenance"
+    return "not asked" if named else "uncontrolled"
 
 
 def confound_keys(task_factors: Sequence[str], designed: Sequence[str]) -> list[str]:
@@ -72,8 +77,10 @@ def explained(key: str, a: Mapping[str, Any], b: Mapping[str, Any], designed: Se
 class Confounds:
     """The confounds of one task: per key which cells differ, and the flag of any pair of its cells."""
 
-    def __init__(self, task_runs: pd.DataFrame, task_factors: Sequence[str], designed: Sequence[str]):
+    def __init__(self, task_runs: pd.DataFrame, task_factors: Sequence[str], designed: Sequence[str],
+                 named: bool = False):
         self.designed = list(designed)
+        self.named = named
         self.keys = confound_keys(task_factors, designed)
         first = task_runs.drop_duplicates("cell").set_index("cell")
         self.values = {c: r for c, r in zip(first.index, first.to_dict("records"))}
@@ -105,7 +112,7 @@ class Confounds:
         rows = []
         for key in self.keys:
             counts = Counter(format_value(r.get(key)) for r in self.values.values())
-            rows.append({"task": task, "key": key, "kind": kind_of(key),
+            rows.append({"task": task, "key": key, "kind": kind_of(key, self.named),
                          "values": ", ".join(f"{v} ({n} cells)" for v, n in sorted(counts.items())),
                          "cells": "; ".join(sorted(f"{self.labels[c]} [{format_value(r.get(key))}]"
                                                    for c, r in self.values.items()))})

@@ -1,13 +1,16 @@
 """How the cells of one task are laid out in tables: two factors as axes, every other factor fixed per table.
 
 A table (``Grid``) never holds two cells in one position, so nothing in it is
-averaged across configurations. The factors of a task (``task_factors``) form
-**axis groups**: a factor and the sub-factors nested under it
+averaged across configurations. The factors of a task (``task_factors``) that
+the user asked for (``asked_factors``), and any other factor needed to tell the
+cells apart (``layout_keys``), form **axis groups**: a factor and the sub-factors nested under it
 (``attention`` with ``attention.window``), so a level reads ``local
 (window=4)`` and ``multihead`` needs no window. Two groups are the rows and
 columns (``--factors`` picks them; by default attention, position, then the
 other designed factors alphabetically, budget keys last); every combination of
-the remaining groups present in the runs gets its own table.
+the remaining groups present in the runs gets its own table. A confound that is
+not needed to tell cells apart (a learning rate changed in one cell only) is
+folded out: the cell keeps its place, with the differing value as a note.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.cells import GROUP_COLUMNS, format_value, is_missing, normalise, order_factors
+from analysis.cells import GROUP_COLUMNS, format_value, is_budget, is_missing, normalise, order_factors
 from analysis.errors import ReportError
 
 MAX_AXES = 2
@@ -100,10 +103,10 @@ def axis_groups(factors: Sequence[str]) -> list[Axis]:
 
 def choose_axes(factors: Sequence[str], asked: Sequence[str] | None) -> tuple[list[Axis], list[Axis]]:
     """(axes, sliced): the row and column groups, and the groups that get one table per combination."""
-    if not asked:
+    named = [k for k in (asked or []) if k in factors]
+    if not named:  # nothing asked, or what was asked does not vary in this task
         groups = axis_groups(factors)
         return groups[:MAX_AXES], groups[MAX_AXES:]
-    named = [k for k in asked if k in factors]
     # A named factor takes its unnamed sub-factors with it; the rest are grouped as usual.
     axes = []
     for key in named:
@@ -142,11 +145,56 @@ class Grid:
         return None if hit.empty else hit.iloc[0]
 
 
+def _key(values: Iterable[Any]) -> str:
+    return repr(tuple(normalise(v) for v in values))
+
+
+def has_contrast(cells: pd.DataFrame, key: str, factors: Sequence[str]) -> bool:
+    """True when two cells differ in ``key`` (and keys nested under it) alone: a controlled comparison exists."""
+    others = [f for f in factors if f != key and not f.startswith(key + ".")]
+    seen: dict[str, set] = {}
+    for row in cells.to_dict("records"):
+        seen.setdefault(_key(row.get(f) for f in others), set()).add(_key([row.get(key)]))
+    return any(len(values) > 1 for values in seen.values())
+
+
+def asked_factors(task_runs: pd.DataFrame, here: Sequence[str], asked: Sequence[str] | None) -> list[str]:
+    """The factors of one task the user asked for (the rule is in ``analysis.confounds``).
+
+    Named with ``--factors``: those. Otherwise every varying key but budget and
+    provenance keys, and only where two cells differ in it alone: a learning rate
+    changed in one cell only, or two keys that always change together, compare
+    nothing under control and are confounds.
+    """
+    if asked:
+        return [k for k in here if k in asked]
+    cells = task_runs.drop_duplicates("cell")
+    return [k for k in here if not is_budget(k) and has_contrast(cells, k, here)]
+
+
+def layout_keys(task_runs: pd.DataFrame, here: Sequence[str], designed: Sequence[str]) -> list[str]:
+    """The asked factors, plus the other factors still needed to tell the cells apart (asked ones first).
+
+    A confound that no two cells of otherwise equal factors differ in is folded
+    out of the layout: its cells keep their place in the table, marked ⚠.
+    """
+    cells = task_runs.drop_duplicates("cell")
+    keys = list(here)
+    for key in reversed([k for k in here if k not in designed]):
+        trial = [k for k in keys if k != key]
+        if not cells.apply(lambda r: _key(r.get(k) for k in trial), axis=1).duplicated().any():
+            keys = trial
+    return [k for k in keys if k in designed] + [k for k in keys if k not in designed]
+
+
 def grids(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequence[str] | None = None) -> list[Grid]:
     """The tables of one task: one per combination of the factor groups that are not axes."""
     task_runs = frame[frame["task"] == task]
     here = task_factors(task_runs, factors)
-    axes, sliced = choose_axes(here, asked)
+    designed = asked_factors(task_runs, here, asked)
+    placed = layout_keys(task_runs, here, designed)
+    folded = [k for k in here if k not in placed]
+    axes, sliced = choose_axes(placed, asked)
     rows = axes[0] if axes else None
     columns = axes[1] if len(axes) > 1 else None
     records = task_runs.drop_duplicates("cell").to_dict("records")
@@ -164,6 +212,7 @@ def grids(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequenc
             "cell_label": [r["cell_label"] for r in cells],
             "row": [rows.level(r) if rows else r["cell_label"] for r in cells],
             "column": [columns.level(r) if columns else "" for r in cells],
+            "note": _folded_notes(cells, folded),
         })
         positions = table[["row", "column"]].apply(tuple, axis=1)
         if positions.duplicated().any():  # would be a pooling bug: two configurations in one table position
@@ -182,9 +231,19 @@ def grids(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequenc
     return result
 
 
-def sliced_factors(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequence[str] | None) -> list[str]:
-    here = task_factors(frame[frame["task"] == task], factors)
-    return [k for a in choose_axes(here, asked)[1] for k in a.keys]
+def _folded_notes(cells: list[dict], folded: Sequence[str]) -> list[str]:
+    """``optim.lr=0.01`` for a cell whose folded confound differs from the table's most common value."""
+    notes = []
+    modes = {}
+    for key in folded:
+        counts: dict[str, int] = {}
+        for r in cells:
+            counts[format_value(r.get(key))] = counts.get(format_value(r.get(key)), 0) + 1
+        modes[key] = max(sorted(counts), key=lambda v: counts[v])
+    for r in cells:
+        notes.append(", ".join(f"{k}={format_value(r.get(k))}" for k in folded
+                               if format_value(r.get(k)) != modes[k]))
+    return notes
 
 
 def check_asked(asked: Sequence[str] | None, factors: Sequence[str]) -> None:

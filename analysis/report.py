@@ -29,12 +29,12 @@ import pandas as pd
 from analysis import figures, stats, summary
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.benchmarks import bench_section, load_bench
-from analysis.cells import assign_cells, designed_factors
+from analysis.cells import assign_cells
 from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.document import Document, Paragraph, Section, Table, fold, to_html, to_markdown
 from analysis.errors import AnalysisError, ReportError
-from analysis.layout import Grid, apply_where, check_asked, grids, parse_assignments, task_factors
+from analysis.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
 from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
                                      map_figures, parameter_figure, safe_name)
 from analysis.sections import (ONE_SEED_NOTICE, comparisons_block, cost_table, effects_block, failures_table,
@@ -83,9 +83,9 @@ class TaskPlan:
         self.task = task
         runs = frame[frame["task"] == task]
         self.factors = task_factors(runs, factors)
-        self.designed = designed_factors(self.factors, asked)
+        self.designed = asked_factors(runs, self.factors, asked)
         self.grids = grids(frame, task, factors, asked)
-        self.confounds = Confounds(runs, self.factors, self.designed)
+        self.confounds = Confounds(runs, self.factors, self.designed, named=bool(asked))
         self.baselines = [baseline_cell(runs, g, baseline) for g in self.grids]
         self.comparisons = {}
         for metric in metrics:
@@ -180,8 +180,8 @@ def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Base
 def _confounds_section(plans: list[TaskPlan], asked: Sequence[str] | None) -> tuple[Section, pd.DataFrame]:
     rule = ("A confound is a difference between runs that is not a factor asked for: "
             + (f"the factors asked for are {', '.join(asked)} (--factors); " if asked else
-               "by default every varying config key is a factor asked for except budget and provenance keys "
-               "(training steps, data sizes, device, kernels); ")
+               "by default every varying config key in which two cells differ alone (a controlled comparison), "
+               "except budget and provenance keys (training steps, data sizes, device, kernels); ")
             + "the environment (torch, python, device, code version, package versions) counts too. Confounded "
               "runs stay separate cells, and every comparison between cells that differ in one carries ⚠.")
     table = pd.concat([p.confounds.table(p.task) for p in plans] or [pd.DataFrame(columns=CONFOUND_COLUMNS)],
@@ -327,8 +327,12 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc), encoding="utf-8")
     results_frame_for_csv(frame).to_csv(out / "results.csv", index=False)
-    pd.concat(list(summaries.values()) or [stats.cell_summary(frame.iloc[0:0], "_")]).to_csv(
-        out / "cells.csv", index=False)
+    cells = pd.concat(list(summaries.values()) or [stats.cell_summary(frame.iloc[0:0], "_")], ignore_index=True)
+    extra = [k for k in runs.factors if k in frame.columns and k not in cells.columns]
+    if extra:  # each cell's factor values, so cells.csv groups like the tables
+        values = frame.drop_duplicates("cell").set_index("cell")[extra]
+        cells = cells.join(values, on="cell")
+    cells.to_csv(out / "cells.csv", index=False)
     compared = [p.comparisons[m] for p in plans for m in chosen]
     pd.concat(compared or [pd.DataFrame(columns=stats.CELL_COMPARISON_COLUMNS)]).to_csv(
         out / "comparisons.csv", index=False)

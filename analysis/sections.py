@@ -59,6 +59,14 @@ def _bad_note(counts: Counter) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in ("diverged", "failed") if counts[s])
 
 
+def _note(grid: Grid, cell: str | None) -> str:
+    """`` ⚠ optim.lr=0.01``: a confound this cell differs in from the rest of its table, or nothing."""
+    if cell is None:
+        return ""
+    note = grid.cells.loc[grid.cells["cell"] == cell, "note"]
+    return f" {CONFOUND_MARK} {note.iloc[0]}" if len(note) and note.iloc[0] else ""
+
+
 def _positions(grid: Grid) -> list[tuple[str, list[tuple[str | None, str | None]]]]:
     """(row label, [(column level, cell id or None)]) in table order."""
     columns = grid.column_levels or [None]
@@ -88,7 +96,7 @@ def status_table(runs: pd.DataFrame, grid: Grid) -> Table:
                 continue
             text = ", ".join(f"{s} ×{counts[s]}" for s in ("completed", "diverged", "failed") if counts[s])
             kind = "" if counts["completed"] else ("failed" if counts["failed"] else "diverged")
-            row.append(Cell(text, kind=kind))
+            row.append(Cell(text + _note(grid, cell), kind=kind))
         rows.append(row)
     return Table(_value_header(grid, "runs"), rows, caption=f"Runs per cell ({grid.task}"
                                                               f"{'; ' + grid.title if grid.where else ''})")
@@ -120,7 +128,7 @@ def metric_table(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataFr
                 row.append(_gap(counts))
                 continue
             s = summary.loc[cell]
-            text = mean_text(s["mean"], s["ci_half"], int(s["n"]), _bad_note(counts))
+            text = mean_text(s["mean"], s["ci_half"], int(s["n"]), _bad_note(counts)) + _note(grid, cell)
             row.append(Cell(text, best=best is not None and s["mean"] == best))
         rows.append(row)
     if better is None:

@@ -56,3 +56,17 @@ def write(folder: Path, res: dict[str, Any]) -> Path:
     path = folder / "result.json"
     path.write_text(json.dumps(res))
     return path
+
+
+def md_table(markdown: str, caption_start: str) -> dict[str, dict[str, str]]:
+    """The Markdown table whose caption starts with ``caption_start``, as {row label: {column: cell}}."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"*{caption_start}"))
+    header = [c.strip() for c in lines[start + 2].strip("|").split(" | ")]
+    table = {}
+    for line in lines[start + 4:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        table[cells[0]] = dict(zip(header[1:], cells[1:]))
+    return table

@@ -9,8 +9,8 @@ import sys
 import pandas as pd
 import pytest
 
+from tests.cell_fixtures import md_table
 from tests.conftest import ROOT
-from tests.test_analysis import md_table
 from tests.test_readme import readme_block
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}

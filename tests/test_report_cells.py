@@ -17,8 +17,7 @@ from scipy import stats as sps
 from analysis import stats
 from analysis.document import fmt
 from analysis.report import build_report, main
-from tests.cell_fixtures import flat_config, result, write
-from tests.test_analysis import md_table
+from tests.cell_fixtures import flat_config, md_table, result, write
 
 METRIC = "test/token_acc"
 # (attention, window, max_steps) -> accuracy centre; window None: multihead has none.
@@ -80,6 +79,10 @@ def test_cells_csv_is_one_row_per_configuration(ablation):
         assert got.loc[name, "mean"] == pytest.approx(row["mean"])
         low, high = sps.t.interval(0.95, df=2, loc=row["mean"], scale=row["sem"])
         assert got.loc[name, "ci_low"] == pytest.approx(low) and got.loc[name, "ci_high"] == pytest.approx(high)
+    # The factor values ride along, so cells.csv groups like the tables.
+    window = got["attention.window"].to_dict()
+    assert window[label("local", 8, 1000)] == 8 and pd.isna(window[label("multihead", None, 500)])
+    assert got["trainer.max_steps"].to_dict()[label("multihead", None, 500)] == 500
 
 
 def test_table_rows_are_variants_with_their_parameter_columns_the_budget(ablation):
@@ -240,3 +243,32 @@ def test_unasked_parameter_is_flagged_only_between_cells_of_one_variant(ablation
     confounds = pd.read_csv(html.parent / "confounds.csv").set_index("key")
     assert confounds.loc["attention.window", "kind"] == "not asked"
     assert "trainer.max_steps" not in confounds.index  # asked for by name
+
+
+def test_a_learning_rate_changed_in_one_cell_only_is_flagged_not_a_factor(tmp_path):
+    # A 2 x 2 grid where local+rope alone ran at another learning rate: no two cells differ in lr alone.
+    rng = np.random.default_rng(5)
+    truth = []
+    for attention in ("local", "multihead"):
+        for position in ("rope", "sinusoidal"):
+            lr = 0.01 if (attention, position) == ("local", "rope") else 0.001
+            for seed in range(2):
+                value = float(rng.uniform(0.3, 0.9))
+                run_id = f"{attention}-{position}-{seed}"
+                config = flat_config("copy", attention, position, seed, **{"optim.lr": lr})
+                write(tmp_path / "s" / run_id, result(run_id, config, {METRIC: value}))
+                truth.append({"attention": attention, "position": position, "lr": lr, METRIC: value})
+    truth = pd.DataFrame(truth)
+    html = build_report([tmp_path / "s"], tmp_path / "out", baseline="multihead+sinusoidal")
+    markdown = (html.parent / "report.md").read_text()
+    table = md_table(markdown, f"{METRIC} on copy:")  # one table, not one per learning rate
+    means = truth.groupby(["attention", "position"])[METRIC].mean()
+    assert table["local"]["rope"].strip("*★ ").startswith(fmt(means[("local", "rope")]))
+    assert table["local"]["rope"].strip("*★ ").endswith("⚠ optim.lr=0.01")
+    assert "⚠" not in table["multihead"]["rope"]
+    confounds = pd.read_csv(html.parent / "confounds.csv")
+    assert confounds[["key", "kind"]].values.tolist() == [["optim.lr", "uncontrolled"]]
+    comparisons = pd.read_csv(html.parent / "comparisons.csv", keep_default_na=False)
+    flags = dict(zip(zip(comparisons["attention"], comparisons["position"]), comparisons["confounds"]))
+    assert flags[("local", "rope")] == "optim.lr"
+    assert flags[("local", "sinusoidal")] == "" and flags[("multihead", "rope")] == ""
