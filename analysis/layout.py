@@ -3,14 +3,15 @@
 A table (``Grid``) never holds two cells in one position, so nothing in it is
 averaged across configurations. The factors of a task (``task_factors``) that
 the user asked for (``asked_factors``), and any other factor needed to tell the
-cells apart (``layout_keys``), form **axis groups**: a factor and the sub-factors nested under it
-(``attention`` with ``attention.window``), so a level reads ``local
-(window=4)`` and ``multihead`` needs no window. Two groups are the rows and
-columns (``--factors`` picks them; by default attention, position, then the
-other designed factors alphabetically, budget keys last); every combination of
-the remaining groups present in the runs gets its own table. A confound that is
-not needed to tell cells apart (a learning rate changed in one cell only) is
-folded out: the cell keeps its place, with the differing value as a note.
+cells apart (``layout_keys``), form **axis groups**: a factor and the
+sub-factors nested under it (``attention`` with ``attention.window``), so a
+level reads ``local (window=4)`` and ``multihead`` needs no window. Two groups
+are the rows and columns (``--factors`` picks them; by default attention,
+position, then the other asked factors alphabetically, confounds last); every
+combination of the remaining groups present in the runs gets its own table. A
+confound that is not needed to tell cells apart (a learning rate changed in one
+cell only) is folded out: the cell keeps its place, with the differing value as
+a note.
 """
 from __future__ import annotations
 
