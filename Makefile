@@ -1,5 +1,5 @@
 # make test : set up .venv when missing, install attnlab, run the test suite
-# make demo : quick CPU grid (experiment=quick) and its ablation report
+# make demo : the CPU demo grid (experiment=demo) and its ablation report
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -29,13 +29,13 @@ venv: $(VENV)/.installed
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The quick grid (4 attention types x 3 position encodings on `reverse`), then its report.
+# The demo grid (3 position encodings x 3 seeds on `copy`), then its report.
 # A failed cell does not stop the report: it shows there as failed.
 DEMO_TRAINER := $(if $(HAS_GPU),trainer=gpu,trainer=cpu)
 DEMO_JOBS ?= 2
 demo: venv
-	-$(PY) -m experiments.train -m experiment=quick $(DEMO_TRAINER) hydra/launcher=joblib hydra.launcher.n_jobs=$(DEMO_JOBS)
-	$(PY) -m analysis.report multirun/quick --out report
+	-$(PY) -m experiments.train -m experiment=demo $(DEMO_TRAINER) hydra/launcher=joblib hydra.launcher.n_jobs=$(DEMO_JOBS)
+	$(PY) -m analysis.report multirun/demo --out report
 	@echo "report: $(CURDIR)/report/report.html"
 
 bench: venv

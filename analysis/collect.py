@@ -1,7 +1,9 @@
 """Runs on disk (result.json files, W&B offline runs, the W&B API) -> tidy pandas frames.
 
 ``Runs.runs`` has one row per run: identity columns, every metric under its own
-name (``test/token_acc``), ``cost.*``, ``config.*`` and ``env.*`` columns.
+name (``test/token_acc``) and its in-range and beyond-range aggregates
+(``test_in_range/token_acc``, ``test_beyond_range/token_acc``; see analysis.ranges),
+``cost.*``, ``config.*`` and ``env.*`` columns.
 ``Runs.by_length`` is long: one row per (run, evaluation length, metric).
 Every run belongs to a cell (``analysis.cells``): ``cell``, ``cell_label`` and one
 column per factor, so your own pandas analysis groups as the report does
@@ -25,6 +27,7 @@ import pandas as pd
 
 from analysis.cells import assign_cells, drop_duplicate_runs
 from analysis.errors import CollectError
+from analysis.ranges import with_range_metrics
 from analysis.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
 
 SCHEMA = 1
@@ -175,8 +178,8 @@ def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Ru
     lengths = lengths.astype({"seed": "int64", "length": "int64", "value": "float64"})
     lengths = lengths[lengths["run_id"].isin(set(runs["run_id"]))]
     lengths["cell"] = lengths["run_id"].map(dict(zip(runs["run_id"], runs["cell"])))
-    return Runs(runs.reset_index(drop=True), lengths.reset_index(drop=True), metric_names, factors,
-                duplicates.reset_index(drop=True))
+    runs, metric_names = with_range_metrics(runs.reset_index(drop=True), lengths, metric_names)  # test_in_range/...
+    return Runs(runs, lengths.reset_index(drop=True), metric_names, factors, duplicates.reset_index(drop=True))
 
 
 # ---------------------------------------------------------------- result.json files

@@ -55,14 +55,29 @@ class Figure:
     caption: str
 
 
-Block = Union[Table, Paragraph, Bullets, Code, Figure, "Section"]
+@dataclass
+class Row:
+    """Columns side by side in HTML where the page is wide enough (stacked when narrow); one after another in
+    Markdown. A column is a block or a list of blocks."""
+
+    blocks: list[Union["Block", list["Block"]]]
+
+
+def _column(item: Union["Block", list["Block"]]) -> list["Block"]:
+    return list(item) if isinstance(item, list) else [item]
+
+
+Block = Union[Table, Paragraph, Bullets, Code, Figure, Row, "Section"]
 
 
 @dataclass
 class Section:
+    """``fold``: rendered as a closed ``<details>`` in HTML, opened on demand; Markdown shows it as is."""
+
     title: str
     blocks: list[Block] = field(default_factory=list)
     level: int = 2
+    fold: bool = False
 
     def add(self, *blocks: Block) -> "Section":
         self.blocks.extend(blocks)
@@ -71,9 +86,21 @@ class Section:
 
 @dataclass
 class Document:
+    """``lead``: the sections a reader sees first (the summary), before the contents list and ``sections``."""
+
     title: str
     sections: list[Section] = field(default_factory=list)
     subtitle: str = ""
+    lead: list[Section] = field(default_factory=list)
+
+
+def fold(sections: list[Section], max_level: int = 3) -> list[Section]:
+    """Mark these sections and their subsections down to ``max_level`` as folded; returns ``sections``."""
+    for section in sections:
+        if section.level <= max_level:
+            section.fold = True
+        fold([b for b in section.blocks if isinstance(b, Section)], max_level)
+    return sections
 
 
 # ---------------------------------------------------------------- numbers
@@ -120,8 +147,12 @@ def _md_cell(cell: Union[Cell, str]) -> str:
 def _md_block(block: Block, root: Path) -> str:
     if isinstance(block, Section):
         return _md_section(block, root)
+    if isinstance(block, Row):
+        return "\n\n".join(_md_block(b, root) for column in block.blocks for b in _column(column))
     if isinstance(block, Paragraph):
         text = _md_text(block.text)
+        if block.kind == "answer":
+            return f"**{text}**"
         return f"> **Note:** {text}" if block.kind == "note" else text
     if isinstance(block, Bullets):
         return "\n".join(f"- {_md_text(item)}" for item in block.items)
@@ -156,7 +187,7 @@ def to_markdown(doc: Document, root: Path) -> str:
     parts = [f"# {_md_text(doc.title)}"]
     if doc.subtitle:
         parts.append(_md_text(doc.subtitle))
-    parts += [_md_section(s, root) for s in doc.sections]
+    parts += [_md_section(s, root) for s in [*doc.lead, *doc.sections]]
     return "\n\n".join(parts) + "\n"
 
 
@@ -177,6 +208,7 @@ td.failed { background: #fbe3e3; color: #8a1f1f; }
 td.diverged { background: #fff1d6; color: #7a4b00; }
 td.missing { background: #eeeeee; color: #666; font-style: italic; }
 td.oom { background: #fff1d6; color: #7a4b00; font-style: italic; }
+td.tie { background: #f1f9ef; }
 caption { caption-side: top; text-align: left; font-style: italic; padding-bottom: .3em; }
 .note { background: #fff8d8; border-left: 4px solid #e0b400; padding: .4em .8em; }
 figure { margin: 1em 0 2em; }
@@ -184,7 +216,25 @@ figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-style: italic; color: #555; }
 pre { background: #f6f6f6; padding: .6em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
 nav ul { columns: 2; }
-.subtitle { color: #555; }
+.subtitle { color: #555; margin-top: -.4em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.row { display: flex; flex-wrap: wrap; gap: 0 1.5em; align-items: flex-start; }
+.row > * { flex: 1 1 360px; min-width: 0; }
+.row figure { margin-top: .6em; }
+.answer { font-size: 1.08em; }
+.small { font-size: .88em; color: #444; }
+section.lead h2 { margin-top: 1em; }
+details { border-top: 1px solid #ddd; }
+details > summary { cursor: pointer; }
+details > summary > h2, details > summary > h3, details > summary > h4 { display: inline; border: 0; }
+details > summary > h2 { font-size: 1.35em; }
+details details { margin-left: .4em; }
+details[open] > summary { margin-bottom: .6em; }
+@media (max-width: 600px) {
+  body { margin: 1em auto; padding: 0 .6em; }
+  table { font-size: 13px; }
+  th, td { padding: .2em .35em; }
+}
 """
 
 
@@ -228,8 +278,11 @@ def _anchors(sections: list[Section], used: set[str] | None = None,
 def _html_block(block: Block, anchors: dict[int, str]) -> str:
     if isinstance(block, Section):
         return _html_section(block, anchors)
+    if isinstance(block, Row):
+        columns = ("<div>" + "".join(_html_block(b, anchors) for b in _column(c)) + "</div>" for c in block.blocks)
+        return '<div class="row">' + "".join(columns) + "</div>"
     if isinstance(block, Paragraph):
-        cls = ' class="note"' if block.kind == "note" else ""
+        cls = f' class="{_e(block.kind)}"' if block.kind else ""
         return f"<p{cls}>{_e(block.text)}</p>"
     if isinstance(block, Bullets):
         return "<ul>" + "".join(f"<li>{_e(i)}</li>" for i in block.items) + "</ul>"
@@ -242,22 +295,31 @@ def _html_block(block: Block, anchors: dict[int, str]) -> str:
         caption = f"<caption>{_e(block.caption)}</caption>" if block.caption else ""
         head = "<tr>" + "".join(_html_cell(h, "th") for h in block.header) + "</tr>"
         body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in block.rows)
-        return f"<table>{caption}<thead>{head}</thead><tbody>{body}</tbody></table>"
+        # A wide table scrolls inside its own box, so a narrow window never scrolls the whole page sideways.
+        return f'<div class="scroll"><table>{caption}<thead>{head}</thead><tbody>{body}</tbody></table></div>'
     raise TypeError(f"unknown block {type(block).__name__}")
 
 
-def _html_section(section: Section, anchors: dict[int, str]) -> str:
+def _html_section(section: Section, anchors: dict[int, str], cls: str = "") -> str:
     level = min(section.level, 6)
     inner = "\n".join(_html_block(b, anchors) for b in section.blocks)
-    return f'<section id="{anchors[id(section)]}"><h{level}>{_e(section.title)}</h{level}>\n{inner}</section>'
+    heading = f"<h{level}>{_e(section.title)}</h{level}>"
+    if section.fold:
+        return f'<details id="{anchors[id(section)]}"><summary>{heading}</summary>\n{inner}</details>'
+    attr = f' class="{cls}"' if cls else ""
+    return f'<section id="{anchors[id(section)]}"{attr}>{heading}\n{inner}</section>'
 
 
 def to_html(doc: Document) -> str:
-    """One HTML file with inline CSS and embedded figures, with a table of contents of the top sections."""
-    anchors = _anchors(doc.sections)
+    """One HTML file with inline CSS and embedded figures: the lead sections, a contents list, then the rest."""
+    anchors = _anchors([*doc.lead, *doc.sections])
+    lead = "\n".join(_html_section(s, anchors, "lead") for s in doc.lead)
     body = "\n".join(_html_section(s, anchors) for s in doc.sections)
     toc = "".join(f'<li><a href="#{anchors[id(s)]}">{_e(s.title)}</a></li>' for s in doc.sections)
     subtitle = f'<p class="subtitle">{_e(doc.subtitle)}</p>' if doc.subtitle else ""
+    # The viewport line makes phones lay the page out at their own width instead of a zoomed-out desktop one.
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{_e(doc.title)}</title><style>{CSS}</style></head><body>\n"
-            f"<h1>{_e(doc.title)}</h1>{subtitle}<nav><ul>{toc}</ul></nav>\n{body}\n</body></html>\n")
+            f"<h1>{_e(doc.title)}</h1>{subtitle}\n{lead}\n<nav><p class=\"small\">The details, folded: open a "
+            f"heading to read it.</p><ul>{toc}</ul></nav>\n{body}\n</body></html>\n")

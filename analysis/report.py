@@ -2,8 +2,9 @@
 
 Reads result files only (result.json, CSV logs, attention_maps.npz, an optional
 benchmark JSON) and writes report.md, a self-contained report.html, results.csv
-(one row per run), cells.csv, comparisons.csv and confounds.csv (the numbers
-behind the tables) and the figures under DIR/figures/.
+(one row per run), summary.csv, cells.csv, comparisons.csv and confounds.csv (the
+numbers behind the tables) and the figures under DIR/figures/. The report opens with
+the summary (analysis.summary); the details follow, folded in the HTML.
 
 Statistics are per cell (a configuration minus the seed, ``analysis.cells``) and
 never averaged across cells. The factors are the config keys that vary; two of
@@ -25,18 +26,18 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import figures, stats
+from analysis import figures, stats, summary
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.benchmarks import bench_section, load_bench
 from analysis.cells import assign_cells
 from analysis.claims import claims_section, load_claims_file
 from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
-from analysis.document import Document, Paragraph, Section, Table, to_html, to_markdown
+from analysis.document import Document, Paragraph, Section, Table, fold, to_html, to_markdown
 from analysis.errors import AnalysisError, ReportError
 from analysis.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
 from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
-                                     map_figures, parameter_figure)
+                                     map_figures, parameter_figure, safe_name)
 from analysis.sections import (ONE_SEED_NOTICE, comparisons_block, cost_table, effects_block, failures_table,
                                metric_table, provenance_section, results_frame_for_csv, status_table)
 
@@ -119,7 +120,7 @@ def _grid_blocks(runs: Runs, plan: TaskPlan, grid: Grid, base: tuple[str | None,
     frame = runs.runs
     task = grid.task
     suffix = f" ({grid.title})" if grid.where else ""
-    blocks: list = [Section(f"Runs per cell{suffix}", [status_table(frame, grid)], level=level)]
+    blocks: list = []
     for metric in metrics:
         sub = Section(f"{task} — {metric}{suffix}", level=level)
         if metric not in here:
@@ -146,6 +147,7 @@ def _grid_blocks(runs: Runs, plan: TaskPlan, grid: Grid, base: tuple[str | None,
     curve = curve_figure(curves, frame, grid, colors, figures_dir, budget)
     if curve is not None:
         blocks.append(Section(f"Learning curves — {task}{suffix}", [curve], level=level))
+    blocks.append(Section(f"Runs per cell{suffix}", [status_table(frame, grid)], level=level))
     cost = cost_table(frame, grid)
     if cost is not None:
         blocks.append(Section(f"Cost — {task}{suffix}", [cost], level=level))
@@ -154,9 +156,13 @@ def _grid_blocks(runs: Runs, plan: TaskPlan, grid: Grid, base: tuple[str | None,
 
 def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Baseline, baseline_present: bool,
                   summaries: dict[str, pd.DataFrame], curves: pd.DataFrame, colors: dict, budget: FigureBudget,
-                  map_budget: FigureBudget, figures_dir: Path) -> Section:
+                  map_budget: FigureBudget, figures_dir: Path,
+                  task_summary: summary.TaskSummary | None = None) -> Section:
     task = plan.task
-    section = Section(f"Task: {task}", [plan.describe()])
+    section = Section(f"Details: {task}", [plan.describe()])
+    if task_summary is not None and (per_length := summary.per_length_table(runs.runs, runs.by_length,
+                                                                            task_summary)):
+        section.add(Section(f"Per evaluation length — {task}", [per_length], level=3))
     here = set(task_metrics(runs).get(task, []))
     several = len(plan.grids) > 1
     for grid, base in zip(plan.grids, plan.baselines):
@@ -225,6 +231,24 @@ def _overview(runs: Runs, metrics: list[str], baseline: Baseline, baseline_prese
     return section
 
 
+def _lead(doc: Document, runs: Runs, figures_dir: Path) -> dict[str, summary.TaskSummary]:
+    """The first screen: per task, the cells ranked in and beyond the training range, beside the length figure."""
+    found = {}
+    for task in sorted(runs.runs["task"].unique()):
+        ranked = summary.summarise_task(runs.runs, runs.by_length, task)
+        if ranked is None:
+            doc.lead.append(Section(f"Summary — {task}", [Paragraph(
+                f"No completed run of {task} has a metric to rank the cells by; see the details below.",
+                kind="note")]))
+            continue
+        figure = summary.write_figure(runs.runs, runs.by_length, ranked,
+                                      figures_dir / safe_name("summary", task, ranked.main))
+        doc.lead.append(summary.summary_section(ranked, figure))
+        found[task] = ranked
+    # The claims table (analysis.claims) joins the lead here, after the per-task summaries.
+    return found
+
+
 def _prepare_out(out: Path) -> Path:
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
@@ -269,7 +293,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     claims_block = claims_section(runs, claims)  # on every run: a claim is about the sweep, --where about tables
     runs = _filtered(runs, where)
     check_asked(factors, runs.factors)
-    chosen = choose_metrics(runs, metrics)
+    chosen = summary.by_importance(choose_metrics(runs, metrics))
     baseline_spec, baseline_present = resolve_baseline(runs.runs, baseline)
     bench_data = load_bench(bench) if bench is not None else None
 
@@ -287,15 +311,16 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
 
     doc = Document("attnlab ablation report",
                    subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
+    task_summaries = _lead(doc, runs, figures_dir)
     if claims_block is not None:
-        doc.sections.append(claims_block)  # the hypotheses and their verdicts come first
+        doc.lead.append(claims_block)  # the hypotheses and their verdicts, right after the per-task answers
     overview = _overview(runs, chosen, baseline_spec, baseline_present, sorted(set(runs.metrics)), where)
     doc.sections.append(overview)
     confounds, confound_table = _confounds_section(plans, factors)
     doc.sections.append(confounds)
     for plan in plans:
         doc.sections.append(_task_section(runs, plan, chosen, baseline_spec, baseline_present, summaries, curves,
-                                          colors, budget, map_budget, figures_dir))
+                                          colors, budget, map_budget, figures_dir, task_summaries.get(plan.task)))
     if budget.skipped:
         overview.add(Paragraph(f"{budget.skipped} more figures not drawn (cap of {MAX_FIGURES} per "
                                "report); narrow the report with --where KEY=VALUE.", kind="note"))
@@ -305,6 +330,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     if bench_data is not None:
         doc.sections.append(bench_section(bench_data, figures_dir))
     doc.sections.append(provenance_section(frame))
+    fold(doc.sections[1:])  # everything after the overview opens on demand in the HTML
 
     (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc), encoding="utf-8")
@@ -319,6 +345,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     pd.concat(compared or [pd.DataFrame(columns=stats.CELL_COMPARISON_COLUMNS)]).to_csv(
         out / "comparisons.csv", index=False)
     confound_table.to_csv(out / "confounds.csv", index=False)
+    summary.summaries_frame(list(task_summaries.values())).to_csv(out / "summary.csv", index=False)
     return out / "report.html"
 
 

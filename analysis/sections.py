@@ -203,9 +203,14 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
                               f"({_gap(base_counts).text}): no comparisons.", kind="note")]
         return [Paragraph(f"No other cell{_in(grid)} has a completed {metric} to compare with {name}.",
                           kind="note")]
+    untested = rows_here[~np.isfinite(rows_here["p"].to_numpy(float))]
+    if len(untested) == len(rows_here):  # one sentence, not a table of empty verdicts
+        return [Paragraph(f"No comparison with {name} on {metric} can be tested: every cell, or the baseline, has "
+                          f"fewer than two completed seeds, so {ONE_SEED_NOTICE}. Run more seeds to test the "
+                          "differences.", kind="note")]
     rows = []
     flagged = False
-    for r in rows_here.to_dict("records"):
+    for r in rows_here[np.isfinite(rows_here["p"].to_numpy(float))].to_dict("records"):
         diff = (f"{_signed(r['diff'])} [{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]" if math.isfinite(r["p"])
                 else _signed(r["diff"]))
         flags = r.get("confounds") or ""
@@ -222,15 +227,10 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
         blocks.append(Paragraph(f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
                                 "for (see Confounds); the difference is not the named factors' alone.",
                                 kind="note"))
-    untested = rows_here[~np.isfinite(rows_here["p"].to_numpy(float))]
     if len(untested):
         names = ", ".join(untested["cell_label"])
-        if len(untested) == len(rows_here):
-            text = (f"Every cell, or the baseline, has fewer than two completed seeds: {ONE_SEED_NOTICE}. "
-                    "Run more seeds to test the differences.")
-        else:
-            text = f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}."
-        blocks.append(Paragraph(text, kind="note"))
+        blocks.append(Paragraph(f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}.",
+                                kind="note"))
     compared = set(rows_here["cell"]) | {baseline}
     left_out = [f"{r.cell_label} ({_gap(_status_counts(_cell_runs(runs, r.cell))).text})"
                 for r in grid.cells.itertuples(index=False) if r.cell not in compared]

@@ -301,6 +301,7 @@ def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> Non
 # -- presets and cell folders -----------------------------------------------------------------------------
 @pytest.mark.parametrize("preset, extra, sweep_dir, cells", [
     ("quick", [], "multirun/quick", 4 * 3),
+    ("demo", [], "multirun/demo", 3 * 3),
     ("ablation", ["task=copy"], "multirun/ablation_copy", 4 * 3 * 3),
     ("length_generalization", [], "multirun/length_generalization", 3 * 7 * 3),
 ])

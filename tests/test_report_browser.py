@@ -1,0 +1,110 @@
+"""The report in a real browser: headless Chromium lays report.html out at 1280 and 400 px wide.
+
+Each width is an iframe of exactly that size (a browser window cannot be made
+narrower than about 500 px, an iframe can): a script in the page waits for the
+frames to load, measures them, and writes the numbers into the DOM, which
+``--dump-dom`` prints. Checked: the summary's answer and table are on the first
+screen (the table whole at 1280 px), the table fits the width without scrolling,
+and the page never scrolls sideways, with the details folded or all opened.
+Skipped when no Chromium is installed (``apt-get install chromium``).
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.test_summary import report  # noqa: F401  (the fixture: one report for both test files)
+
+SCREENS = {"wide": (1280, 800), "narrow": (400, 800)}  # (width, height of the first screen) in CSS px
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+MEASURE = """
+<script>
+function measure(doc, win) {
+  const box = (el) => { const r = el.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, right: r.right}; };
+  const lead = doc.querySelector("section.lead");
+  const table = lead.querySelector("table");
+  const m = {width: win.innerWidth, height: win.innerHeight, answer: box(lead.querySelector(".answer")),
+             table: box(table), tableScroll: table.parentElement.scrollWidth - table.parentElement.clientWidth,
+             figure: lead.querySelector("figure img") ? box(lead.querySelector("figure img")) : null,
+             overflow: doc.documentElement.scrollWidth - win.innerWidth};
+  doc.querySelectorAll("details").forEach((d) => { d.open = true; });
+  m.openDetails = doc.querySelectorAll("details").length;
+  m.overflowOpen = doc.documentElement.scrollWidth - win.innerWidth;
+  const wide = [...doc.querySelectorAll("body *")].filter((el) => el.getBoundingClientRect().right > win.innerWidth + 1
+      && !el.closest(".scroll"));  // inside a scroll box an element may be wider: the box scrolls, not the page
+  m.outside = wide.slice(0, 5).map((el) => el.tagName + "." + el.className);
+  return m;
+}
+window.addEventListener("load", () => {
+  const out = {};
+  document.querySelectorAll("iframe").forEach((f) => { out[f.id] = measure(f.contentDocument, f.contentWindow); });
+  const pre = document.createElement("pre");
+  pre.id = "measurements";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
+def chromium() -> str | None:
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+def measure_in_browser(report_html: Path, browser: str) -> dict:
+    """Lay the report out in one iframe per screen size and return the page's own measurements."""
+    source = html.escape(report_html.read_text(encoding="utf-8"), quote=True)
+    frames = "".join(f'<iframe id="{name}" width="{w}" height="{h}" style="border:0;display:block" '
+                     f'srcdoc="{source}"></iframe>' for name, (w, h) in SCREENS.items())
+    page = report_html.parent / "measure.html"
+    page.write_text(f"<!DOCTYPE html><html><body style=\"margin:0\">{frames}{MEASURE}</body></html>",
+                    encoding="utf-8")
+    width = max(w for w, _ in SCREENS.values()) + 40
+    height = sum(h for _, h in SCREENS.values()) + 200
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
+                               "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+                              capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="measurements">(.*?)</pre>', done.stdout, flags=re.S)
+    assert found, f"no measurements in Chromium's DOM (exit {done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.fixture(scope="module")
+def measured(report) -> dict:  # noqa: F811
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no Chromium found (apt-get install chromium); the report's layout is checked in a browser only")
+    out, _ = report
+    return measure_in_browser(out / "report.html", browser)
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_summary_is_on_the_first_screen(measured, screen):
+    m = measured[screen]
+    width, height = SCREENS[screen]
+    assert (m["width"], m["height"]) == (width, height)
+    assert 0 <= m["answer"]["top"] and m["answer"]["bottom"] <= height
+    assert m["table"]["top"] < height
+    if screen == "wide":
+        assert m["table"]["bottom"] <= height, "the whole summary table fits the first screen at 1280 px"
+        assert m["figure"] is not None and m["figure"]["top"] < m["table"]["bottom"], "the figure sits beside it"
+    assert m["table"]["right"] <= width and m["tableScroll"] <= 0, "the summary table fits without scrolling"
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_nothing_overflows_horizontally(measured, screen):
+    m = measured[screen]
+    assert m["overflow"] <= 0, m
+    assert m["openDetails"] > 0 and m["overflowOpen"] <= 0, m
+    assert m["outside"] == [], m
