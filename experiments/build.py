@@ -90,6 +90,9 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
         bleu=cfg.task.name == "translation",
     )
     module.decode_text = datamodule.decode
+    module.collect_attention_stats = bool(cfg.eval.attention_stats)
+    module.alignment = datamodule.alignment
+    module.stats_examples = cfg.eval.attention_stats_examples
     if cfg.model.compile:
         on_cpu = cfg.trainer.accelerator == "cpu" or (cfg.trainer.accelerator == "auto"
                                                       and not torch.cuda.is_available())
@@ -231,6 +234,17 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     (run_dir / "error.log").write_text("".join(traceback.format_exception(err)))
     log.error("run failed: %s: %s (traceback in %s)", type(err).__name__, err, run_dir / "error.log")
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+
+
+STATS_FILE = "attention_stats.npz"
+
+
+def save_attention_stats(module: Seq2SeqModule, run_dir: Path) -> dict[str, Any]:
+    """The summary for result.json; the per-head arrays go to attention_stats.npz beside it."""
+    summary, heads = module.attention_statistics()
+    if heads:
+        np.savez_compressed(run_dir / STATS_FILE, **{k: v.astype(np.float32) for k, v in heads.items()})
+    return summary
 
 
 def save_attention_maps(module: Seq2SeqModule, datamodule, run_dir: Path, wandb) -> None:

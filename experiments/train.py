@@ -136,6 +136,11 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
         result["cost"].update(build.cost(trainer, module, train_seconds))
+        result["cost"]["test_seconds"] = module.test_seconds
+        if module.collect_attention_stats:
+            result["cost"]["attention_stats_seconds"] = module.stats_seconds
+            if trainer.is_global_zero:
+                result["attention_stats"] = build.save_attention_stats(module, run_dir)
         if cfg.eval.attention_maps and trainer.is_global_zero:
             build.save_attention_maps(module, datamodule, run_dir, wandb if cfg.logger.log_attention_maps else None)
         result["status"] = "completed"
