@@ -143,3 +143,23 @@ def summarise(sums: dict[str, Tensor]) -> dict[str, float]:
 def _mean(value: Tensor) -> float | None:
     finite = value[torch.isfinite(value)]
     return float(finite.mean()) if finite.numel() else None
+
+
+def headline_layer(stats: dict[str, dict[str, dict[str, float]]],
+                   train_lengths: tuple[int, int] | list[int] | None) -> str | None:
+    """The layer a one-line summary quotes: the cross layer with the best mean alignment accuracy
+    over the evaluation lengths inside the training range (all lengths when none is inside);
+    without alignment, the last layer of the decoder (or the encoder)."""
+    def inside(length: str) -> bool:
+        return bool(train_lengths) and length.isdigit() and train_lengths[0] <= int(length) <= train_lengths[1]
+
+    best, best_score = None, -1.0
+    for layer, by_length in stats.items():
+        values = [v["align_acc"] for v in by_length.values() if v.get("align_acc") is not None]
+        kept = [v["align_acc"] for n, v in by_length.items() if v.get("align_acc") is not None and inside(n)]
+        if values and (score := sum(kept or values) / len(kept or values)) > best_score:
+            best, best_score = layer, score
+    if best is None and stats:
+        best = sorted(stats, key=lambda name: (name.startswith("decoder"), name.startswith("encoder"),
+                                               int(name.rsplit("/", 1)[-1]) if name[-1].isdigit() else 0))[-1]
+    return best

@@ -274,7 +274,11 @@ def close_wandb(wandb, result: dict[str, Any]) -> None:
         return
     try:
         if not getattr(wandb, "broken", False):
+            from experiments.wandb_tables import log_result
+
             run = wandb.experiment
+            if result["status"] == "completed":
+                log_result(run, result)
             run.summary["attnlab_result"] = {k: v for k, v in result.items() if k != "config"}
             for key, value in result.get("metrics", {}).items():
                 run.summary[key] = value

@@ -25,6 +25,7 @@ from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
+from experiments.quiet import quiet_library_warnings
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 write_json_atomic)
 from experiments.sweep import set_threads, threads_per_process
@@ -110,6 +111,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     from experiments import build
 
     began = time.perf_counter()
+    quiet_library_warnings()
     quiet_lightning_handlers()
     flat, cfg_hash = resolved(cfg)
     done = completed_result(cfg, run_dir, cfg_hash)
@@ -235,8 +237,13 @@ def hydra_entry(cfg: DictConfig) -> float:
         if not multirun:
             # One line for the user; the traceback, if any, is in error.log beside the result.
             sys.exit(2 if result.get("user_error") else 1)
-    else:
+    elif multirun:
         log.info("result: %s", run_dir / RESULT)
+    else:
+        from experiments.summary import print_summary
+
+        log.info("result: %s", run_dir / RESULT)
+        print_summary(result, run_dir)
     return objective(result, cfg.objective)
 
 
