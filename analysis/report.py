@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import figures, stats
+from analysis.attention_section import attention_section
 from analysis.benchmarks import bench_section, load_bench
 from analysis.collect import Runs, collect, learning_curves
 from analysis.document import Document, Figure, Paragraph, Section, to_html, to_markdown
@@ -209,6 +210,7 @@ def _task_section(runs: Runs, task: str, metrics: list[str], baseline: tuple[str
     lengths = length_figures(runs, task, colors, figures_dir)
     if lengths:
         section.add(Section(f"Length generalisation — {task}", lengths, level=3))
+    section.add(*attention_section(frame, task, figures_dir))
     curve = curve_figure(curves, frame, task, colors, figures_dir)
     if curve is not None:
         section.add(Section(f"Learning curves — {task}", [curve], level=3))
