@@ -282,6 +282,9 @@ def close_wandb(wandb, result: dict[str, Any]) -> None:
             run.summary["attnlab_result"] = {k: v for k, v in result.items() if k != "config"}
             for key, value in result.get("metrics", {}).items():
                 run.summary[key] = value
+            for key, value in result.get("cost", {}).items():  # the dashboard's cost panels
+                if isinstance(value, (int, float)):
+                    run.summary[f"cost/{key}"] = value
             run.summary["status"] = result["status"]
         import wandb as wb
 

@@ -88,7 +88,7 @@ class EvalConf:
     # entropy, distance, sink and alignment of every attention layer over the test set
     attention_stats: bool = True
     # the first N test examples of each evaluation length feed the statistics (null: all)
-    attention_stats_examples: Optional[int] = 32
+    attention_stats_examples: Optional[int] = 16
 
 
 @dataclass
