@@ -295,9 +295,11 @@ class Seq2SeqModule(L.LightningModule):
         {"<layer>/<length>/<stat>": (H,)} (see ``experiments.attention_stats``)."""
         summary: dict[str, dict[str, dict[str, float]]] = {}
         heads: dict[str, Any] = {}
-        order = {n: i for i, n in enumerate(self.by_length)}
-        for (layer, length), sums in sorted(self.stats_sums.items(),
-                                            key=lambda kv: (kv[0][0], order.get(kv[0][1], len(order)))):
+        def order(key: tuple[str, str]) -> tuple:
+            layer, length = key
+            return (layer, not length.isdigit(), int(length) if length.isdigit() else 0, length)
+
+        for (layer, length), sums in sorted(self.stats_sums.items(), key=lambda kv: order(kv[0])):
             summary.setdefault(layer, {})[length] = attention_stats.summarise(sums)
             for stat, value in attention_stats.per_head(sums).items():
                 heads[f"{layer}/{length}/{stat}"] = value.cpu().numpy()

@@ -187,3 +187,23 @@ def test_reverse_learns_cross_attention_alignment(tmp_path) -> None:
     cross = {k: v for k, v in result["attention_stats"].items() if k.startswith("cross")}
     best = max(min(v[n]["align_acc"] for n in ("4", "6")) for v in cross.values())
     assert best >= 0.9
+
+
+@pytest.mark.parametrize("arch, task, layer", [("decoder", "reverse", "decoder_self/0"),
+                                               ("encoder", "parity", "encoder_self/0")])
+def test_decoder_only_and_encoder_models_get_their_layers_statistics(arch: str, task: str, layer: str) -> None:
+    data = TASKS.build(task, train_lengths=[2, 4], eval_lengths=LENGTHS, test_size=6, batch_size=4)
+    module = Seq2SeqModule(
+        model={"arch": arch, "vocab_size": data.vocab_size, "d_model": 16, "ffn_dim": 32, "encoder_layers": 1,
+               "decoder_layers": 1, "num_classes": int(data.num_classes or 0), "pooling": "cls",
+               "attention": {"name": "multihead", "params": {"num_heads": 2}},
+               "position": {"name": "rope", "params": {}}},
+        optim={}, task_kind=data.kind, max_steps=1, eval_lengths=LENGTHS)
+    module.eval()
+    run_test_loop(module, data, stats=True)
+    summary, _ = module.attention_statistics()
+    assert list(summary) == [layer] and list(summary[layer]) == ["3", "5"]
+    values = summary[layer]["5"]
+    assert "align_acc" not in values and all(math.isfinite(v) for v in values.values())
+    # encoder with [CLS]: 5 symbols + CLS per example; decoder-only: "src <sep> tgt" minus the last token
+    assert values["queries"] == 6 * (6 if arch == "encoder" else 5 + 1 + 6 - 1)
