@@ -44,7 +44,7 @@ STATS = QUERY_STATS + RATIO_STATS + ALIGN_STATS
 
 def entropy(p: Tensor) -> Tensor:
     """-sum p log p over the last axis, with 0 log 0 = 0: (..., K) -> (...)."""
-    return -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
+    return -torch.special.xlogy(p, p).sum(-1)
 
 
 def layer_sums(weights: Tensor, allowed: Tensor | None, queries: Tensor | None,
@@ -68,16 +68,16 @@ def layer_sums(weights: Tensor, allowed: Tensor | None, queries: Tensor | None,
 
     i = torch.arange(Tq, device=w.device)[:, None]  # (Tq, 1)
     j = torch.arange(Tk, device=w.device)[None, :]  # (1, Tk)
-    # |j - i|, j - i and [j == i] as one (3, Tq, Tk) table: one contraction gives all three means
-    table = torch.stack(((j - i).abs(), j - i, (j == i).long())).to(w.dtype)
-    distance, offset, self_share = torch.einsum("bhqk,sqk->sbhq", p, table)  # each (B, H, Tq)
+    # |j - i|, j - i, [j == i] and [j == 0] as one (4, Tq, Tk) table: one contraction gives four means
+    table = torch.stack(((j - i).abs(), j - i, (j == i).long(), (j == 0).long().expand(Tq, Tk))).to(w.dtype)
     ent = entropy(p)  # (B, H, Tq)
-    per_query = {"entropy": ent, "distance": distance, "offset": offset, "first": p[..., 0],
-                 "self": self_share, "cut": 1.0 - mass}
+    # (6, B, H, Tq) in QUERY_STATS order: entropy, distance, offset, first, self, cut
+    distance, offset, self_share, first = torch.einsum("bhqk,sqk->sbhq", p, table)
+    values = torch.stack((ent, distance, offset, first, self_share, 1.0 - mass))
     kf = keep.to(w.dtype)
+    totals = torch.einsum("sbhq,bhq->sh", values, kf)  # (6, H): one reduction for all six
     sums: dict[str, Tensor] = {"n": kf.sum((0, 2))}
-    for name, value in per_query.items():
-        sums[name] = (value * kf).sum((0, 2))  # (H,)
+    sums.update(zip(QUERY_STATS, totals.unbind(0)))
     ratio_ok = keep & (n_keys >= 2)[:, None, :]
     log_n = n_keys.clamp(min=2).to(w.dtype).log()[:, None, :]  # (B, 1, Tq)
     rf = ratio_ok.to(w.dtype)
