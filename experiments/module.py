@@ -295,6 +295,7 @@ class Seq2SeqModule(L.LightningModule):
         {"<layer>/<length>/<stat>": (H,)} (see ``experiments.attention_stats``)."""
         summary: dict[str, dict[str, dict[str, float]]] = {}
         heads: dict[str, Any] = {}
+
         def order(key: tuple[str, str]) -> tuple:
             layer, length = key
             return (layer, not length.isdigit(), int(length) if length.isdigit() else 0, length)
