@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import figures, stats, summary
+from analysis.attention_section import attention_section
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.benchmarks import bench_section, load_bench
 from analysis.cells import assign_cells
@@ -172,6 +173,7 @@ def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Base
             section.add(Section(f"Table {grid.title} — {task}", blocks, level=3))
         else:
             section.add(*blocks)
+    section.add(*attention_section(runs.runs, task, figures_dir))
     maps = map_figures(runs.runs, task, map_budget, figures_dir)
     if maps:
         section.add(Section(f"Attention maps — {task}", maps, level=3))

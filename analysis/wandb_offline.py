@@ -124,7 +124,8 @@ def _log_file(run_dir: Path) -> Path | None:
 def read_wandb_offline_run(run_dir: str | Path) -> dict[str, Any]:
     """Read one offline run folder.
 
-    Returns ``dict(id, group, tags, config, summary, history, project, exit_code, finished, path)``;
+    Returns ``dict(id, group, tags, config, summary, history, metrics, project, exit_code, finished, path)``;
+    ``metrics`` holds the metric definitions (``define_metric``): {name or glob: {"step_metric", "summary"}};
     ``config`` drops W&B's own ``_wandb`` entry and ``history`` is a list of logged rows.
     ``finished`` says the log holds the exit record: W&B's service writes the log after
     ``wandb.finish()`` returns, so a run still being written (or killed) reads as unfinished.
@@ -136,7 +137,7 @@ def read_wandb_offline_run(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     run: dict[str, Any] = {
         "id": run_dir.name.rsplit("-", 1)[-1], "group": None, "tags": [], "project": None,
-        "config": {}, "summary": {}, "history": [], "exit_code": None, "finished": False, "path": str(run_dir),
+        "config": {}, "summary": {}, "history": [], "metrics": {}, "exit_code": None, "finished": False, "path": str(run_dir),
     }
     log = _log_file(run_dir)
     if log is not None:
@@ -180,9 +181,27 @@ def _apply_record(run: dict[str, Any], record: Any) -> None:
         if record.history.HasField("step"):
             row.setdefault("_step", record.history.step.num)
         run["history"].append(row)
+    elif kind == "metric":
+        m = record.metric
+        summary = [f.name for f, value in m.summary.ListFields() if value] if m.HasField("summary") else []
+        run["metrics"][m.name or m.glob_name] = {"step_metric": m.step_metric or None, "summary": summary}
     elif kind == "exit":
         run["exit_code"] = record.exit.exit_code
         run["finished"] = True
+
+
+def logged_tables(run: dict[str, Any]) -> dict[str, dict[str, list]]:
+    """Every ``wandb.Table`` the run logged, by name, the last one logged under each name:
+    {name: {"columns": [..], "data": [[..]]}} (``run`` from ``read_wandb_offline_run``)."""
+    tables: dict[str, dict[str, list]] = {}
+    for row in run["history"]:
+        for key, value in row.items():
+            if key.endswith("/_type") and value == "table-file":
+                name = key[: -len("/_type")]
+                path = Path(run["path"]) / "files" / row[f"{name}/path"]
+                table = json.loads(path.read_text())
+                tables[name] = {"columns": table["columns"], "data": table["data"]}
+    return tables
 
 
 def find_offline_runs(paths: Iterable[str | Path]) -> list[Path]:

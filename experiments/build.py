@@ -91,6 +91,9 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
         bleu=cfg.task.name == "translation",
     )
     module.decode_text = datamodule.decode
+    module.collect_attention_stats = bool(cfg.eval.attention_stats)
+    module.alignment = datamodule.alignment
+    module.stats_examples = cfg.eval.attention_stats_examples
     if cfg.model.compile:
         on_cpu = cfg.trainer.accelerator == "cpu" or (cfg.trainer.accelerator == "auto"
                                                       and not torch.cuda.is_available())
@@ -239,6 +242,17 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
 
 
+STATS_FILE = "attention_stats.npz"
+
+
+def save_attention_stats(module: Seq2SeqModule, run_dir: Path) -> dict[str, Any]:
+    """The summary for result.json; the per-head arrays go to attention_stats.npz beside it."""
+    summary, heads = module.attention_statistics()
+    if heads:
+        np.savez_compressed(run_dir / STATS_FILE, **{k: v.astype(np.float32) for k, v in heads.items()})
+    return summary
+
+
 def save_attention_maps(module: Seq2SeqModule, datamodule, run_dir: Path, wandb) -> None:
     maps = module.attention_maps(datamodule.example())
     arrays = {k: v.numpy().astype(np.float32) for k, v in maps.items()}
@@ -266,10 +280,17 @@ def close_wandb(wandb, result: dict[str, Any]) -> None:
         return
     try:
         if not getattr(wandb, "broken", False):
+            from experiments.wandb_tables import log_result
+
             run = wandb.experiment
+            if result["status"] == "completed":
+                log_result(run, result)
             run.summary["attnlab_result"] = {k: v for k, v in result.items() if k != "config"}
             for key, value in result.get("metrics", {}).items():
                 run.summary[key] = value
+            for key, value in result.get("cost", {}).items():  # the dashboard's cost panels
+                if isinstance(value, (int, float)):
+                    run.summary[f"cost/{key}"] = value
             run.summary["status"] = result["status"]
         import wandb as wb
 

@@ -47,6 +47,9 @@ def check_config(cfg: DictConfig) -> None:
     _require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")
     _require(t.fast_dev_run or t.max_steps > 0,
              f"trainer.max_steps={t.max_steps} is not allowed; it must be a positive number of steps")
+    n = cfg.eval.attention_stats_examples
+    _require(n is None or n > 0,
+             f"eval.attention_stats_examples={n} is not allowed; it must be a positive integer or null (all)")
     _require(t.val_check_interval > 0,
              f"trainer.val_check_interval={t.val_check_interval} is not allowed; it must be > 0")
     for key in ("dropout", "attention_dropout"):

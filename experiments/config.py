@@ -90,6 +90,10 @@ class LoggerConf:
 class EvalConf:
     generate: bool = True
     attention_maps: bool = True
+    # entropy, distance, sink and alignment of every attention layer over the test set
+    attention_stats: bool = True
+    # the first N test examples of each evaluation length feed the statistics (null: all)
+    attention_stats_examples: Optional[int] = 16
 
 
 @dataclass

@@ -15,6 +15,13 @@ class SafeWandbLogger(WandbLogger):
 
     broken = False
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Lightning always passes ``anonymous`` (None unless asked), which W&B now warns is
+        # ignored; the suite never asks for it, so it is not passed at all.
+        if self._wandb_init.get("anonymous") is None:
+            self._wandb_init.pop("anonymous", None)
+
     def _guard(self, what: str, fn, *args, **kwargs) -> Any:
         if self.broken:
             return None
@@ -51,7 +58,9 @@ def wandb_logger(*, run_dir: Path, run_id: str, group: str, tags: list[str], con
         logger = SafeWandbLogger(project=project, entity=entity, group=group, tags=tags, mode=mode,
                                  save_dir=str(run_dir), id=run_id, resume="allow", config=config,
                                  reinit="finish_previous")
-        _ = logger.experiment
+        from experiments.wandb_tables import define_metrics
+
+        define_metrics(logger.experiment)
         return logger
     except Exception as err:  # noqa: BLE001
         log.warning("W&B could not start (%s: %s); continuing with the CSV logger only", type(err).__name__, err)

@@ -315,24 +315,39 @@ class Transformer(nn.Module):
 
     # -- inspection --------------------------------------------------------------------------------
     @torch.no_grad()
-    def attention_maps(self, src: Tensor | None = None, tgt_in: Tensor | None = None) -> dict[str, Tensor]:
-        """Weights of every attention layer for one example: {"<block>/<layer>": (H, Tq, Tk)}."""
-        maps: dict[str, Tensor] = {}
+    def attention_weights(self, src: Tensor | None = None,
+                          tgt_in: Tensor | None = None) -> dict[str, tuple[Tensor, Tensor, Tensor]]:
+        """Every attention layer's weights for a batch, with what each query could see.
+
+        {"<block>/<layer>": (weights (B, H, Tq, Tk), visible (B|1, 1, Tq|1, Tk) bool, queries (B, Tq) bool)}:
+        ``visible`` is padding and causality (not a variant's own window), ``queries`` the real ones.
+        """
+        out: dict[str, tuple[Tensor, Tensor, Tensor]] = {}
         arch = self.spec.arch
         memory = memory_pad = None
         if arch in ("seq2seq", "encoder"):
             enc: list[Tensor] = []
             memory, memory_pad = self.encode(src, maps=enc)
-            maps.update({f"encoder_self/{i}": w[0] for i, w in enumerate(enc)})
+            keys = ~memory_pad  # (B, S)
+            out.update({f"encoder_self/{i}": (w, keys[:, None, None, :], keys) for i, w in enumerate(enc)})
         if arch in ("seq2seq", "decoder"):
             dec: list[Tensor] = []
             self.decode(tgt_in, memory, memory_pad, maps=dec)
+            T = tgt_in.shape[1]
+            queries = tgt_in.ne(self.spec.pad_id)  # (B, T); right-padded, so causal keeps keys real
+            causal = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).tril()[None, None]  # (1, 1, T, T)
             per_layer = 2 if arch == "seq2seq" else 1
             for i in range(len(dec) // per_layer):
-                maps[f"decoder_self/{i}"] = dec[i * per_layer][0]
+                out[f"decoder_self/{i}"] = (dec[i * per_layer], causal, queries)
                 if arch == "seq2seq":
-                    maps[f"cross/{i}"] = dec[i * per_layer + 1][0]
-        return {k: v.float().cpu() for k, v in maps.items()}
+                    out[f"cross/{i}"] = (dec[i * per_layer + 1], (~memory_pad)[:, None, None, :], queries)
+        return out
+
+    @torch.no_grad()
+    def attention_maps(self, src: Tensor | None = None, tgt_in: Tensor | None = None) -> dict[str, Tensor]:
+        """Weights of every attention layer for one example: {"<block>/<layer>": (H, Tq, Tk)}."""
+        layers = self.attention_weights(src, tgt_in)
+        return {k: w[0].float().cpu() for k, (w, _, _) in layers.items()}
 
 
 def count_parameters(model: nn.Module) -> int:

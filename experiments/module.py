@@ -8,6 +8,7 @@ greedily with the key/value cache and scores exact matches per evaluation length
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import MeanMetric, SumMetric
 
+from experiments import attention_stats
 from experiments.batches import IGNORE, REPEATED, concat_io, lm_io, prompt_rows, seq2seq_io
 from experiments.model import ModelSpec, Transformer
 from experiments.reinforce import (Baseline, ReinforceSpec, mean_entropy, repeat_batch, returns, stack_log_probs,
@@ -115,6 +117,16 @@ class Seq2SeqModule(L.LightningModule):
         self.hypotheses: list[str] = []
         self.references: list[str] = []
         self.decode_text = None  # set by the training app for translation (ids -> text)
+        # Attention statistics over the test set (experiments.attention_stats); the training app
+        # switches them on (eval.attention_stats) and hands over the task's alignment, if any.
+        self.collect_attention_stats = False
+        #: examples per evaluation length the statistics read (None: all); the first ones, so every
+        #: variant is measured on the same examples
+        self.stats_examples: int | None = None
+        self._stats_seen: dict[str, int] = {}
+        self.alignment = None  # (src (B, S), tgt (B, T)) -> (B, T, S) bool | None
+        self.stats_sums: dict[tuple[str, str], dict[str, Tensor]] = {}
+        self.stats_seconds = self.test_seconds = 0.0
 
     # -- loss -----------------------------------------------------------------------------------
     def _io(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -230,6 +242,8 @@ class Seq2SeqModule(L.LightningModule):
     # -- test ------------------------------------------------------------------------------------
     def on_test_epoch_start(self) -> None:
         self.hypotheses, self.references = [], []
+        self.stats_sums, self.stats_seconds, self._stats_seen = {}, 0.0, {}
+        self._test_began = time.perf_counter()
         for group in self.by_length.values():
             for metric in group.values():
                 metric.reset()
@@ -270,6 +284,51 @@ class Seq2SeqModule(L.LightningModule):
             m["seq"].update(seq.sum().float())
             m["nseq"].update(float(seq.numel()))
             m["nll"].update((per_example * mask.sum(1).clamp(min=1) if logits.dim() == 3 else per_example).sum())
+        if self.collect_attention_stats:
+            self._sync()
+            began = time.perf_counter()
+            self._attention_stats(batch, length or "all")
+            self._sync()
+            self.stats_seconds += time.perf_counter() - began
+
+    def _stats_share(self, batch: dict[str, Tensor], length: str) -> dict[str, Tensor] | None:
+        """The rows of this batch the statistics still need for ``length`` (None: none)."""
+        size = len(next(v for v in batch.values() if isinstance(v, Tensor)))
+        seen = self._stats_seen.get(length, 0)
+        take = size if self.stats_examples is None else min(size, self.stats_examples - seen)
+        if take <= 0:
+            return None
+        self._stats_seen[length] = seen + take
+        return batch if take == size else {k: v[:take] if isinstance(v, Tensor) else v for k, v in batch.items()}
+
+    def _sync(self) -> None:
+        """Wait for the GPU, so the statistics' timer measures their work and nothing queued before."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _attention_stats(self, batch: dict[str, Tensor], length: str) -> None:
+        """Add one batch to the per-(layer, length) sums; a separate teacher-forced forward pass with
+        weights, so the outputs scored above come from the model's usual (fused) path."""
+        batch = self._stats_share(batch, length)
+        if batch is None:
+            return
+        aligned = None
+        if self.task_kind == "classify":
+            layers = self.model.attention_weights(src=batch["src"])
+        elif self.task_kind == "lm":
+            layers = self.model.attention_weights(tgt_in=lm_io(batch["tokens"])[0])
+        elif self.spec.arch == "seq2seq":
+            tgt_in, _ = seq2seq_io(batch["tgt"], self.spec.bos_id, self.spec.pad_id)
+            layers = self.model.attention_weights(src=batch["src"], tgt_in=tgt_in)
+            if self.alignment is not None:
+                aligned = self.alignment(batch["src"], batch["tgt"])  # (B, T, S)
+        else:
+            inputs, _ = concat_io(batch["src"], batch["tgt"], self.spec.pad_id, self.sep_id)
+            layers = self.model.attention_weights(tgt_in=inputs)
+        for name, (weights, visible, queries) in layers.items():
+            sums = attention_stats.layer_sums(weights, visible, queries, aligned if name.startswith("cross") else None)
+            key = (name, length)
+            self.stats_sums[key] = attention_stats.add(self.stats_sums.get(key), sums)
 
     def on_test_epoch_end(self) -> None:
         loss = self.test_loss.compute()
@@ -287,6 +346,25 @@ class Seq2SeqModule(L.LightningModule):
             metric.reset()
         if self.bleu:
             self.hypotheses, self.references = gather_texts(self.hypotheses, self.references)
+        if self.collect_attention_stats:
+            self.stats_sums = gather_sums(self.stats_sums)
+        self.test_seconds = time.perf_counter() - self._test_began
+
+    def attention_statistics(self) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Any]]:
+        """From the last test run: {"<layer>": {"<length>": {stat: mean}}} and the per-head arrays
+        {"<layer>/<length>/<stat>": (H,)} (see ``experiments.attention_stats``)."""
+        summary: dict[str, dict[str, dict[str, float]]] = {}
+        heads: dict[str, Any] = {}
+
+        def order(key: tuple[str, str]) -> tuple:
+            layer, length = key
+            return (layer, not length.isdigit(), int(length) if length.isdigit() else 0, length)
+
+        for (layer, length), sums in sorted(self.stats_sums.items(), key=lambda kv: order(kv[0])):
+            summary.setdefault(layer, {})[length] = attention_stats.summarise(sums)
+            for stat, value in attention_stats.per_head(sums).items():
+                heads[f"{layer}/{length}/{stat}"] = value.cpu().numpy()
+        return summary, heads
 
     def length_metrics(self) -> dict[str, dict[str, float]]:
         """Per evaluation length, from the last test run: {"<n>": {"token_acc", "seq_acc"} | {"acc"} | ...}."""
@@ -405,6 +483,23 @@ def _model_spec(model: dict[str, Any]) -> ModelSpec:
         if isinstance(value, dict):
             fields[key] = VariantSpec(value["name"], dict(value.get("params", {})))
     return ModelSpec(**fields)
+
+
+def gather_sums(sums: dict[Any, dict[str, Tensor]]) -> dict[Any, dict[str, Tensor]]:
+    """Every rank's statistic sums added together (a rank may lack a length: its share is absent)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return sums
+    world = torch.distributed.get_world_size()
+    if world == 1:
+        return sums
+    shares: list[Any] = [None] * world
+    local = {key: {k: v.cpu() for k, v in part.items()} for key, part in sums.items()}
+    torch.distributed.all_gather_object(shares, local)
+    total: dict[Any, dict[str, Tensor]] = {}
+    for share in shares:
+        for key, part in share.items():
+            total[key] = attention_stats.add(total.get(key), part)
+    return total
 
 
 def gather_texts(hypotheses: list[str], references: list[str]) -> tuple[list[str], list[str]]:

@@ -25,6 +25,7 @@ from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
+from experiments.quiet import quiet_library_warnings
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 write_json_atomic)
 from experiments.roles import expand_roles, role_labels
@@ -114,6 +115,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     from experiments import build
 
     began = time.perf_counter()
+    quiet_library_warnings()
     quiet_lightning_handlers()
     expand_roles(cfg)
     flat, cfg_hash = resolved(cfg)
@@ -141,6 +143,11 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
         result["cost"].update(build.cost(trainer, module, train_seconds))
+        result["cost"]["test_seconds"] = module.test_seconds
+        if module.collect_attention_stats:
+            result["cost"]["attention_stats_seconds"] = module.stats_seconds
+            if trainer.is_global_zero:
+                result["attention_stats"] = build.save_attention_stats(module, run_dir)
         if cfg.eval.attention_maps and trainer.is_global_zero:
             build.save_attention_maps(module, datamodule, run_dir, wandb if cfg.logger.log_attention_maps else None)
         result["status"] = "completed"
@@ -236,8 +243,13 @@ def hydra_entry(cfg: DictConfig) -> float:
         if not multirun:
             # One line for the user; the traceback, if any, is in error.log beside the result.
             sys.exit(2 if result.get("user_error") else 1)
-    else:
+    elif multirun:
         log.info("result: %s", run_dir / RESULT)
+    else:
+        from experiments.summary import print_summary
+
+        log.info("result: %s", run_dir / RESULT)
+        print_summary(result, run_dir)
     return objective(result, cfg.objective)
 
 

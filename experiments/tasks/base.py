@@ -169,6 +169,11 @@ class TaskDataModule(L.LightningDataModule):
         """The text of one non-special id."""
         raise NotImplementedError
 
+    def alignment(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor | None:
+        """Which source positions each target position should read, where the task knows it:
+        src (B, S), tgt (B, T) -> (B, T, S) bool (a row of False: no aligned position), or None."""
+        return None
+
     def decode(self, ids: Sequence[int] | torch.Tensor) -> str:
         """Ids to text: stop at the first EOS, skip the specials."""
         if isinstance(ids, torch.Tensor):

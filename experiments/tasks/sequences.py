@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 from experiments.tasks.base import FIRST_SYMBOL_ID, integer
 from experiments.tasks.registry import TASKS
@@ -41,17 +42,34 @@ class SymbolTask(SyntheticTask):
     def symbol(self, token_id: int) -> str:
         return str(token_id - FIRST_SYMBOL_ID)
 
+    def aligned_source(self, t: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        """The source index target position ``t`` reads in a sequence of ``n`` symbols (broadcasting)."""
+        raise NotImplementedError
+
+    def alignment(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """(B, T, S) bool: target position t (before EOS) aligns with source index ``aligned_source(t, n)``."""
+        n = src.ne(self.pad_id).sum(1)[:, None, None]  # (B, 1, 1)
+        t = torch.arange(tgt.shape[1], device=src.device)[None, :, None]  # (1, T, 1)
+        s = torch.arange(src.shape[1], device=src.device)[None, None, :]  # (1, 1, S)
+        return (t < n) & (s == self.aligned_source(t, n))
+
 
 @TASKS.register("copy")
 class Copy(SymbolTask):
     def transform(self, src: np.ndarray) -> np.ndarray:
         return src.copy()
 
+    def aligned_source(self, t: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        return t
+
 
 @TASKS.register("reverse")
 class Reverse(SymbolTask):
     def transform(self, src: np.ndarray) -> np.ndarray:
         return src[:, ::-1].copy()
+
+    def aligned_source(self, t: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        return n - 1 - t
 
 
 @TASKS.register("sort")
@@ -60,3 +78,14 @@ class Sort(SymbolTask):
 
     def transform(self, src: np.ndarray) -> np.ndarray:
         return np.sort(src, axis=1)
+
+    def alignment(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """(B, T, S) bool: target position t aligns with every source position holding its symbol.
+
+        Equal symbols are interchangeable in a sorted output, so no single position of a
+        repeated symbol is more right than another.
+        """
+        n = src.ne(self.pad_id).sum(1)[:, None, None]  # (B, 1, 1)
+        t = torch.arange(tgt.shape[1], device=src.device)[None, :, None]  # (1, T, 1)
+        real = src.ne(self.pad_id)[:, None, :]  # (B, 1, S)
+        return (t < n) & real & tgt[:, :, None].eq(src[:, None, :])

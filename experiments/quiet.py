@@ -1,0 +1,22 @@
+"""Third-party warnings that say nothing about the user's run, filtered once, here.
+
+Each entry is a warning a library raises about its own code or about this machine,
+whatever the run's config; anything that could concern the run stays visible.
+"""
+from __future__ import annotations
+
+import warnings
+
+NOISE = (
+    # Lightning's pytree helper calls a torch API that torch has deprecated.
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+    # Lightning on a machine that has srun but runs this process without it (a login node,
+    # a workstation with SLURM tools); under srun the SLURM environment is used as it should.
+    r"The `srun` command is available on your system but is not used",
+)
+
+
+def quiet_library_warnings() -> None:
+    """Ignore the warnings in ``NOISE`` in this process (idempotent; each launcher job calls it)."""
+    for message in NOISE:
+        warnings.filterwarnings("ignore", message=message)
