@@ -1,6 +1,6 @@
 """``python -m experiments.gpu_check`` (``make gpu-check``): is this CUDA machine running attnlab right?
 
-One command, under ten minutes on one GPU, each check recorded as pass, fail or skipped
+One command, sized for under ten minutes on one GPU, each check recorded as pass, fail or skipped
 (with the reason) and none stopping the others:
 
 - ``kernels-fp32`` / ``kernels-bf16``: every attention type with a fused path, with every

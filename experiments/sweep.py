@@ -5,8 +5,9 @@ the sweep goes on. ``SweepSummary`` is a Hydra callback that runs in the
 launching process whatever the launcher (basic, joblib, submitit):
 
 - ``on_multirun_start`` checks every name the grid will use (variants, tasks,
-  config group options) and that a SLURM launcher can reach ``sbatch``, so a
-  typo fails in one line before any cell starts;
+  config group options), that a SLURM launcher can reach ``sbatch`` and that the
+  cluster can meet its request (``experiments.slurm``), so a typo fails in one line
+  before any cell starts;
 - ``on_multirun_end`` reads the results this sweep wrote and remembers whether
   any cell did not complete; ``train.main`` turns that into the exit code.
 """
