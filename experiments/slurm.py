@@ -151,6 +151,9 @@ def check_request(launcher: Mapping[str, Any], nodes: list[Node]) -> None:
 
 
 # -- following the jobs ---------------------------------------------------------------------------------
+NOT_LISTED = "no longer listed by squeue"
+
+
 def squeue_states(text: str) -> dict[str, str]:
     """Lines of ``squeue -h -r --states=all -o '%i|%T'`` -> {job id: state}; '12_3' for an array task."""
     states = {}
@@ -188,6 +191,7 @@ def _quiet_watcher_class():
                     reason = reason.decode(errors="replace").strip().splitlines()[-1:] or [""]
                     log.info("sacct is unavailable here (%s); following the jobs with squeue", reason[0])
                     type(self).use_squeue = True
+                    self._delay_s = min(self._delay_s, 60)  # squeue is cheap: look at least every minute
                 else:
                     self._info_dict.update(self.read_info(self._output))
                     self._finish_update()
@@ -203,8 +207,12 @@ def _quiet_watcher_class():
                 out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-o", "%i|%T", "-j", ",".join(ids)],
                                      capture_output=True, text=True, timeout=60, check=True).stdout
             except (OSError, subprocess.SubprocessError):
-                out = ""  # the controller did not answer this time; the result files still say when a job ends
-            for job_id, state in squeue_states(out).items():
+                return  # the controller did not answer this time; the result files still say when a job ends
+            states = squeue_states(out)
+            for job_id in self._registered - self._finished:
+                # squeue lists every job the controller holds, pending ones included; one it no
+                # longer lists has ended (a waiting array task cancelled, or past MinJobAge)
+                state = states.get(job_id, NOT_LISTED)
                 self._info_dict[job_id] = {"JobID": job_id, "State": state}
             self._finish_update()
 

@@ -102,7 +102,7 @@ def fake_commands(folder: Path, squeue_out: str) -> None:
 
 def test_without_accounting_jobs_are_followed_with_squeue_after_one_note(tmp_path, monkeypatch, caplog) -> None:
     pytest.importorskip("submitit")
-    fake_commands(tmp_path, "7_0|COMPLETED\\n7_1|RUNNING\\n")
+    fake_commands(tmp_path, "7_0|COMPLETED\\n7_1|RUNNING\\n")  # 7_2: cancelled while waiting, not listed
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     watcher_class = slurm._quiet_watcher_class()
     monkeypatch.setattr(watcher_class, "use_squeue", False)
@@ -112,8 +112,8 @@ def test_without_accounting_jobs_are_followed_with_squeue_after_one_note(tmp_pat
             watcher.update()
         states = [watcher.get_state(job, mode="cache") for job in ("7_0", "7_1")]
     assert states == ["UNKNOWN", "UNKNOWN"], "nothing registered yet: nothing asked"
-    watcher.register_job("7_0")
-    watcher.register_job("7_1")
+    for job in ("7_0", "7_1", "7_2"):
+        watcher.register_job(job)
     with caplog.at_level(logging.INFO, logger="attnlab"):
         for _ in range(5):
             watcher.update()
@@ -121,4 +121,6 @@ def test_without_accounting_jobs_are_followed_with_squeue_after_one_note(tmp_pat
     assert len(notes) == 1 and "sacct is unavailable" in notes[0] and "accounting storage is disabled" in notes[0]
     assert watcher.get_state("7_0", mode="cache") == "COMPLETED" and watcher.is_done("7_0", mode="cache")
     assert watcher.get_state("7_1", mode="cache") == "RUNNING" and not watcher.is_done("7_1", mode="cache")
+    assert watcher.is_done("7_2", mode="cache"), "a registered job squeue no longer lists has ended"
+    assert watcher.get_state("7_2", mode="cache") == slurm.NOT_LISTED
     assert watcher.num_calls == 6, "one sacct call, then squeue on each of the five polls"

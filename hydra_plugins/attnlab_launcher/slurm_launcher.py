@@ -72,8 +72,8 @@ class SlurmLauncher(HydraSlurmLauncher):
         except UncompletedJobError:
             state = job.watcher.get_state(job.job_id, mode="cache")
             cell = " ".join(overrides) or "defaults"
-            LOST.append(f"{cell}: job {job.job_id} ended {state} without a result (log: {job.paths.stdout})")
-            log.error("cell %s: SLURM job %s ended %s without a result; see %s", cell, job.job_id, state,
+            LOST.append(f"{cell}: job {job.job_id} ended ({state}) without a result (log: {job.paths.stdout})")
+            log.error("cell %s: SLURM job %s ended (%s) without a result; see %s", cell, job.job_id, state,
                       job.paths.stdout)
             from experiments.train import BAD_OBJECTIVE
 
