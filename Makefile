@@ -12,7 +12,7 @@ export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
 export HYDRA_FULL_ERROR ?= 0
 
-.PHONY: test demo venv clean bench
+.PHONY: test demo venv clean bench test-cluster gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ demo: venv
 
 bench: venv
 	$(PY) -m experiments.bench targets
+
+# Sweeps on a real one-node SLURM cluster started on this machine (root on Debian; the tests
+# skip, saying why, elsewhere). tests/cluster/slurm-local starts it and stops it afterwards.
+test-cluster: venv
+	$(PY) -m pytest tests/cluster -q -n 0
+
+# On a CUDA machine: fused kernels vs the math path, bf16 and compiled training, DDP on every
+# GPU, MFU and the quick grid; a table and gpu_check.json (every check skips without CUDA).
+gpu-check: venv
+	$(PY) -m experiments.gpu_check --out gpu_check.json --work gpu_check
 
 clean:
 	rm -rf $(VENV) outputs multirun report

@@ -237,6 +237,11 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
         return {"status": "failed", "error": str(err), "user_error": True}
     if isinstance(err, KeyboardInterrupt):
         return {"status": "failed", "error": "interrupted"}
+    if isinstance(err, SystemExit):
+        # SIGTERM (Lightning) or a SLURM time limit / preemption (submitit requeues, then exits):
+        # the requeued job finds this result unfinished and resumes from checkpoints/last.ckpt.
+        return {"status": "failed", "error": "interrupted: the process was told to stop (SIGTERM, or SLURM "
+                "requeued the job); running the cell again resumes it from checkpoints/last.ckpt"}
     (run_dir / "error.log").write_text("".join(traceback.format_exception(err)))
     log.error("run failed: %s: %s (traceback in %s)", type(err).__name__, err, run_dir / "error.log")
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}

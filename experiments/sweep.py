@@ -5,8 +5,9 @@ the sweep goes on. ``SweepSummary`` is a Hydra callback that runs in the
 launching process whatever the launcher (basic, joblib, submitit):
 
 - ``on_multirun_start`` checks every name the grid will use (variants, tasks,
-  config group options) and that a SLURM launcher can reach ``sbatch``, so a
-  typo fails in one line before any cell starts;
+  config group options), that a SLURM launcher can reach ``sbatch`` and that the
+  cluster can meet its request (``experiments.slurm``), so a typo fails in one line
+  before any cell starts;
 - ``on_multirun_end`` reads the results this sweep wrote and remembers whether
   any cell did not complete; ``train.main`` turns that into the exit code.
 """
@@ -71,6 +72,18 @@ if not OmegaConf.has_resolver("attnlab_cell"):
     # Registered on import: the callback below is unpickled in every joblib / submitit
     # worker before Hydra resolves the job's folder there.
     OmegaConf.register_new_resolver("attnlab_cell", cell_dirname)
+
+
+def _gpus_to_request(accelerator: str, devices: Any) -> int | None:
+    from experiments.slurm import gpus_to_request
+
+    return gpus_to_request(accelerator, devices)
+
+
+if not OmegaConf.has_resolver("attnlab_gpus"):
+    # The GPUs per node a SLURM cell asks for (conf/hydra/launcher/slurm.yaml), resolved when
+    # Hydra builds the launcher.
+    OmegaConf.register_new_resolver("attnlab_gpus", _gpus_to_request)
 
 
 # -- threads ---------------------------------------------------------------------------------------
@@ -216,6 +229,12 @@ def check_launcher(launcher: Mapping[str, Any], trainer: Mapping[str, Any]) -> N
         # Under srun every rank is a SLURM task; Lightning starts none itself.
         raise SweepConfigError(f"hydra.launcher.tasks_per_node={tasks} with trainer.devices={devices}: "
                                "a DDP job on SLURM runs one task per device; set them equal")
+    from experiments.slurm import ClusterRequestError, check_request, cluster_nodes
+
+    try:
+        check_request(launcher, cluster_nodes())
+    except ClusterRequestError as err:
+        raise SweepConfigError(str(err)) from None
 
 
 # -- the callback ----------------------------------------------------------------------------------
@@ -244,6 +263,9 @@ class SweepSummary(Callback):
             counts[status] = counts.get(status, 0) + 1
             if status != "completed":
                 bad.append(f"{path.parent.name}: {status}")
+        from experiments.slurm import LOST
+
+        bad += LOST  # SLURM jobs that ended without writing their cell's result (none with other launchers)
         _LAST["failed"] = len(bad)
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no new results"
         log.info("sweep %s: %s in %.0f s; %d results from earlier runs left as they were", sweep_dir, summary,

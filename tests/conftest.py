@@ -48,6 +48,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    """tests/cluster/ needs a SLURM cluster (make test-cluster); it runs only when named on the command line."""
+    cluster = ROOT / "tests" / "cluster"
+    if collection_path == cluster or cluster in collection_path.parents:
+        named = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+        if not any(p == cluster or cluster in p.parents for p in named):
+            return True
+    return None
+
+
 def pytest_configure(config) -> None:
     # Under pytest-xdist each worker shares the machine's cores with the others:
     # one intra-op thread each avoids oversubscription stalls.

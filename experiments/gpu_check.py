@@ -1,0 +1,377 @@
+"""``python -m experiments.gpu_check`` (``make gpu-check``): is this CUDA machine running attnlab right?
+
+One command, sized for under ten minutes on one GPU, each check recorded as pass, fail or skipped
+(with the reason) and none stopping the others:
+
+- ``kernels-fp32`` / ``kernels-bf16``: every attention type with a fused path, with every
+  position encoding, equals its math path through SDPA's flash and memory-efficient
+  kernels (each forced alone) and xformers when installed; outputs and input gradients.
+  fp32: |fused - math| <= 1e-4 + 1e-4 |math| (TF32 off). bf16: the fused kernel's largest
+  error against the fp32 math path is at most 3x the math path's own error in bf16, plus
+  1e-3: a kernel is as exact as the precision allows, not more (PyTorch's own flash tests
+  judge kernels the same way). A kernel that does not take a case (flash with a mask or a
+  score bias, flash in fp32) counts as not applicable, not as a failure.
+- ``train-bf16``: a short run under ``trainer=gpu`` (bf16 autocast); ``train-compile``: the
+  same with ``model.compile=true``; ``ddp``: ``trainer=ddp`` on every visible GPU;
+- ``mfu``: ``python -m experiments.bench mfu --device cuda --bf16`` (goal: 40% on an H100);
+- ``quick-grid``: ``experiment=quick`` on the GPU (``--quick-steps`` per cell).
+
+Writes one JSON summary (``--out``) and prints a table. The exit code is 1 when a check failed.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from experiments.result import environment, now_iso, write_json_atomic
+
+CHECKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {}
+ROOT = Path(__file__).resolve().parents[1]
+FP32_TOL = {"atol": 1e-4, "rtol": 1e-4}
+LOW_PRECISION_FUDGE, LOW_PRECISION_FLOOR = 3.0, 1e-3
+# The run every training check starts from: a small model, a few hundred steps.
+SHORT_RUN = ["task=reverse", "model.d_model=64", "model.ffn_dim=128", "trainer.max_steps=200",
+             "trainer.val_check_interval=100", "trainer.progress_bar=false", "logger=none",
+             "eval.attention_maps=false", "task.train_size=2000", "task.val_size=128", "task.test_size=64"]
+
+
+class Skip(Exception):
+    """A check that cannot run here; the message says why."""
+
+
+class CheckFailed(Exception):
+    """A check that ran and found something wrong; the message says what, in one line."""
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # pass | fail | skipped
+    detail: str = ""
+    seconds: float = 0.0
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def check(name: str):
+    def register(fn: Callable[[argparse.Namespace], dict[str, Any]]):
+        CHECKS[name] = fn
+        return fn
+    return register
+
+
+def run_check(name: str, fn: Callable[[], dict[str, Any]]) -> Outcome:
+    """Run one check; whatever it raises becomes its outcome, never the end of the others."""
+    began = time.perf_counter()
+    try:
+        data = fn() or {}
+        outcome = Outcome(name, "pass", str(data.pop("detail", "")), data=data)
+    except Skip as why:
+        outcome = Outcome(name, "skipped", str(why))
+    except CheckFailed as err:
+        outcome = Outcome(name, "fail", str(err))
+    except Exception as err:  # noqa: BLE001 - an unexpected error fails this check only
+        lines = traceback.format_exception_only(err)
+        outcome = Outcome(name, "fail", lines[-1].strip(), data={"traceback": traceback.format_exc()})
+    outcome.seconds = time.perf_counter() - began
+    return outcome
+
+
+def need_cuda() -> None:
+    if not torch.cuda.is_available():
+        raise Skip("no CUDA device here")
+
+
+# -- comparing a kernel with the math path ---------------------------------------------------------------
+def max_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
+
+
+def within_tolerance(fused: list[torch.Tensor], reference: list[torch.Tensor], dtype: torch.dtype,
+                     math_low: list[torch.Tensor] | None = None) -> tuple[bool, float, float]:
+    """(ok, error, allowed) of a fused kernel's tensors against the fp32 math path's.
+
+    fp32: elementwise ``|fused - ref| <= atol + rtol |ref|``. Lower precision: the largest
+    error may be ``LOW_PRECISION_FUDGE`` times the math path's own error at that precision
+    (``math_low``) plus ``LOW_PRECISION_FLOOR``.
+    """
+    error = max(max_error(f, r) for f, r in zip(fused, reference, strict=True))
+    if dtype == torch.float32:
+        ok = all(torch.allclose(f.double(), r.double(), **FP32_TOL) for f, r in zip(fused, reference, strict=True))
+        scale = max(r.double().abs().max().item() for r in reference)
+        return ok, error, FP32_TOL["atol"] + FP32_TOL["rtol"] * scale
+    if math_low is None:
+        raise ValueError("a lower-precision comparison needs the math path's own error at that precision")
+    own = max(max_error(m, r) for m, r in zip(math_low, reference, strict=True))
+    allowed = LOW_PRECISION_FUDGE * own + LOW_PRECISION_FLOOR
+    return error <= allowed, error, allowed
+
+
+def kernel_choices(device: torch.device) -> list[tuple[str, str, Any]]:
+    """(label, backend, SDPA kernel to force or None) for what this device offers."""
+    from variants.kernels import xformers_available
+
+    if device.type != "cuda":
+        return [("sdpa", "sdpa", None)]
+    from torch.nn.attention import SDPBackend
+
+    choices = [("sdpa-flash", "sdpa", SDPBackend.FLASH_ATTENTION),
+               ("sdpa-efficient", "sdpa", SDPBackend.EFFICIENT_ATTENTION)]
+    if xformers_available():
+        choices.append(("xformers", "xformers", None))
+    return choices
+
+
+@contextlib.contextmanager
+def forced(kernel: Any) -> Iterator[None]:
+    if kernel is None:
+        yield
+        return
+    from torch.nn.attention import sdpa_kernel
+
+    with sdpa_kernel([kernel]):
+        yield
+
+
+CALLS = ("self", "causal", "cross")
+
+
+def precision(device: torch.device, dtype: torch.dtype):
+    """fp32 as is; a lower precision as training uses it: fp32 weights under autocast."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def layer_run(layer, pos, call: str, device: torch.device, dtype: torch.dtype, seed: int = 1) -> list[torch.Tensor]:
+    """One call pattern (keys padded in element 1, except the causal call): the output and the
+    input's gradient, as fp32 for comparing."""
+    gen = torch.Generator().manual_seed(seed)
+    B, T, S, D = 2, 33, 21, layer.w_q.in_features
+    x = torch.randn(B, T, D, generator=gen).to(device).requires_grad_(True)
+    memory = torch.randn(B, S, D, generator=gen).to(device)
+    pad = torch.zeros(B, S if call == "cross" else T, dtype=torch.bool, device=device)
+    if call != "causal":  # the causal call stays unpadded: the case flash takes without a mask tensor
+        pad[1, -5:] = True
+    with precision(device, dtype):
+        if call == "cross":
+            out, _ = layer(x, memory, key_padding_mask=pad, position=pos)
+        else:
+            out, _ = layer(x, causal=call == "causal", key_padding_mask=pad if pad.any() else None, position=pos)
+    weights = torch.randn(out.shape, generator=gen).to(device)
+    (out.float() * weights).sum().backward()
+    return [out.detach().float(), x.grad.float()]
+
+
+def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str] | None = None,
+                 d_model: int = 64, heads: int = 4) -> dict[str, Any]:
+    """Every fused attention type x position encoding x call x kernel against the fp32 math path."""
+    from variants import ATTENTION, POSITION
+
+    fused_types = [n for n in ATTENTION.names() if {"sdpa", "xformers"} & set(ATTENTION.get(n).backends)]
+    counts = {"pass": 0, "fail": 0, "not applicable": 0}
+    failures, worst = [], {}
+    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must be fp32
+    try:
+        for attention in attentions or fused_types:
+            for a_params in ATTENTION.variations(attention):
+                torch.manual_seed(0)
+                math = ATTENTION.build(attention, d_model=d_model, num_heads=heads, backend="math", **a_params)
+                math = math.to(device).eval()
+                kernels = []
+                for label, backend, kernel in kernel_choices(device):
+                    if backend in ATTENTION.get(attention).backends:
+                        fast = ATTENTION.build(attention, d_model=d_model, num_heads=heads, backend=backend,
+                                               **a_params)
+                        fast.load_state_dict(math.state_dict())
+                        kernels.append((label, fast.to(device).eval(), kernel))
+                for position in POSITION.names():
+                    for p_params in POSITION.variations(position):
+                        torch.manual_seed(0)
+                        pos = POSITION.build(position, d_model=d_model, num_heads=heads, **p_params).to(device)
+                        for call in CALLS:
+                            reference = layer_run(math, pos, call, device, torch.float32)
+                            math_low = None if dtype == torch.float32 else layer_run(math, pos, call, device, dtype)
+                            for label, fast, kernel in kernels:
+                                case = f"{attention}{_params(a_params)}+{position}{_params(p_params)}/{call}/{label}"
+                                try:
+                                    with forced(kernel):
+                                        got = layer_run(fast, pos, call, device, dtype)
+                                except RuntimeError as err:
+                                    if "No available kernel" in str(err):  # e.g. flash with a mask, or in fp32
+                                        counts["not applicable"] += 1
+                                        continue
+                                    raise
+                                ok, error, allowed = within_tolerance(got, reference, dtype, math_low)
+                                counts["pass" if ok else "fail"] += 1
+                                if error > worst.get("error", -1):
+                                    worst = {"case": case, "error": error, "allowed": allowed}
+                                if not ok:
+                                    failures.append(f"{case}: error {error:.2e} > {allowed:.2e}")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
+    return {"counts": counts, "failures": failures, "worst": worst}
+
+
+def _params(params: dict[str, Any]) -> str:
+    return "(" + ",".join(f"{k}={v}" for k, v in params.items()) + ")" if params else ""
+
+
+def kernels_outcome(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    found = kernel_cases(device, dtype)
+    counts = found["counts"]
+    if not counts["pass"] and not counts["fail"]:
+        raise CheckFailed("no fused kernel took any case")
+    detail = (f"{counts['pass']} cases equal the math path, {counts['not applicable']} not applicable; "
+              f"largest error {found['worst'].get('error', 0):.2e} ({found['worst'].get('case')})")
+    if found["failures"]:
+        raise CheckFailed(f"{counts['fail']} cases differ from the math path, e.g. {found['failures'][0]}")
+    return {"detail": detail, **found}
+
+
+@check("kernels-fp32")
+def _kernels_fp32(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    return kernels_outcome(torch.device("cuda"), torch.float32)
+
+
+@check("kernels-bf16")
+def _kernels_bf16(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    if not torch.cuda.is_bf16_supported():
+        raise Skip(f"{torch.cuda.get_device_name()} has no bf16")
+    return kernels_outcome(torch.device("cuda"), torch.bfloat16)
+
+
+# -- training runs, the benchmark and the grid, each a command as a user would type it --------------------
+def run_command(command: list[str], out_dir: Path, timeout: float) -> subprocess.CompletedProcess:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(f"did not finish in {timeout:.0f} s: {' '.join(command)}") from None
+    (out_dir / "output.log").write_text(proc.stdout + proc.stderr)
+    return proc
+
+
+def training_run(name: str, overrides: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """One ``python -m experiments.train`` run; passes when its result.json says completed."""
+    run_dir = Path(args.work) / name
+    command = [sys.executable, "-m", "experiments.train", *SHORT_RUN, *overrides, f"hydra.run.dir={run_dir}"]
+    proc = run_command(command, run_dir, args.timeout)
+    result_path = run_dir / "result.json"
+    if not result_path.exists():
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CheckFailed(f"exit {proc.returncode} without a result: {tail}")
+    result = json.loads(result_path.read_text())
+    if result["status"] != "completed":
+        raise CheckFailed(f"{result['status']}: {result.get('error')}")
+    metrics, cost = result["metrics"], result["cost"]
+    return {"detail": f"{cost.get('steps')} steps, val/loss {metrics.get('val/loss', float('nan')):.3f}, "
+                      f"{cost.get('tokens_per_second', 0):,.0f} tokens/s on {result['env'].get('device')}",
+            "metrics": metrics, "cost": cost, "precision": result["config"].get("trainer.precision")}
+
+
+@check("train-bf16")
+def _train_bf16(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    return training_run("train-bf16", ["trainer=gpu", "trainer.precision=bf16-mixed"], args)
+
+
+@check("train-compile")
+def _train_compile(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    return training_run("train-compile", ["trainer=gpu", "model.compile=true"], args)
+
+
+@check("ddp")
+def _ddp(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    gpus = torch.cuda.device_count()
+    data = training_run("ddp", ["trainer=ddp", "trainer.accelerator=gpu", f"trainer.devices={gpus}"], args)
+    if data["cost"].get("world_size") != gpus:
+        raise CheckFailed(f"world size {data['cost'].get('world_size')}, expected {gpus} (every visible GPU)")
+    return {**data, "detail": f"{gpus} GPU(s): {data['detail']}"}
+
+
+@check("mfu")
+def _mfu(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    out = Path(args.work) / "mfu" / "mfu.json"
+    proc = run_command([sys.executable, "-m", "experiments.bench", "mfu", "--device", "cuda", "--bf16",
+                        "--out", str(out)], out.parent, args.timeout)
+    if proc.returncode != 0 or not out.exists():
+        raise CheckFailed(f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}")
+    found = json.loads(out.read_text())
+    mfu = found.get("mfu")
+    share = "unknown peak" if mfu is None else f"MFU {100 * mfu:.1f}% (goal 40% on an H100)"
+    return {"detail": f"{found['tokens_per_second']:,.0f} tokens/s, {found['achieved_tflops']:.0f} TFLOP/s, {share}",
+            "mfu": mfu, "achieved_tflops": found["achieved_tflops"], "device": found["device"]}
+
+
+@check("quick-grid")
+def _quick_grid(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    sweep_dir = Path(args.work) / "quick"
+    command = [sys.executable, "-m", "experiments.train", "-m", "experiment=quick", "trainer=gpu",
+               f"trainer.max_steps={args.quick_steps}", "logger=none", "trainer.progress_bar=false",
+               f"hydra.sweep.dir={sweep_dir}"]
+    proc = run_command(command, sweep_dir, args.timeout)
+    found = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("result.json"))]
+    done = [r for r in found if r["status"] == "completed"]
+    if proc.returncode != 0 or not found or len(done) != len(found):
+        bad = [f"{r['attention']}+{r['position']}: {r['status']}" for r in found if r["status"] != "completed"]
+        raise CheckFailed(f"exit {proc.returncode}; {len(done)}/{len(found)} cells completed {bad[:3]}")
+    return {"detail": f"{len(done)} cells completed ({args.quick_steps} steps each)",
+            "cells": {f"{r['attention']}+{r['position']}": r["metrics"].get("test/token_acc") for r in done}}
+
+
+# -- the summary ----------------------------------------------------------------------------------------------
+def summary(outcomes: list[Outcome]) -> dict[str, Any]:
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (no CUDA)"
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("pass", "fail", "skipped")}
+    return {"schema": 1, "finished_at": now_iso(), "device": device, "gpus": torch.cuda.device_count(),
+            "counts": counts, "checks": [asdict(o) for o in outcomes], "env": environment(device)}
+
+
+def table(outcomes: list[Outcome]) -> str:
+    width = max(len(o.name) for o in outcomes)
+    lines = [f"{'check':<{width}}  {'status':<7}  {'seconds':>7}  detail"]
+    lines += [f"{o.name:<{width}}  {o.status:<7}  {o.seconds:7.1f}  {o.detail}" for o in outcomes]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.gpu_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary")
+    parser.add_argument("--work", type=Path, default=Path("gpu_check"), help="runs' folders")
+    parser.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run these checks only")
+    parser.add_argument("--quick-steps", type=int, default=300, help="steps per cell of the quick grid")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds each command may take")
+    args = parser.parse_args(argv)
+    if args.quick_steps < 1 or args.timeout <= 0:
+        parser.error(f"--quick-steps={args.quick_steps} and --timeout={args.timeout} must be positive")
+    outcomes = []
+    for name in args.only or CHECKS:
+        outcome = run_check(name, lambda fn=CHECKS[name]: fn(args))
+        print(f"[gpu-check] {name}: {outcome.status} {outcome.detail}", flush=True)
+        outcomes.append(outcome)
+    write_json_atomic(args.out, summary(outcomes))
+    print(table(outcomes))
+    print(f"wrote {args.out}")
+    return 1 if any(o.status == "fail" for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
