@@ -56,10 +56,12 @@ def test_low_precision_tolerance_scales_with_the_math_paths_own_error() -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_cpu_sdpa_equals_the_math_path_for_every_encoding(dtype) -> None:
-    from variants import POSITION
+    from variants import ATTENTION, POSITION
 
     found = kernel_cases(torch.device("cpu"), dtype, attentions=["multihead"], d_model=32, heads=2)
-    cases = sum(len(POSITION.variations(p)) for p in POSITION.names()) * len(gpu_check.CALLS)
+    # every variation of multihead (grouped KV heads among them) against every encoding variation
+    cases = (len(ATTENTION.variations("multihead")) * sum(len(POSITION.variations(p)) for p in POSITION.names())
+             * len(gpu_check.CALLS))
     assert found["counts"] == {"pass": cases, "fail": 0, "not applicable": 0}, found["failures"][:3]
 
 
