@@ -62,7 +62,7 @@ from scipy import stats as sps
 
 from analysis import stats
 from analysis.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
-from analysis.errors import AnalysisError
+from analysis.errors import LIBRARY_NOTICES, AnalysisError, run_cli
 
 ALPHA = stats.ALPHA
 POWER = 0.8
@@ -744,34 +744,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     from analysis.collect import collect
 
     args = _parser().parse_args(argv)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            if args.claims is not None:
-                load_claims_file(args.claims)  # a malformed file fails before any result is read
-            runs = collect(args.paths)
-            if runs.runs.empty:
-                raise ClaimError(f"no readable result.json under {', '.join(args.paths)}")
-            results = evaluate(runs, args.claims)
-            if results.empty:
-                raise ClaimError("no claims: the runs carry none (a preset's claims: key) and no --claims FILE "
-                                 "was given")
-        except AnalysisError as err:
-            _print_warnings(caught)
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    _print_warnings(caught)
+
+    def evaluate_sweeps() -> pd.DataFrame:
+        if args.claims is not None:
+            load_claims_file(args.claims)  # a malformed file fails before any result is read
+        runs = collect(args.paths)
+        if runs.runs.empty:
+            raise ClaimError(f"no readable result.json under {', '.join(args.paths)}")
+        results = evaluate(runs, args.claims)
+        if results.empty:
+            raise ClaimError("no claims: the runs carry none (a preset's claims: key) and no --claims FILE "
+                             "was given")
+        return results
+
+    # scipy's RuntimeWarnings on constant samples are numerical notices, not problems with the inputs
+    results, code = run_cli(evaluate_sweeps, quiet=(*LIBRARY_NOTICES, RuntimeWarning))
+    if code != 0:
+        return code
     print(format_text(results))
     if args.csv is not None:
         results.to_csv(args.csv, index=False)
     return 0 if (results["verdict"] == "supported").all() else 1
-
-
-def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
-    quiet = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, RuntimeWarning)
-    for w in caught:
-        if not issubclass(w.category, quiet):
-            print(f"warning: {w.message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
 """User errors raised by the analysis package: one line, naming what was found and what is needed."""
 from __future__ import annotations
 
+import sys
+import warnings
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
 
 class AnalysisError(ValueError):
     """Bad input to the analysis (a user error, not a bug): the CLI prints it and exits with code 2."""
@@ -12,3 +18,30 @@ class CollectError(AnalysisError):
 
 class ReportError(AnalysisError):
     """Results that cannot make a report as asked (no runs, no common metric, unknown baseline ...)."""
+
+
+LIBRARY_NOTICES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+
+
+def run_cli(work: Callable[[], T], quiet: tuple[type[Warning], ...] = LIBRARY_NOTICES) -> tuple[T | None, int]:
+    """``work()`` as a command runs it: (its value, 0), or (None, 2) after printing an AnalysisError as one line.
+
+    Every warning raised meanwhile (a skipped file, a duplicate run) is printed as one line, except the
+    ``quiet`` categories: library notices that say nothing about the user's inputs.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            value = work()
+        except AnalysisError as err:
+            _print_warnings(caught, quiet)
+            print(f"error: {err}", file=sys.stderr)
+            return None, 2
+    _print_warnings(caught, quiet)
+    return value, 0
+
+
+def _print_warnings(caught: list[warnings.WarningMessage], quiet: tuple[type[Warning], ...]) -> None:
+    for w in caught:
+        if not issubclass(w.category, quiet):
+            print(f"warning: {w.message}", file=sys.stderr)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -35,7 +34,7 @@ from analysis.claims import claims_section, load_claims_file
 from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.document import Document, Paragraph, Section, Table, fold, to_html, to_markdown
-from analysis.errors import AnalysisError, ReportError
+from analysis.errors import ReportError, run_cli
 from analysis.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
 from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
                                      map_figures, parameter_figure, safe_name)
@@ -373,26 +372,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            html = build_report(args.paths, args.out, baseline=args.baseline, bench=args.bench,
-                                metrics=args.metrics, factors=args.factors, where=args.where, claims=args.claims)
-        except AnalysisError as err:
-            _print_warnings(caught)
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    _print_warnings(caught)
-    print(html)
-    return 0
-
-
-def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
-    """One line per skipped file or other problem with the inputs; library deprecation notices stay quiet."""
-    quiet = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
-    for w in caught:
-        if not issubclass(w.category, quiet):
-            print(f"warning: {w.message}", file=sys.stderr)
+    html, code = run_cli(lambda: build_report(args.paths, args.out, baseline=args.baseline, bench=args.bench,
+                                              metrics=args.metrics, factors=args.factors, where=args.where,
+                                              claims=args.claims))
+    if code == 0:
+        print(html)
+    return code
 
 
 if __name__ == "__main__":

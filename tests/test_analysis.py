@@ -24,6 +24,7 @@ from analysis.collect import collect, collect_wandb_api, collect_wandb_offline, 
 from analysis.document import fmt
 from analysis.errors import CollectError
 from analysis.report import ReportError, build_report, main
+from tests.cell_fixtures import md_table
 from analysis.sections import ONE_SEED_NOTICE, mean_text
 from analysis.wandb_offline import read_wandb_offline_run
 
@@ -143,20 +144,6 @@ def sweep(tmp_path_factory):
     with pytest.warns(UserWarning, match="broken"):
         html = build_report([root / "ablation"], root / "report")
     return root, truth, html
-
-
-def md_table(markdown: str, caption_start: str) -> dict[str, dict[str, str]]:
-    """The Markdown table whose caption starts with ``caption_start``, as {row label: {column: cell}}."""
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"*{caption_start}"))
-    header = [c.strip() for c in lines[start + 2].strip("|").split(" | ")]
-    table = {}
-    for line in lines[start + 4:]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        table[cells[0]] = dict(zip(header[1:], cells[1:]))
-    return table
 
 
 # ---------------------------------------------------------------- collect
