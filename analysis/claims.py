@@ -62,7 +62,7 @@ from scipy import stats as sps
 
 from analysis import stats
 from analysis.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
-from analysis.errors import LIBRARY_NOTICES, AnalysisError, run_cli
+from analysis.errors import AnalysisError, run_cli
 
 ALPHA = stats.ALPHA
 POWER = 0.8
@@ -757,8 +757,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "was given")
         return results
 
-    # scipy's RuntimeWarnings on constant samples are numerical notices, not problems with the inputs
-    results, code = run_cli(evaluate_sweeps, quiet=(*LIBRARY_NOTICES, RuntimeWarning))
+    results, code = run_cli(evaluate_sweeps)
     if code != 0:
         return code
     print(format_text(results))

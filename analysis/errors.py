@@ -20,7 +20,8 @@ class ReportError(AnalysisError):
     """Results that cannot make a report as asked (no runs, no common metric, unknown baseline ...)."""
 
 
-LIBRARY_NOTICES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+# scipy's RuntimeWarnings (precision loss on constant samples) are numerical notices, not problems with the inputs
+LIBRARY_NOTICES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, RuntimeWarning)
 
 
 def run_cli(work: Callable[[], T], quiet: tuple[type[Warning], ...] = LIBRARY_NOTICES) -> tuple[T | None, int]:
