@@ -7,6 +7,10 @@ the value and what is allowed, so a typo on the command line is a one-line error
 An entry may declare ``options``, a dict from parameter name to the discrete
 values that parameter takes (``{"mode": ("monotonic", "predictive")}``);
 ``variations`` turns it into the parameter sets a sweep or a test should cover.
+
+An entry also declares the papers it comes from, as BibTeX entries given to
+``register(..., references=...)`` next to the code, so a new variant brings its own
+citations into a report's ``references.bib``.
 """
 from __future__ import annotations
 
@@ -25,11 +29,24 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, Callable[..., T]] = {}
+        self._references: dict[str, tuple[str, ...]] = {}
 
-    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """Decorator: ``@ATTENTION.register("soft")``. A duplicate name is an error."""
+    def register(
+        self, name: str, references: str | tuple[str, ...] | list[str] = ()
+    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator: ``@ATTENTION.register("soft", references=BIB)``. A duplicate name is an error.
+
+        ``references``: one BibTeX entry (``@article{key, ...}``) or several, for the papers
+        the entry implements.
+        """
         if not isinstance(name, str) or not name:
             raise RegistryError(f"{self.kind}: a registry name must be a non-empty string, got {name!r}")
+        refs = (references,) if isinstance(references, str) else tuple(references)
+        for ref in refs:
+            if not isinstance(ref, str) or not ref.lstrip().startswith("@"):
+                raise RegistryError(
+                    f"{self.kind}={name!r}: references must be BibTeX entries starting with '@', got {ref!r}"
+                )
 
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._entries:
@@ -38,6 +55,7 @@ class Registry(Generic[T]):
                     "choose another name"
                 )
             self._entries[name] = factory
+            self._references[name] = refs
             return factory
 
         return decorator
@@ -46,6 +64,12 @@ class Registry(Generic[T]):
         """Remove an entry (used by tests that register throw-away variants)."""
         self.get(name)
         del self._entries[name]
+        self._references.pop(name, None)
+
+    def references(self, name: str) -> tuple[str, ...]:
+        """The BibTeX entries the entry declared at registration (empty if none)."""
+        self.get(name)
+        return self._references.get(name, ())
 
     def names(self) -> list[str]:
         return sorted(self._entries)
