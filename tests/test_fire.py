@@ -19,8 +19,8 @@ def fire(**params):
     torch.manual_seed(0)
     params = {"hidden": HIDDEN, "init_c": C, "threshold": THRESHOLD} | params
     pos = POSITION.build("fire", d_model=D_MODEL, num_heads=HEADS, **params)
-    for layer in (pos.mlp[0], pos.mlp[2]):  # visible biases, so a dropped term shows
-        torch.nn.init.normal_(layer.bias)
+    for param in pos.mlp.parameters():  # a trained-looking MLP: every term visible, so a dropped one shows
+        torch.nn.init.normal_(param)
     return pos
 
 
