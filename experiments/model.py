@@ -293,20 +293,23 @@ class Transformer(nn.Module):
         seq = prompt
         caches = self.new_caches() if use_cache else None
         step_input, offset = prompt, 0
-        for _ in range(steps):
-            if use_cache:
-                logits = self.decode(step_input, memory, memory_pad, caches=caches, offset=offset)
-                offset += step_input.shape[1]
-            else:
-                logits = self.decode(seq, memory, memory_pad)
-            nxt = logits[:, -1].argmax(-1)  # (B,)
-            nxt = nxt.masked_fill(done, self.spec.pad_id)
-            done |= nxt.eq(self.spec.eos_id)
-            out.append(nxt)
-            step_input = nxt[:, None]
-            seq = torch.cat((seq, step_input), dim=1)
-            if bool(done.all()):
-                break
+        # One declared length for every step: an encoding that depends on the length (rope
+        # scaling) then rotates the cached keys and a recomputed prefix alike.
+        with self.decoder.position.sequence_length(prompt.shape[1] + steps):
+            for _ in range(steps):
+                if use_cache:
+                    logits = self.decode(step_input, memory, memory_pad, caches=caches, offset=offset)
+                    offset += step_input.shape[1]
+                else:
+                    logits = self.decode(seq, memory, memory_pad)
+                nxt = logits[:, -1].argmax(-1)  # (B,)
+                nxt = nxt.masked_fill(done, self.spec.pad_id)
+                done |= nxt.eq(self.spec.eos_id)
+                out.append(nxt)
+                step_input = nxt[:, None]
+                seq = torch.cat((seq, step_input), dim=1)
+                if bool(done.all()):
+                    break
         generated = torch.stack(out, dim=1)
         if generated.shape[1] < steps:
             fill = generated.new_full((generated.shape[0], steps - generated.shape[1]), self.spec.pad_id)

@@ -56,8 +56,11 @@ def test_padded_batch_equals_each_example_alone(attention: str, position: str, p
         padded = model.classify(batch)  # (B, C)
         alone = torch.cat([model.classify(row[None]) for row in rows])  # (B, C)
     assert torch.allclose(padded, alone, atol=1e-5), (padded - alone).abs().max()
-    # The comparison means something only if the logits depend on the input at all.
-    assert not torch.allclose(alone[0], alone[1], atol=1e-4)
+    # The comparison means something only if the logits depend on the input at all. Not two
+    # fixed rows: hard attention reads one value vector, and under an encoding that adds nothing
+    # to the values two rows whose chosen keys hold the same tokens get the same logits (hard +
+    # fire + cls on rows 0 and 1).
+    assert any(not torch.allclose(alone[0], other, atol=1e-4) for other in alone[1:])
 
 
 def test_mean_pooling_averages_only_real_positions() -> None:

@@ -48,6 +48,8 @@ def is_relative(pos: PositionEncoding) -> bool:
 @pytest.mark.parametrize("shift", [1, 7, 40])
 def test_hooks_depend_on_relative_position_only(position, p_params, shift):
     pos = build_position(position, p_params)
+    if not pos.translation_invariant:
+        pytest.skip(f"{position} declares translation_invariant=False (its terms read absolute positions)")
     q, k = torch.randn(B, HEADS, 5, HEAD_DIM), torch.randn(B, HEADS, 8, HEAD_DIM)
     q_pos, k_pos = torch.arange(3, 8), torch.arange(8)  # queries not aligned with keys, as in a cached step
     logits = hook_logits(pos, q, k, q_pos, k_pos)
@@ -70,6 +72,8 @@ def test_layer_is_translation_invariant(attention, a_params, position, p_params,
     layer = ATTENTION.build(attention, d_model=D_MODEL, num_heads=HEADS,
                             **({k: v for k, v in SMALL.items() if k in accepted} | a_params)).eval()
     pos = build_position(position, p_params)
+    if not pos.translation_invariant:
+        pytest.skip(f"{position} declares translation_invariant=False (its terms read absolute positions)")
     rotary = type(pos).rotate is not PositionEncoding.rotate
     if rotary and (a_params.get("score") in ("additive", "general") or a_params.get("mode") == "predictive"):
         # R_i q . R_j k = q . R_(j-i) k holds for a dot product only; tanh(R_i q + R_j k), q R_i W R_j k

@@ -7,6 +7,9 @@ of incremental decoding (``q_pos = [t]``, ``k_pos = [0..t]``).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
 from torch import Tensor, nn
 
@@ -23,6 +26,10 @@ class PositionEncoding(nn.Module):
     options: dict[str, tuple] = {}
     #: True when ``embed`` adds a term to the token embeddings (an absolute encoding)
     adds_to_embeddings: bool = False
+    #: True when the attention logits the hooks produce depend on positions only through j - i
+    #: (the contract tests shift every position and expect the same layer output); False for an
+    #: encoding that also reads an absolute position or the sequence length (FIRE's normaliser).
+    translation_invariant: bool = True
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()
@@ -30,6 +37,30 @@ class PositionEncoding(nn.Module):
         self.d_model = d_model
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
+        #: the length of the whole sequence, when a caller declares it (see ``sequence_length``)
+        self.declared_length: int | None = None
+
+    @contextmanager
+    def sequence_length(self, length: int) -> Iterator[None]:
+        """Declare the length of the sequence every call inside the block belongs to.
+
+        An encoding whose terms depend on the length (rope ``scaling``) otherwise takes it from
+        each call: its last position + 1. Incremental decoding calls the hooks with one new
+        position at a time and keeps keys as they were rotated then, so a generation loop
+        declares its final length (prompt + new tokens) once, and every step, cached or
+        recomputed, sees the same length. Encodings that ignore the length ignore this.
+        """
+        before, self.declared_length = self.declared_length, int(length)
+        try:
+            yield
+        finally:
+            self.declared_length = before
+
+    def length_of(self, *positions: Tensor) -> int:
+        """The declared sequence length, or the last of ``positions`` + 1."""
+        if self.declared_length is not None:
+            return self.declared_length
+        return max((int(p.max()) + 1 for p in positions if p.numel()), default=0)
 
     def embed(self, x: Tensor, positions: Tensor, scale: float | None = None) -> Tensor:
         """Absolute encodings: ``x`` (B, T, d_model), ``positions`` (T,) -> (B, T, d_model).

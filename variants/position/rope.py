@@ -2,22 +2,32 @@
 
 q_i . k_j then depends on positions only through j - i.
 
-Scaling for evaluation beyond the training length ``L = train_length``, by ``s = factor``
-(the angle of pair d at position p is p * theta_d, theta_d = base^(-2d/D), D the head dimension):
+Scaling for sequences longer than the training length ``L = train_length`` (the angle of pair d
+at position p is p * theta_d, theta_d = base^(-2d/D), D the head dimension). It is a function of
+the sequence length T alone, in training and evaluation alike:
 
-- ``none``: theta_d as above.
-- ``linear`` (position interpolation, Chen et al. 2023): theta_d / s, i.e. position p is read as p / s,
-  so s * L positions fall inside the range trained on.
-- ``ntk`` (NTK-aware base change): base' = base * s^(D / (D - 2)); the lowest frequency is interpolated
-  by s, the highest are left almost unchanged.
-- ``yarn`` (Peng et al. 2023, "NTK-by-parts" plus a temperature): with wavelength lambda_d = 2 pi / theta_d,
-  r_d = L / lambda_d and ramp gamma_d = clamp((r_d - alpha) / (beta - alpha), 0, 1) (alpha = 1, beta = 32),
-  theta'_d = (1 - gamma_d) * theta_d / s + gamma_d * theta_d; q and k are both multiplied by
-  0.1 ln(s) + 1, so the logits are by its square.
+- T <= L: plain rotary angles, exactly (a model is validated at its training length as trained).
+- T > L: the chosen scaling with s = min(T / L, factor), ``factor`` >= 1. The stretch follows the
+  length (dynamic scaling): s grows from 1 at T = L to ``factor`` at T = factor * L and stays
+  there, so ``factor`` is the longest length multiple the scaling reaches and ``factor=1`` is
+  plain rope at every length.
 
-The scaled angles apply in eval mode only (validation, test lengths, generation): training at L keeps
-plain rotary angles, and the same model is then evaluated at longer lengths with the scaling. Every
-scaling is still a function of j - i alone.
+  - ``none``: theta_d as above.
+  - ``linear`` (position interpolation, Chen et al. 2023): theta_d / s, i.e. position p is read
+    as p / s, so s * L positions fall inside the range trained on.
+  - ``ntk`` (NTK-aware base change): base' = base * s^(D / (D - 2)); the lowest frequency is
+    interpolated by s, the highest are left almost unchanged.
+  - ``yarn`` (Peng et al. 2023, "NTK-by-parts" plus a temperature): with wavelength
+    lambda_d = 2 pi / theta_d, r_d = L / lambda_d and ramp gamma_d = clamp((r_d - alpha) / (beta - alpha), 0, 1)
+    (alpha = 1, beta = 32), theta'_d = (1 - gamma_d) * theta_d / s + gamma_d * theta_d; q and k are
+    both multiplied by 0.1 ln(s) + 1, so the logits are by its square.
+
+T is each call's last position + 1 unless a caller declares it with ``sequence_length``. Keys are
+cached after rotation, and a key rotated for length t cannot be re-rotated for t + 1, so cached
+decoding that crosses L must declare its final length: ``Transformer.generate`` declares prompt +
+new tokens, and every step, cached or recomputing the prefix, then uses the same s. Within one
+length every scaling is a function of j - i alone; across lengths it is not, so a scaled rope
+declares itself not translation invariant.
 """
 import math
 
@@ -32,10 +42,39 @@ SCALINGS = ("none", "linear", "ntk", "yarn")
 #: YaRN's ramp bounds in rotations per training length (Peng et al. 2023, their LLaMA values)
 YARN_ALPHA, YARN_BETA = 1.0, 32.0
 
+ROFORMER = """@article{su2024roformer,
+  title = {{RoFormer}: Enhanced Transformer with Rotary Position Embedding},
+  author = {Su, Jianlin and Ahmed, Murtadha and Lu, Yu and Pan, Shengfeng and Bo, Wen and Liu, Yunfeng},
+  journal = {Neurocomputing},
+  volume = {568},
+  pages = {127063},
+  year = {2024},
+  note = {arXiv:2104.09864, 2021}
+}"""
+POSITION_INTERPOLATION = """@article{chen2023extending,
+  title = {Extending Context Window of Large Language Models via Positional Interpolation},
+  author = {Chen, Shouyuan and Wong, Sherman and Chen, Liangjian and Tian, Yuandong},
+  journal = {arXiv preprint arXiv:2306.15595},
+  year = {2023}
+}"""
+YARN = """@article{peng2023yarn,
+  title = {{YaRN}: Efficient Context Window Extension of Large Language Models},
+  author = {Peng, Bowen and Quesnelle, Jeffrey and Fan, Honglu and Shippole, Enrico},
+  journal = {arXiv preprint arXiv:2309.00071},
+  year = {2023}
+}"""
 
-def _rotate_half(x: Tensor) -> Tensor:
+
+def rotate_half(x: Tensor) -> Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_pairs(x: Tensor, pos: Tensor, freq: Tensor) -> Tensor:
+    """Turn pair (x_d, x_(d+D/2)) by pos * freq_d, in float32: x (B, H, T, D), pos (T,), freq (D/2,)."""
+    angles = pos.float()[:, None] * freq[None, :]  # (T, D/2)
+    angles = torch.cat((angles, angles), dim=-1)  # (T, D)
+    return x.float() * angles.cos() + rotate_half(x.float()) * angles.sin()
 
 
 def rope_frequencies(head_dim: int, base: float) -> Tensor:
@@ -43,22 +82,27 @@ def rope_frequencies(head_dim: int, base: float) -> Tensor:
     return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
 
 
-def scaled_frequencies(head_dim: int, base: float, scaling: str, factor: float,
-                       train_length: int | None) -> tuple[Tensor, float]:
-    """The evaluation frequencies (D/2,) and the factor q and k are multiplied by (see the module doc)."""
-    theta = rope_frequencies(head_dim, base)
+def yarn_ramp(theta: Tensor, train_length: int) -> Tensor:
+    """gamma_d = clamp((L / lambda_d - alpha) / (beta - alpha), 0, 1): 1 keeps theta_d, 0 interpolates it."""
+    rotations = train_length * theta / (2 * math.pi)  # r_d = L / lambda_d
+    return ((rotations - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0.0, 1.0)
+
+
+def scaled_frequencies(theta: Tensor, scaling: str, s: float, ramp: Tensor | None = None) -> tuple[Tensor, float]:
+    """The frequencies (D/2,) at stretch s and the factor q and k are multiplied by (see the module doc)."""
     if scaling == "linear":
-        return theta / factor, 1.0
+        return theta / s, 1.0
     if scaling == "ntk":
-        return rope_frequencies(head_dim, base * factor ** (head_dim / (head_dim - 2))), 1.0
+        # (base * s^(D/(D-2)))^(-2d/D) = theta_d * s^(-2d/(D-2))
+        half = theta.numel()
+        d = torch.arange(half, dtype=theta.dtype, device=theta.device)
+        return theta * s ** (-2 * d / (2 * half - 2)), 1.0
     if scaling == "yarn":
-        rotations = train_length * theta / (2 * math.pi)  # r_d = L / lambda_d
-        ramp = ((rotations - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0.0, 1.0)
-        return (1 - ramp) * theta / factor + ramp * theta, 0.1 * math.log(factor) + 1.0
+        return (1 - ramp) * theta / s + ramp * theta, 0.1 * math.log(s) + 1.0
     return theta, 1.0
 
 
-@POSITION.register("rope")
+@POSITION.register("rope", references=(ROFORMER, POSITION_INTERPOLATION, YARN))
 class Rotary(PositionEncoding):
     options: dict[str, tuple] = {}  # scaling needs a factor and a training length; tested on its own
 
@@ -77,29 +121,34 @@ class Rotary(PositionEncoding):
         self.factor = float(factor)
         if train_length is not None:
             positive("train_length", train_length, integer=True)
-        elif scaling == "yarn":
-            raise VariantConfigError("train_length=None is not allowed with scaling=yarn; give the training length")
+        elif scaling != "none":
+            raise VariantConfigError(
+                f"train_length=None is not allowed with scaling={scaling}; give the training length it scales beyond"
+            )
         if scaling == "ntk" and self.head_dim == 2:
             raise VariantConfigError("scaling=ntk is not allowed with head dimension 2; its exponent D/(D-2) is undefined")
         self.train_length = train_length
+        # Within one length a scaled rope is relative; across lengths its angles change.
+        self.translation_invariant = scaling == "none" or self.factor == 1.0
         self.register_buffer("inv_freq", rope_frequencies(self.head_dim, base), persistent=False)  # (D/2,)
-        eval_freq, self.magnitude = scaled_frequencies(self.head_dim, base, scaling, self.factor, train_length)
-        self.register_buffer("eval_freq", eval_freq, persistent=False)  # (D/2,)
+        ramp = yarn_ramp(self.inv_freq, train_length) if scaling == "yarn" else None
+        self.register_buffer("ramp", ramp, persistent=False)  # (D/2,) or None
 
-    def _scaled(self) -> bool:
-        return self.scaling != "none" and not self.training
-
-    def _rotate_by(self, x: Tensor, pos: Tensor) -> Tensor:
-        freq = self.eval_freq if self._scaled() else self.inv_freq
-        angles = pos.float()[:, None] * freq[None, :]  # (T, D/2)
-        angles = torch.cat((angles, angles), dim=-1)  # (T, D)
-        out = x.float() * angles.cos() + _rotate_half(x.float()) * angles.sin()
-        if self._scaled() and self.magnitude != 1.0:
-            out = out * self.magnitude
-        return out.to(x.dtype)
+    def stretch(self, length: int) -> float:
+        """s for a sequence of ``length`` positions: 1 up to ``train_length``, then min(length / L, factor)."""
+        if self.translation_invariant or length <= self.train_length:
+            return 1.0
+        return min(length / self.train_length, self.factor)
 
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        return self._rotate_by(q, q_pos), self._rotate_by(k, k_pos)
+        # One stretch for q and k, so their product stays a function of j - i.
+        s = 1.0 if self.translation_invariant else self.stretch(self.length_of(q_pos, k_pos))
+        freq, magnitude = (self.inv_freq, 1.0) if s == 1.0 else scaled_frequencies(
+            self.inv_freq, self.scaling, s, self.ramp)
+        q_rot, k_rot = rotate_pairs(q, q_pos, freq), rotate_pairs(k, k_pos, freq)
+        if magnitude != 1.0:
+            q_rot, k_rot = q_rot * magnitude, k_rot * magnitude
+        return q_rot.to(q.dtype), k_rot.to(k.dtype)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, base={self.base}, scaling={self.scaling}, factor={self.factor}, "
