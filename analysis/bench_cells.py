@@ -3,10 +3,10 @@
 The report's cells were trained at short lengths; what a variant costs at long T is
 what the benchmark measures. For every distinct (attention type and its parameters,
 position encoding and its parameters, d_model, heads, causal, backend) among the cells,
-this times one attention layer's forward + backward at ``BENCH_LENGTHS`` with
-``experiments.bench.scaling`` (the same code as ``python -m experiments.bench
-scaling``), in this process. It is the one place the analysis runs model code, and
-``experiments`` is imported only here, only then.
+this times one attention layer's forward + backward at ``BENCH_LENGTHS`` by running
+``python -m experiments.bench scaling`` for it, a child process per configuration, and
+reading back the JSON it writes: the analysis reads files and never imports
+``experiments``, and a layer that crashes or exhausts memory takes only its child down.
 
 Measurements are cached in ``<out>/bench_cells.json``, keyed by the configuration,
 the lengths, the device, torch and the thread count: a second report into the same
@@ -24,10 +24,12 @@ the quality–cost figure.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -148,25 +150,42 @@ def _write_cache(path: Path, entries: dict[str, list[dict[str, Any]]]) -> None:
     os.replace(tmp, path)
 
 
+ROOT = Path(__file__).resolve().parents[1]  # the child imports this checkout's experiments and variants
+
+
+def bench_command(config: Configuration, environment: dict[str, Any], out: Path) -> list[str]:
+    """The ``python -m experiments.bench scaling`` command line that measures ``config``."""
+    command = [sys.executable, "-m", "experiments.bench", "scaling", "--attention", config.attention,
+               "--position", config.position, "--backend", config.backend,
+               "--lengths", *[str(t) for t in environment["lengths"]], "--d-model", str(config.d_model),
+               "--batch", "1", "--dtype", "float32", "--repeats", str(REPEATS), "--warmup", str(WARMUP),
+               "--max-seconds", str(MAX_SECONDS), "--device", environment["device"], "--out", str(out)]
+    if environment["device"] == "cpu":
+        command += ["--threads", str(environment["threads"]), "--clock", environment["clock"]]
+    if config.heads is not None:
+        command += ["--heads", str(config.heads)]
+    if config.causal:
+        command.append("--causal")
+    for flag, params in (("--attention-param", config.attention_params), ("--position-param", config.position_params)):
+        if params:  # repr: the benchmark reads each value back with ast.literal_eval
+            command += [flag, *[f"{k}={v!r}" for k, v in params]]
+    return command
+
+
 def _measure(config: Configuration, environment: dict[str, Any]) -> list[dict[str, Any]]:
-    """Records of one configuration at every length, timed by experiments.bench.scaling in this process."""
-    import torch
-
-    from experiments.bench.measure import cpu_memory_limit
-    from experiments.bench.scaling import Shape, run_series
-
-    device = torch.device(environment["device"])
-    shape = Shape(config.d_model, config.heads, 1, config.causal, device, torch.float32, environment["clock"])
-    limit = cpu_memory_limit(None) if device.type == "cpu" else contextlib.nullcontext()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(environment["threads"])
-    try:
-        with limit:
-            return run_series(config.attention, config.position, config.backend, list(environment["lengths"]),
-                              shape, dict(config.attention_params), dict(config.position_params), warmup=WARMUP,
-                              repeats=REPEATS, max_seconds=MAX_SECONDS, log=lambda _: None)
-    finally:
-        torch.set_num_threads(threads)
+    """Records of one configuration at every length, from ``python -m experiments.bench scaling`` in a child."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        proc = subprocess.run(bench_command(config, environment, out), capture_output=True, text=True, env=env,
+                              cwd=ROOT, check=False)
+        if proc.returncode == 0 and out.is_file():
+            return list(json.loads(out.read_text())["records"])
+    lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+    error = lines[-1] if lines else f"exit code {proc.returncode}"
+    return [{"attention": config.attention, "position": config.position, "backend": config.backend, "T": t,
+             "status": "error", "ms": None, "tokens_per_second": None, "peak_mb": None, "error": error}
+            for t in environment["lengths"]]
 
 
 @dataclass
@@ -183,7 +202,9 @@ def measure_cells(frame: pd.DataFrame, out: Path, lengths: tuple[int, ...] = BEN
                   ) -> CellBench:
     """Benchmark every cell's configuration at ``lengths`` (cached in ``out/bench_cells.json``).
 
-    ``measure`` replaces the timing (tests); by default experiments.bench.scaling runs it.
+    ``measure`` replaces the timing (tests); by default ``python -m experiments.bench scaling`` runs it. A
+    configuration whose benchmark did not run at all (every record an error) is not cached, so the next
+    report tries it again.
     """
     measure = measure or _measure
     environment = _environment(tuple(lengths))
@@ -195,9 +216,13 @@ def measure_cells(frame: pd.DataFrame, out: Path, lengths: tuple[int, ...] = BEN
     for config in dict.fromkeys(configs.values()):
         key = _cache_key(config, environment)
         if key not in entries:
-            entries[key] = [dict(r) for r in measure(config, environment)]
+            records = [dict(r) for r in measure(config, environment)]
             measured += 1
-            _write_cache(cache_path, entries)  # a long measurement interrupted keeps what it finished
+            by_key[config.key()] = records
+            if any(r.get("status") != "error" for r in records):
+                entries[key] = records
+                _write_cache(cache_path, entries)  # a long measurement interrupted keeps what it finished
+            continue
         by_key[config.key()] = entries[key]
     distinct = list(dict.fromkeys(configs.values()))
     attention, position = labels(distinct, "attention"), labels(distinct, "position")

@@ -6,6 +6,7 @@ expected cell mean by pandas on the values written; none comes from analysis.fro
 """
 from __future__ import annotations
 
+import ast
 import re
 import statistics
 
@@ -203,7 +204,7 @@ def test_bench_measures_each_configuration_once_and_caches(tmp_path) -> None:
     assert again.measured == 0 and len(seen) == 6 and again.by_cell == first.by_cell
 
 
-def test_bench_runs_the_benchmark_code_in_process(tmp_path) -> None:
+def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> None:
     write_sweep(tmp_path / "sweep")
     runs = collect([tmp_path / "sweep"])
     local_rope = runs.runs[(runs.runs["attention"] == "local") & (runs.runs["position"] == "rope")]
@@ -212,6 +213,36 @@ def test_bench_runs_the_benchmark_code_in_process(tmp_path) -> None:
     assert [r["T"] for r in records] == [16, 32] and all(r["status"] == "ok" for r in records)
     assert all(r["ms"] > 0 and r["peak_mb"] > 0 for r in records)
     assert measured.bench["settings"]["lengths"] == [16, 32] and measured.measured == 1
+    # the runs' parameters reach the benchmark as literals it reads back (ast.literal_eval)
+    from analysis.bench_cells import bench_command, cell_configurations
+
+    config = next(iter(cell_configurations(local_rope).values()))
+    command = bench_command(config, measured.bench["settings"], tmp_path / "b.json")
+    given = command[command.index("--attention-param") + 1:command.index("--position-param")]
+    assert {k: ast.literal_eval(v) for k, v in (g.split("=", 1) for g in given)} == {"mode": "monotonic", "window": 8}
+    assert command[command.index("--heads") + 1] == "1" and "--causal" not in command
+
+
+def test_a_benchmark_that_cannot_run_is_an_error_record_and_is_not_cached(tmp_path) -> None:
+    from analysis.bench_cells import Configuration, _environment, _measure
+
+    broken = Configuration("nosuchattention", (), "none", (), 16, None, False, "auto")
+    records = _measure(broken, _environment((16,)))
+    assert [r["status"] for r in records] == ["error"] and "nosuchattention" in records[0]["error"]
+
+    write_sweep(tmp_path / "sweep")
+    runs = collect([tmp_path / "sweep"])
+    calls = []
+
+    def failing(config, environment):
+        calls.append(config)
+        return [{"attention": config.attention, "position": config.position, "backend": "auto", "T": t,
+                 "status": "error", "ms": None, "tokens_per_second": None, "peak_mb": None}
+                for t in environment["lengths"]]
+
+    measure_cells(runs.runs, tmp_path, measure=failing)
+    again = measure_cells(runs.runs, tmp_path, measure=failing)
+    assert again.measured == 6 and len(calls) == 12  # tried again, not read back from the cache
 
 
 def test_bench_gives_each_layer_the_runs_parameters_and_names_what_differs(tmp_path) -> None:
