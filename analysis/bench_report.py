@@ -53,7 +53,8 @@ def write_runs(root: Path, runs: int, factors: int, seed: int = 0) -> int:
             "metrics": {"test/token_acc": acc, "test/seq_acc": acc ** 4, "val/loss": float(2 - 2 * acc)},
             "by_length": {str(n): {"token_acc": acc * (1 - 0.02 * max(0, n - 12)), "seq_acc": acc ** (n / 3)}
                           for n in LENGTHS},
-            "cost": {"params": 100_000, "train_seconds": 30.0, "tokens_per_second": 5000.0, "steps": 1000},
+            "cost": {"params": 100_000, "train_seconds": 30.0, "tokens_per_second": 5000.0, "steps": 1000,
+                     "step_ms": 20.0 + 10.0 * (i % len(cells)) / len(cells), "peak_memory_mb": 400.0},
             "env": {"torch": "2.13.0", "device": "cpu", "git_sha": "0" * 40, "python": "3.11.7"},
             "started_at": "2026-01-01T10:00:00+00:00", "finished_at": "2026-01-01T10:05:00+00:00",
             "command": "python -m experiments.train", "train_lengths": [2, 12],

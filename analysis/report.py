@@ -28,6 +28,7 @@ import pandas as pd
 from analysis import figures, stats, summary
 from analysis.attention_section import attention_section
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
+from analysis.bench_cells import measure_cells
 from analysis.benchmarks import bench_section, load_bench
 from analysis.cells import assign_cells
 from analysis.claims import claims_section, load_claims_file
@@ -35,6 +36,7 @@ from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.document import Document, Paragraph, Section, Table, fold, to_html, to_markdown
 from analysis.errors import ReportError, run_cli
+from analysis.frontier import quality_cost_section
 from analysis.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
 from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
                                      map_figures, parameter_figure, safe_name)
@@ -271,7 +273,7 @@ def _filtered(runs: Runs, where: Sequence[str] | None) -> Runs:
 
 
 def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None = None,
-                 bench: str | Path | None = None, metrics: Sequence[str] | None = None,
+                 bench: str | Path | bool | None = None, metrics: Sequence[str] | None = None,
                  factors: Sequence[str] | None = None, where: Sequence[str] | None = None,
                  claims: str | Path | None = None) -> Path:
     """Collect the sweeps under ``paths`` and write the report into ``out``; returns the report.html path.
@@ -279,7 +281,8 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     ``baseline`` is ``"ATTENTION+POSITION"`` or ``"KEY=VALUE[,KEY=VALUE]"``; None means
     multihead+sinusoidal when that cell exists. ``factors`` names the (at most two)
     factors of the tables; ``where`` is a list of ``KEY=VALUE`` filters. ``claims`` is a
-    YAML file of claims tested beside those the runs carry (analysis/claims.py).
+    YAML file of claims tested beside those the runs carry (analysis/claims.py). ``bench`` is a
+    benchmark JSON file, or True to measure each cell's configuration at long T (analysis/bench_cells.py).
     """
     if baseline is not None:
         parse_baseline(baseline)  # a malformed option fails before any file is read
@@ -296,11 +299,14 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     check_asked(factors, runs.factors)
     chosen = summary.by_importance(choose_metrics(runs, metrics))
     baseline_spec, baseline_present = resolve_baseline(runs.runs, baseline)
-    bench_data = load_bench(bench) if bench is not None else None
+    bench_data = load_bench(bench) if bench is not None and bench is not True else None
 
     out = Path(out)
     figures_dir = _prepare_out(out)
     frame = runs.runs
+    measured = measure_cells(frame, out) if bench is True else None  # cached in out/, measured once per report
+    if measured is not None:
+        bench_data = measured.bench
     summaries = {m: stats.cell_summary(frame, m) for m in chosen}
     plans = [TaskPlan(frame, task, runs.factors, factors, baseline_spec, chosen)
              for task in sorted(frame["task"].unique())]
@@ -319,6 +325,8 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     doc.sections.append(overview)
     confounds, confound_table = _confounds_section(plans, factors)
     doc.sections.append(confounds)
+    doc.sections.append(quality_cost_section(frame, runs.by_length, {p.task: p.grids for p in plans}, task_summaries,
+                                             colors, figures_dir, budget, measured.by_cell if measured else None))
     for plan in plans:
         doc.sections.append(_task_section(runs, plan, chosen, baseline_spec, baseline_present, summaries, curves,
                                           colors, budget, map_budget, figures_dir, task_summaries.get(plan.task)))
@@ -363,7 +371,9 @@ def _parser() -> argparse.ArgumentParser:
                              "then the other varying keys); the others get one table per combination")
     parser.add_argument("--where", nargs="+", default=None, metavar="KEY=VALUE",
                         help="keep only runs with these config values, e.g. --where optim.lr=0.001")
-    parser.add_argument("--bench", default=None, type=Path, help="benchmark JSON from python -m experiments.bench")
+    parser.add_argument("--bench", default=None, type=Path, nargs="?", const=True, metavar="FILE",
+                        help="benchmark JSON from python -m experiments.bench; without FILE (after the sweep "
+                             "folders), measure each cell's attention and position at long T (cached in --out)")
     parser.add_argument("--metrics", nargs="+", default=None, help="metrics to report (default: common to all tasks)")
     parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
                         help="YAML file of claims, tested beside those the runs carry (see analysis/claims.py)")

@@ -19,7 +19,7 @@ from analysis.document import Bullets, Cell, Code, Paragraph, Section, Table, fm
 from analysis.layout import Grid
 
 ONE_SEED_NOTICE = "no significance can be claimed with one seed"
-COST_COLUMNS = [("cost.params", "params"), ("cost.train_seconds", "train s"),
+COST_COLUMNS = [("cost.params", "params"), ("cost.step_ms", "ms/step"), ("cost.train_seconds", "train s"),
                 ("cost.tokens_per_second", "tokens/s"), ("cost.peak_memory_mb", "peak MB"), ("cost.steps", "steps")]
 MAX_COMMANDS = 40
 CONFOUND_MARK = "⚠"

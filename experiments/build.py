@@ -19,7 +19,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import checks
-from experiments.callbacks import FailAtStep, LastValidation, PlainProgress
+from experiments.callbacks import FailAtStep, LastValidation, PlainProgress, StepTimer
 from experiments.checkpointing import AtomicCheckpointIO
 from experiments.compiling import compile_model
 from experiments.loggers import csv_logger, wandb_logger
@@ -120,6 +120,7 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     ]
     callbacks.append(RichProgressBar() if progress else PlainProgress(every=max(t.log_every_n_steps, 1)))
     callbacks.append(LastValidation())
+    callbacks.append(StepTimer())
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
     trainer = L.Trainer(
@@ -212,7 +213,10 @@ def peak_memory_mb(device: torch.device) -> float:
 
 def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float) -> dict[str, Any]:
     tokens = int(module.tokens_seen) * max(trainer.world_size, 1)
+    timer = next((c for c in trainer.callbacks if isinstance(c, StepTimer)), None)
     return {
+        # the time of one training step, robust to warm-up and to a loaded machine (callbacks.StepTimer)
+        **(timer.summary() if timer is not None else {}),
         "train_seconds": train_seconds,
         "tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,
         "peak_memory_mb": peak_memory_mb(module.device),

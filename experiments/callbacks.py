@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 
 import lightning as L
@@ -63,3 +64,50 @@ class LastValidation(L.Callback):
         self.step = trainer.global_step
         self.metrics = {key.split("/dataloader_idx")[0]: float(value)
                         for key, value in trainer.callback_metrics.items() if key.startswith("val/")}
+
+
+class StepTimer(L.Callback):
+    """Milliseconds per training step: the median over the steps after the first warm-up ones.
+
+    A step is one training batch from ``on_train_batch_start`` to ``on_train_batch_end``:
+    forward, backward and the optimiser step, without data loading, validation or
+    checkpointing. The first steps pay for lazy initialisation, allocator growth and
+    compilation, and a loaded machine makes single steps slow, so the report uses the median
+    of the rest. On CUDA both ends synchronise, or the clock would time kernel launches only.
+    """
+
+    WARMUP_STEPS = 10
+
+    def __init__(self) -> None:
+        self.times_ms: list[float] = []
+        self._start: float | None = None
+
+    @staticmethod
+    def _sync(pl_module) -> None:
+        if pl_module.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(pl_module.device)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._sync(pl_module)
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._start is None:
+            return
+        self._sync(pl_module)
+        self.times_ms.append((time.perf_counter() - self._start) * 1000)
+        self._start = None
+
+    def summary(self) -> dict[str, float | int | None]:
+        """``step_ms`` (median after warm-up; None before any step) and ``step_ms_steps`` (steps behind it)."""
+        return step_time_summary(self.times_ms, self.WARMUP_STEPS)
+
+
+def step_time_summary(times_ms: list[float], warmup: int) -> dict[str, float | int | None]:
+    """The median of ``times_ms`` without the first ``warmup`` (at most half of them, so a short run keeps some)."""
+    kept = times_ms[min(warmup, len(times_ms) // 2):]
+    if not kept:
+        return {"step_ms": None, "step_ms_steps": 0}
+    return {"step_ms": float(statistics.median(kept)), "step_ms_steps": len(kept)}
