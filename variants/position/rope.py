@@ -26,6 +26,7 @@ from torch import Tensor
 
 from variants.checks import VariantConfigError, one_of, positive
 from variants.position.base import PositionEncoding
+from variants.papers import SU_2021
 from variants.registries import POSITION
 
 SCALINGS = ("none", "linear", "ntk", "yarn")
@@ -58,7 +59,7 @@ def scaled_frequencies(head_dim: int, base: float, scaling: str, factor: float,
     return theta, 1.0
 
 
-@POSITION.register("rope")
+@POSITION.register("rope", references=SU_2021)
 class Rotary(PositionEncoding):
     options: dict[str, tuple] = {}  # scaling needs a factor and a training length; tested on its own
 
