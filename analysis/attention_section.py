@@ -16,13 +16,13 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from analysis.document import Figure, Paragraph, Section, Table, fmt
-from analysis.figures import _panels, _save, palette
+from analysis.figures import NARROW, FigureStyle, _panels, _save, line_id, palette, style_of
 
 COLUMNS = ["run_id", "task", "cell", "seed", "layer", "block", "length", "stat", "value"]
 BLOCKS = ("encoder_self", "decoder_self", "cross")
@@ -104,30 +104,51 @@ def _curves(frame: pd.DataFrame, train: tuple[int, int] | None) -> list[tuple[st
     return panels
 
 
-def curves_figure(frame: pd.DataFrame, task: str, train: tuple[int, int] | None, path: Path) -> Path | None:
+def _cell_styles(frame: pd.DataFrame, style: FigureStyle, report_labels: Mapping[str, str]) -> dict:
+    """(colour, marker, the report's cell label) per label of this section, from the report's cell of its runs."""
+    cells = sorted(frame["cell"].unique())
+    fallback = palette(cells)
+    first_run = frame.drop_duplicates("cell").set_index("cell")["run_id"]
+    found = {}
+    for cell in cells:
+        label = report_labels.get(first_run[cell], cell)
+        found[cell] = (*(style.for_label(label) or (fallback[cell], "o")), label)
+    return found
+
+
+def curves_figure(frame: pd.DataFrame, task: str, train: tuple[int, int] | None, path: Path,
+                  style: FigureStyle | None = None, report_labels: Mapping[str, str] | None = None) -> Path | None:
+    """``report_labels``: run id -> the report's cell label, so each line has its cell's colour in every figure."""
     panels = _curves(frame, train)
     if not panels:
         return None
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    style = style_of(style)
     cells = sorted(frame["cell"].unique())
-    colors = palette(cells)
-    fig, axes = _panels(len(panels), f"{task}: how each variant attends", sharey=False)
+    looks = _cell_styles(frame, style, report_labels or {})
+    colors = {c: looks[c][0] for c in cells}
+    fig, axes = _panels(len(panels), f"{task}: how each variant attends", sharey=False, style=style)
     for ax, (title, data) in zip(axes, panels):
         if train is not None:
             ax.axvspan(train[0], train[1], color="0.88", zorder=0)
         for cell, group in data.groupby("cell", sort=True):
             mean = group.groupby("length")["value"].mean()
-            ax.plot(mean.index, mean.to_numpy(), marker="o", ms=3, color=colors[cell])
-        ax.set_title(title, fontsize=9)
+            ax.plot(mean.index, mean.to_numpy(), marker=looks[cell][1], ms=3, color=colors[cell],
+                    gid=line_id("cell", looks[cell][2]))
+        ax.set_title(title if style.width is None else title.replace(" — ", "\n"), fontsize=9)  # narrow panels
         ax.set_xlabel("evaluation length")
         ax.grid(alpha=0.3)
-    handles = [Line2D([], [], color=colors[c], lw=2, label=c) for c in cells]
+    handles = [Line2D([], [], color=colors[c], marker=looks[c][1], ms=4, lw=2, label=c) for c in cells]
     if train is not None:
         handles.append(Patch(color="0.88", label=f"train lengths {train[0]}–{train[1]}"))
-    fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="cell", title_fontsize=8)
-    return _save(fig, path)
+    if style.width is not None and style.width < NARROW:
+        fig.legend(handles=handles, loc="outside lower center", fontsize=7, title="cell", title_fontsize=8,
+                   ncols=2)
+    else:
+        fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="cell", title_fontsize=8)
+    return _save(fig, path, style)
 
 
 def _layer_order(layer: str) -> tuple:
@@ -165,7 +186,8 @@ def _train_range(runs: pd.DataFrame) -> tuple[int, int] | None:
     return max(set(ranges), key=ranges.count) if ranges else None
 
 
-def attention_section(runs: pd.DataFrame, task: str, figures_dir: Path) -> list[Section]:
+def attention_section(runs: pd.DataFrame, task: str, figures_dir: Path,
+                      style: FigureStyle | None = None) -> list[Section]:
     """The section for one task, or nothing when no run of it recorded attention statistics."""
     task_runs = runs[runs["task"] == task]
     frame = attention_frame(task_runs)
@@ -178,7 +200,10 @@ def attention_section(runs: pd.DataFrame, task: str, figures_dir: Path) -> list[
         "eval.attention_stats): the entropy of each query's weights over log of the keys it can see, the mean "
         "distance |i−j| it reads at, and, where the task names the source position each output position should "
         "read (copy, reverse, sort), how often the weights peak on it."))
-    path = curves_figure(frame, task, train, figures_dir / f"attends-{hashlib.sha1(task.encode()).hexdigest()[:8]}.png")
+    report_labels = (dict(zip(task_runs["run_id"], task_runs["cell_label"])) if "cell_label" in task_runs.columns
+                     else {})
+    path = curves_figure(frame, task, train, figures_dir / f"attends-{hashlib.sha1(task.encode()).hexdigest()[:8]}.png",
+                         style, report_labels)
     if path is not None:
         shaded = f"shaded: training lengths {train[0]}–{train[1]}; " if train else ""
         section.add(Figure(path, f"{task}: per block, entropy ratio and attended distance (mean over the block's "

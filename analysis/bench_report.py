@@ -1,10 +1,12 @@
-"""How long a report takes: ``python -m analysis.bench_report [--runs 100] [--factors 4] [--repeat 3]``.
+"""How long a report takes: ``python -m analysis.bench_report [--runs 100] [--factors 4] [--repeat 3] [--exports]``.
 
 Writes synthetic result.json files (with per-length results and a CSV log each,
 as the training app does) into a temporary folder: ``--factors`` config keys
 with two levels each (attention, position, optim.lr, model.d_model, ...), runs
 spread over the cells as seeds. Then times ``collect`` and ``build_report`` and
-prints the median of ``--repeat`` builds.
+prints the median of ``--repeat`` builds. ``--exports`` times, alternately, a report
+without the paper exports (PNG figures only, no latex/, references.bib or methods)
+and a full one, and prints the ratio of their medians.
 """
 from __future__ import annotations
 
@@ -74,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--factors", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--exports", action="store_true",
+                        help="also time reports without the paper exports, alternating with full ones")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.repeat < 1:
         raise SystemExit(f"--runs={args.runs} and --repeat={args.repeat} must be positive")
@@ -85,8 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             start = time.perf_counter()
             runs = collect([root / "runs"])
             collect_s = time.perf_counter() - start
-            builds = []
+            builds, plain = [], []
             for k in range(args.repeat):
+                if args.exports:  # side by side, so a change of load hits both
+                    start = time.perf_counter()
+                    build_report([root / "runs"], root / f"plain{k}", figure_formats=["png"], paper_files=False)
+                    plain.append(time.perf_counter() - start)
                 start = time.perf_counter()
                 html = build_report([root / "runs"], root / f"report{k}")
                 builds.append(time.perf_counter() - start)
@@ -98,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{tables} tables per metric, {figures} figures")
         print(f"collect: {collect_s:.2f} s; build_report (collect, statistics, figures, files): median "
               f"{statistics.median(builds):.2f} s over {args.repeat} (min {min(builds):.2f}, max {max(builds):.2f})")
+        if plain:
+            print(f"without the paper exports (PNG only, no latex/, .bib, methods): median "
+                  f"{statistics.median(plain):.2f} s; the exports add {statistics.median(builds) / statistics.median(plain):.2f}x")
     return 0
 
 

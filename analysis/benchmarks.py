@@ -64,7 +64,7 @@ def _pivot_table(frame: pd.DataFrame, column: str, caption: str) -> Table:
     return Table(["variant (backend)", *[f"T={t}" for t in lengths]], rows, caption=caption)
 
 
-def bench_section(bench: dict[str, Any], figures_dir: Path) -> Section:
+def bench_section(bench: dict[str, Any], figures_dir: Path, style: figures.FigureStyle | None = None) -> Section:
     """Tables of time and peak memory vs T, fitted scaling exponents and a log–log figure."""
     section = Section("Benchmark: cost vs sequence length")
     section.add(Bullets([f"device: {bench.get('device', 'unknown')}", f"torch: {bench.get('torch', 'unknown')}"]))
@@ -83,7 +83,10 @@ def bench_section(bench: dict[str, Any], figures_dir: Path) -> Section:
         section.add(Table(["variant", "backend", "exponent", "T range"], rows,
                           caption="Fitted slope of log time vs log T (1 = linear, 2 = quadratic)"))
     if (frame["status"] == "ok").any():
-        colors = figures.palette(list(frame["variant"].unique()))
+        # benchmark variants are not report cells: their own colours, the report's width and formats
+        base = figures.style_of(style)
+        colors = figures.FigureStyle(figures.palette(list(frame["variant"].unique())), width=base.width,
+                                     formats=base.formats)
         path = figures.bench_scaling(frame, colors, figures_dir / "bench_scaling.png")
         section.add(Figure(path, "Time and peak memory vs sequence length (log–log); OOM and error points omitted"))
     return section

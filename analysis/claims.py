@@ -689,14 +689,24 @@ def claims_section(runs, claims_file: str | Path | None = None) -> Section | Non
     A claim carried by the runs that does not fit them becomes a note in the section (the rest
     of the report still stands); with ``claims_file`` the user asked for claims, so it is an error.
     """
+    return report_claims(runs, claims_file)[0]
+
+
+def report_claims(runs, claims_file: str | Path | None = None) -> tuple[Section | None, pd.DataFrame | None]:
+    """The "Claims" section (as ``claims_section``) and the results behind it (None when none were tested)."""
     try:
         results = evaluate(runs, claims_file)
     except ClaimError as err:
         if claims_file is not None:
             raise
-        return Section("Claims", [Paragraph(f"The claims these runs carry cannot be tested: {err}", kind="note")])
+        return Section("Claims", [Paragraph(f"The claims these runs carry cannot be tested: {err}",
+                                            kind="note")]), None
     if results.empty:
-        return None
+        return None, None
+    return _section(results), results
+
+
+def _section(results: pd.DataFrame) -> Section:
     counts = results["verdict"].value_counts()
     summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
     section = Section("Claims", [Paragraph(f"{len(results)} claim(s): {summary}.")])

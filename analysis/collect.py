@@ -36,7 +36,7 @@ RESULT_FILE = "result.json"
 SUMMARY_KEY = "attnlab_result"  # where the training app puts the result dict in the W&B summary
 ID_COLUMNS = ["run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch"]
 TRAILING_COLUMNS = ["run_dir", "source", "started_at", "finished_at", "overrides", "command", "config_hash",
-                    "train_lengths"]
+                    "train_lengths", "references"]
 BY_LENGTH_COLUMNS = ["run_id", "task", "attention", "position", "seed", "length", "metric", "value"]
 CURVE_COLUMNS = ["run_id", "task", "attention", "position", "seed", "step", "metric", "value"]
 REQUIRED = ("run_id", "status", "task", "attention", "position", "seed")
@@ -125,7 +125,10 @@ def result_rows(
                started_at=result.get("started_at"),
                finished_at=result.get("finished_at"), overrides=list(result.get("overrides") or []),
                command=result.get("command"), config_hash=result.get("config_hash"),
-               train_lengths=result.get("train_lengths"))
+               train_lengths=result.get("train_lengths"),
+               # the BibTeX of the variants the run used, as registered (analysis.bibliography); None before
+               # runs recorded them
+               references=result.get("references"))
 
     by_length = []
     for length, values in (result.get("by_length") or {}).items():

@@ -204,12 +204,18 @@ def _sizes(memory: pd.Series) -> np.ndarray:
 
 
 def draw_frontier(layout: Sequence[Sequence[tuple[Panel, CostSource, pd.DataFrame]]], colors: Mapping[str, tuple],
-                  markers: Mapping[str, str], title: str, legend: tuple[str, str], path: Path) -> Path:
-    """A grid of axes (a row per cost source, a column per quality panel); each point a cell with x and y bars."""
+                  markers: Mapping[str, str], title: str, legend: tuple[str, str], path: Path,
+                  style: "figures.FigureStyle | None" = None) -> Path:
+    """A grid of axes (a row per cost source, a column per quality panel); each point a cell with x and y bars.
+
+    ``style``: the report's figure style, for its paper width and file formats.
+    """
     from matplotlib.lines import Line2D
 
     rows, columns = len(layout), max(len(r) for r in layout)
-    fig = MplFigure(figsize=(4.6 * columns + 2.2, 3.8 * rows + 0.6), dpi=figures.DPI, layout="constrained")
+    style = figures.style_of(style)
+    fig = MplFigure(figsize=style.size((4.6 * columns + 2.2, 3.8 * rows + 0.6)), dpi=figures.DPI,
+                    layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, columns, squeeze=False)
     for i, row in enumerate(layout):
@@ -258,7 +264,7 @@ def draw_frontier(layout: Sequence[Sequence[tuple[Panel, CostSource, pd.DataFram
     fig.legend(handles=handles, loc="outside right upper", fontsize=8, title=" / ".join(n for n in legend if n),
                title_fontsize=8)
     fig.suptitle(title, fontsize=11)
-    return figures._save(fig, path)
+    return figures.save(fig, path, style)
 
 
 # ---------------------------------------------------------------- the report section
@@ -329,7 +335,8 @@ def quality_cost_section(frame: pd.DataFrame, by_length: pd.DataFrame, task_grid
                 used = {lv: colors.get(lv, "C0") for lv in line_levels}
                 path = draw_frontier(layout, used, markers, f"{_title(grid)}: quality against cost",
                                      (line_axis, panel_axis) if len(markers) > 1 else (line_axis, ""),
-                                     figures_dir / safe_name("frontier", grid.task, grid.title))
+                                     figures_dir / safe_name("frontier", grid.task, grid.title),
+                                     style=figures.style_of(colors))
                 notes = "; ".join(f"row {i + 1} ({s.name}): {s.note}" if len(grid_sources) > 1 else s.note
                                   for i, s in enumerate(grid_sources))
                 block.add(Figure(path, f"{_title(grid)}: {summary.main} against cost, one point per cell (colour: "

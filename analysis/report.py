@@ -3,8 +3,11 @@
 Reads result files only (result.json, CSV logs, attention_maps.npz, an optional
 benchmark JSON) and writes report.md, a self-contained report.html, results.csv
 (one row per run), summary.csv, cells.csv, comparisons.csv and confounds.csv (the
-numbers behind the tables) and the figures under DIR/figures/. The report opens with
-the summary (analysis.summary); the details follow, folded in the HTML.
+numbers behind the tables) and the figures under DIR/figures/ (PNG, PDF and SVG). The report
+opens with the summary (analysis.summary); the details follow, folded in the HTML. For a
+paper (analysis.paper) it also writes DIR/latex/ (a .tex per table and tables.tex),
+references.bib and methods.md / methods.tex; ``--figure-width`` sizes the figures for a
+one- or two-column layout.
 
 Statistics are per cell (a configuration minus the seed, ``analysis.cells``) and
 never averaged across cells. The factors are the config keys that vary; two of
@@ -25,13 +28,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import figures, stats, summary
+from analysis import figures, paper, stats, summary
 from analysis.attention_section import attention_section
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.bench_cells import measure_cells
 from analysis.benchmarks import bench_section, load_bench
 from analysis.cells import assign_cells
-from analysis.claims import claims_section, load_claims_file
+from analysis.claims import load_claims_file, report_claims
 from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.document import Document, Paragraph, Section, Table, fold, to_html, to_markdown
@@ -174,8 +177,8 @@ def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Base
             section.add(Section(f"Table {grid.title} — {task}", blocks, level=3))
         else:
             section.add(*blocks)
-    section.add(*attention_section(runs.runs, task, figures_dir))
-    maps = map_figures(runs.runs, task, map_budget, figures_dir)
+    section.add(*attention_section(runs.runs, task, figures_dir, colors))
+    maps = map_figures(runs.runs, task, map_budget, figures_dir, colors)
     if maps:
         section.add(Section(f"Attention maps — {task}", maps, level=3))
     return section
@@ -234,7 +237,8 @@ def _overview(runs: Runs, metrics: list[str], baseline: Baseline, baseline_prese
     return section
 
 
-def _lead(doc: Document, runs: Runs, figures_dir: Path) -> dict[str, summary.TaskSummary]:
+def _lead(doc: Document, runs: Runs, figures_dir: Path,
+          style: figures.FigureStyle | None = None) -> dict[str, summary.TaskSummary]:
     """The first screen: per task, the cells ranked in and beyond the training range, beside the length figure."""
     found = {}
     for task in sorted(runs.runs["task"].unique()):
@@ -245,7 +249,7 @@ def _lead(doc: Document, runs: Runs, figures_dir: Path) -> dict[str, summary.Tas
                 kind="note")]))
             continue
         figure = summary.write_figure(runs.runs, runs.by_length, ranked,
-                                      figures_dir / safe_name("summary", task, ranked.main))
+                                      figures_dir / safe_name("summary", task, ranked.main), style)
         doc.lead.append(summary.summary_section(ranked, figure))
         found[task] = ranked
     # The claims table (analysis.claims) joins the lead here, after the per-task summaries.
@@ -255,8 +259,9 @@ def _lead(doc: Document, runs: Runs, figures_dir: Path) -> dict[str, summary.Tas
 def _prepare_out(out: Path) -> Path:
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
-    for stale in figures_dir.glob("*.png"):  # figures of an earlier report would be mistaken for new ones
-        stale.unlink()
+    for form in figures.FORMATS:  # figures of an earlier report would be mistaken for new ones
+        for stale in figures_dir.glob(f"*.{form}"):
+            stale.unlink()
     return figures_dir
 
 
@@ -275,7 +280,8 @@ def _filtered(runs: Runs, where: Sequence[str] | None) -> Runs:
 def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None = None,
                  bench: str | Path | bool | None = None, metrics: Sequence[str] | None = None,
                  factors: Sequence[str] | None = None, where: Sequence[str] | None = None,
-                 claims: str | Path | None = None) -> Path:
+                 claims: str | Path | None = None, figure_width: float | None = None,
+                 figure_formats: Sequence[str] = figures.FORMATS, paper_files: bool = True) -> Path:
     """Collect the sweeps under ``paths`` and write the report into ``out``; returns the report.html path.
 
     ``baseline`` is ``"ATTENTION+POSITION"`` or ``"KEY=VALUE[,KEY=VALUE]"``; None means
@@ -283,6 +289,9 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     factors of the tables; ``where`` is a list of ``KEY=VALUE`` filters. ``claims`` is a
     YAML file of claims tested beside those the runs carry (analysis/claims.py). ``bench`` is a
     benchmark JSON file, or True to measure each cell's configuration at long T (analysis/bench_cells.py).
+    ``figure_width`` draws every figure that many inches wide with paper fonts (3.3: one
+    column, 6.9: two); ``figure_formats`` are the figure files written (png always);
+    ``paper_files=False`` leaves out latex/, references.bib and methods.*.
     """
     if baseline is not None:
         parse_baseline(baseline)  # a malformed option fails before any file is read
@@ -290,11 +299,12 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
         parse_assignments(where, "--where")
     if claims is not None:
         load_claims_file(claims)
+    figures.FigureStyle({}, width=figure_width, formats=figure_formats)  # a bad option fails before reading
     runs = collect(paths)
     if runs.runs.empty:
         shown = ", ".join(str(p) for p in paths)
         raise ReportError(f"no readable result.json under {shown}; need run folders written by experiments.train")
-    claims_block = claims_section(runs, claims)  # on every run: a claim is about the sweep, --where about tables
+    claims_block, claim_results = report_claims(runs, claims)  # on every run: a claim is about the sweep
     runs = _filtered(runs, where)
     check_asked(factors, runs.factors)
     chosen = summary.by_importance(choose_metrics(runs, metrics))
@@ -311,14 +321,13 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     plans = [TaskPlan(frame, task, runs.factors, factors, baseline_spec, chosen)
              for task in sorted(frame["task"].unique())]
     curves = learning_curves(runs)
-    lines = sorted({level for p in plans for g in p.grids
-                    for level in (g.column_levels if g.columns is not None else g.row_levels)})
-    colors = figures.palette(lines)
+    # one colour per variant in every figure of the report, and the figures' width and formats
+    colors = figures.report_style([g for p in plans for g in p.grids], figure_width, figure_formats)
     budget, map_budget = FigureBudget(MAX_FIGURES), FigureBudget(MAX_MAP_FIGURES)
 
     doc = Document("attnlab ablation report",
                    subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
-    task_summaries = _lead(doc, runs, figures_dir)
+    task_summaries = _lead(doc, runs, figures_dir, colors)
     if claims_block is not None:
         doc.lead.append(claims_block)  # the hypotheses and their verdicts, right after the per-task answers
     overview = _overview(runs, chosen, baseline_spec, baseline_present, sorted(set(runs.metrics)), where)
@@ -337,7 +346,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     if failures is not None:
         doc.sections.append(Section("Failed and diverged runs", [failures]))
     if bench_data is not None:
-        doc.sections.append(bench_section(bench_data, figures_dir))
+        doc.sections.append(bench_section(bench_data, figures_dir, colors))
     doc.sections.append(provenance_section(frame))
     fold(doc.sections[1:])  # everything after the overview opens on demand in the HTML
 
@@ -355,6 +364,8 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
         out / "comparisons.csv", index=False)
     confound_table.to_csv(out / "confounds.csv", index=False)
     summary.summaries_frame(list(task_summaries.values())).to_csv(out / "summary.csv", index=False)
+    if paper_files:  # latex/, references.bib, methods.md / .tex
+        paper.export(out, frame, plans, chosen, summaries, task_summaries, claim_results)
     return out / "report.html"
 
 
@@ -377,6 +388,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics", nargs="+", default=None, help="metrics to report (default: common to all tasks)")
     parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
                         help="YAML file of claims, tested beside those the runs carry (see analysis/claims.py)")
+    parser.add_argument("--figure-width", default=None, type=float, metavar="INCHES",
+                        help="draw every figure this wide with paper fonts: 3.3 for one column, 6.9 for two "
+                             "(default: sized for the screen)")
+    parser.add_argument("--figure-formats", nargs="+", default=list(figures.FORMATS), metavar="FORMAT",
+                        help=f"figure files to write, png always (default: {' '.join(figures.FORMATS)})")
+    parser.add_argument("--no-paper", action="store_true",
+                        help="leave out latex/, references.bib and methods.md / methods.tex")
     return parser
 
 
@@ -384,7 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     html, code = run_cli(lambda: build_report(args.paths, args.out, baseline=args.baseline, bench=args.bench,
                                               metrics=args.metrics, factors=args.factors, where=args.where,
-                                              claims=args.claims))
+                                              claims=args.claims, figure_width=args.figure_width,
+                                              figure_formats=args.figure_formats, paper_files=not args.no_paper))
     if code == 0:
         print(html)
     return code

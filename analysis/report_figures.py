@@ -170,7 +170,8 @@ def _load_maps(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]
     return {k: maps[k] for k in sorted(maps, key=order)}, tokens
 
 
-def map_figures(runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir: Path) -> list:
+def map_figures(runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir: Path,
+                style: figures.FigureStyle | None = None) -> list:
     """Heatmaps of the first seed of each cell that saved maps, while the report-wide budget lasts."""
     task_runs = runs[runs["task"] == task].sort_values(["cell_label", "seed"])
     candidates = [r for r in task_runs.to_dict("records")
@@ -190,7 +191,8 @@ def map_figures(runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir
         maps, tokens = loaded
         budget.take()
         title = f"{task}: {r['cell_label']}, seed {r['seed']}"
-        path = figures.attention_maps(maps, tokens, title, figures_dir / safe_name("maps", task, r["cell_label"]))
+        path = figures.attention_maps(maps, tokens, title, figures_dir / safe_name("maps", task, r["cell_label"]),
+                                      style=style)
         shown = ", ".join(list(maps)[:4])
         blocks.append(Figure(path, f"Attention weights of {r['cell_label']} on one fixed example "
                                    f"(seed {r['seed']}; rows: {shown}; queries down, keys across)"))

@@ -318,7 +318,7 @@ def provenance_section(runs: pd.DataFrame) -> Section:
 
 def results_frame_for_csv(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs frame with list and dict cells as JSON, so results.csv round-trips through any CSV reader."""
-    out = runs.copy()
+    out = runs.drop(columns=["references"], errors="ignore")  # BibTeX text: references.bib holds it
     for column in out.columns:
         if out[column].dtype == object:
             out[column] = [json.dumps(v) if isinstance(v, (list, dict)) else v for v in out[column]]

@@ -314,8 +314,12 @@ def count_significant(summaries: Sequence[TaskSummary]) -> int:
     return sum(s.significant() for s in summaries)
 
 
-def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path) -> Figure | None:
-    """The main metric against evaluation length, one line per cell in rank order; None without per-length data."""
+def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path,
+                 style=None) -> Figure | None:
+    """The main metric against evaluation length, one line per cell in rank order; None without per-length data.
+
+    ``style``: the report's ``analysis.figures.FigureStyle`` (each cell's colour and marker, the width).
+    """
     from analysis.summary_figure import metric_vs_length
 
     data = figure_data(frame, by_length, summary)
@@ -323,7 +327,8 @@ def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSumm
         return None
     present = set(data["label"])
     order = [label for label in (summary.labels()[k] for k in summary.order) if label in present]
-    metric_vs_length(data, order, summary.main, summary.train, f"{summary.task}: {summary.main} vs length", path)
+    metric_vs_length(data, order, summary.main, summary.train, f"{summary.task}: {summary.main} vs length", path,
+                     style)
     trained = (f"shaded: training lengths {summary.train[0]}–{summary.train[1]}; "
                if summary.train else "")
     return Figure(path, f"{summary.task}: {summary.main} against evaluation length, a line per cell (legend in "

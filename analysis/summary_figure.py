@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.figures import PNG_METADATA
+from analysis.figures import FigureStyle, line_id, palette, save, style_of
 from analysis.stats import mean_ci
 
 DPI = 100
@@ -21,12 +21,15 @@ MARKERS = "osD^vP*Xh<>p"
 
 
 def metric_vs_length(data: pd.DataFrame, order: Sequence[str], metric: str, train_range: Sequence[int] | None,
-                     title: str, path: Path) -> Path:
-    """``data``: columns label, length, value (one row per run and length); a line per label, in ``order``."""
-    from matplotlib import colormaps
+                     title: str, path: Path, style: FigureStyle | None = None) -> Path:
+    """``data``: columns label, length, value (one row per run and length); a line per label, in ``order``.
 
-    cmap = colormaps["tab10" if len(order) <= 10 else "tab20"]
-    fig = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI, layout="constrained")
+    Each label takes its cell's colour and marker from the report's ``style``; a label the
+    style does not know gets one of the colour-blind-safe palette.
+    """
+    style = style_of(style)
+    fallback = palette(order)
+    fig = Figure(figsize=style.size((WIDTH, HEIGHT)), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     if train_range is not None:
@@ -37,8 +40,8 @@ def metric_vs_length(data: pd.DataFrame, order: Sequence[str], metric: str, trai
         x = np.array([b[0] for b in band], dtype=float)
         mean = np.array([b[1] for b in band])
         half = np.array([b[2] for b in band])
-        color = cmap(i % cmap.N)
-        ax.plot(x, mean, marker=MARKERS[i % len(MARKERS)], ms=4, lw=1.6, color=color, label=label)
+        color, marker = style.for_label(label) or (fallback[label], MARKERS[i % len(MARKERS)])
+        ax.plot(x, mean, marker=marker, ms=4, lw=1.6, color=color, label=label, gid=line_id("cell", label))
         ok = np.isfinite(half)
         if ok.any():
             ax.fill_between(x[ok], (mean - half)[ok], (mean + half)[ok], color=color, alpha=0.15, lw=0)
@@ -48,6 +51,4 @@ def metric_vs_length(data: pd.DataFrame, order: Sequence[str], metric: str, trai
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="best", ncols=2 if len(order) > 6 else 1)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata=PNG_METADATA)
-    return path
+    return save(fig, path, style)

@@ -73,6 +73,25 @@ def environment(device: str) -> dict[str, Any]:
     }
 
 
+def variant_references(used: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The BibTeX entries each registry entry a run used declared at registration.
+
+    ``used``: registry kind (attention, position, task) -> names. Read from the
+    registries at run time, so a variant loaded from a plugin brings its papers into
+    result.json and the report never needs to import it.
+    """
+    from experiments.tasks import TASKS
+    from variants import ATTENTION, POSITION
+
+    registries = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
+    found = []
+    for kind, names in used.items():
+        for name in dict.fromkeys(names):
+            if name in registries[kind]:
+                found.append({"registry": kind, "name": name, "bibtex": list(registries[kind].references(name))})
+    return found
+
+
 def _finite(value: Any) -> Any:
     """NaN/inf are not JSON: store them as null so every reader can parse the file."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -87,6 +87,13 @@ def role_labels(cfg: DictConfig) -> dict[str, str | None]:
     return {role: label(node) for role, node in role_variants(cfg).items()}
 
 
+def used_variants(cfg: DictConfig) -> dict[str, list[str]]:
+    """Registry kind -> the names a run uses: its task, position and every attention type of any role."""
+    roles = [str(node["name"]) for node in role_variants(cfg).values() if node is not None]
+    return {"attention": [str(cfg.attention.name), *roles], "position": [str(cfg.position.name)],
+            "task": [str(cfg.task.name)]}
+
+
 def check_roles(cfg: DictConfig) -> None:
     """Each per-role variant exists and accepts its parameters; the error names the role, in one line."""
     from variants import ATTENTION  # not experiments.build: checking a command line never imports Lightning

@@ -27,8 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config import register_configs
 from experiments.quiet import quiet_library_warnings
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
-                                write_json_atomic)
-from experiments.roles import expand_roles, role_labels
+                                variant_references, write_json_atomic)
+from experiments.roles import expand_roles, role_labels, used_variants
 from experiments.sweep import set_threads, threads_per_process
 
 log = logging.getLogger("attnlab")
@@ -129,6 +129,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
+        result["references"] = variant_references(used_variants(cfg))
         ckpt = run_dir / "checkpoints" / "last.ckpt"
         resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
         if resume_from:

@@ -381,7 +381,9 @@ def test_hostile_names_are_escaped(tmp_path):
     assert "<script>" not in markdown and "&lt;script&gt;" in markdown
     figure_names = [p.name for p in (html.parent / "figures").iterdir()]
     assert any(name.startswith("maps_") for name in figure_names)
-    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+\.png", name) for name in figure_names)
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+\.(png|pdf|svg)", name) for name in figure_names)
+    for tex in (html.parent / "latex").glob("*.tex"):  # LaTeX-escaped too: \textless{}script\textgreater{}
+        assert "<script>" not in tex.read_text()
 
 
 def test_one_seed_sweep_claims_no_significance(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
+from experiments.tasks.papers import ZAREMBA_2014
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask, with_eos
 
@@ -35,7 +36,7 @@ def add_digits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return total
 
 
-@TASKS.register("addition")
+@TASKS.register("addition", references=ZAREMBA_2014)
 class Addition(SyntheticTask):
     kind = "seq2seq"
 

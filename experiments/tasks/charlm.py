@@ -26,6 +26,7 @@ from experiments.tasks.base import (
     path_value,
 )
 from experiments.tasks.batching import Example
+from experiments.tasks.papers import KARPATHY_2015
 from experiments.tasks.registry import TASKS
 from experiments.tasks.sampling import ResumableLoader, uniform_starts
 from experiments.tasks.textfiles import file_error, read_text
@@ -44,7 +45,7 @@ class Windows(Dataset):
         return {"tokens": self.ids[start : start + self.width], "length": self.width - 1}
 
 
-@TASKS.register("charlm")
+@TASKS.register("charlm", references=KARPATHY_2015)
 class CharLM(TaskDataModule):
     kind = "lm"
     decode_separator = ""

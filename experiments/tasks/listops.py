@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from experiments.tasks.base import FIRST_SYMBOL_ID, integer, refuse
+from experiments.tasks.papers import NANGIA_2018, TAY_2021
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask
 
@@ -117,7 +118,7 @@ class Grammar:
         return int(valid[rng.randrange(len(valid))])
 
 
-@TASKS.register("listops")
+@TASKS.register("listops", references=(NANGIA_2018, TAY_2021))
 class ListOps(SyntheticTask):
     kind = "classify"
     num_classes = 10

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
+from experiments.tasks.papers import HAHN_2020
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask
 
 BITS = ("0", "1")
 
 
-@TASKS.register("parity")
+@TASKS.register("parity", references=HAHN_2020)
 class Parity(SyntheticTask):
     kind = "classify"
     num_classes = 2

@@ -29,12 +29,13 @@ from variants.attention.scores import SCORES
 from variants.checks import one_of, positive
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
+from variants.papers import LUONG_2015
 from variants.registries import ATTENTION
 
 MODES = ("monotonic", "predictive")
 
 
-@ATTENTION.register("local")
+@ATTENTION.register("local", references=LUONG_2015)
 class LocalAttention(AttentionLayer):
     default_heads = 1
     backends = ("auto", "math", "banded")

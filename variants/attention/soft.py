@@ -12,6 +12,7 @@ from variants.attention.layer import AttentionLayer
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
+from variants.papers import BAHDANAU_2015, LUONG_2015, VASWANI_2017
 from variants.registries import ATTENTION
 
 
@@ -42,7 +43,7 @@ class _GlobalSoft(AttentionLayer):
         return out, None
 
 
-@ATTENTION.register("soft")
+@ATTENTION.register("soft", references=(BAHDANAU_2015, LUONG_2015, VASWANI_2017))
 class SoftAttention(_GlobalSoft):
     """Global soft attention (Bahdanau / Luong global); one head unless asked otherwise."""
 
@@ -54,7 +55,7 @@ class SoftAttention(_GlobalSoft):
         super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
 
 
-@ATTENTION.register("multihead")
+@ATTENTION.register("multihead", references=VASWANI_2017)
 class MultiHeadAttention(_GlobalSoft):
     """Vaswani et al. 2017: h heads of d/h, scaled dot-product, concatenated, W_o.
 

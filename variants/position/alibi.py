@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from variants.position.base import PositionEncoding, relative_distance
+from variants.papers import PRESS_2022
 from variants.registries import POSITION
 
 
@@ -25,7 +26,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(power_of_two(lower) + extra)
 
 
-@POSITION.register("alibi")
+@POSITION.register("alibi", references=PRESS_2022)
 class ALiBi(PositionEncoding):
     has_score_bias = True
 

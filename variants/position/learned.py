@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from variants.checks import VariantConfigError, positive
 from variants.position.base import PositionEncoding
+from variants.papers import GEHRING_2017
 from variants.registries import POSITION
 
 
@@ -19,7 +20,7 @@ class SequenceTooLongError(VariantConfigError):
     """An input longer than a learned table: never index garbage silently."""
 
 
-@POSITION.register("learned")
+@POSITION.register("learned", references=GEHRING_2017)
 class Learned(PositionEncoding):
     adds_to_embeddings = True
     init_std = 0.02

@@ -10,10 +10,11 @@ from torch import Tensor, nn
 
 from variants.checks import non_negative_int
 from variants.position.base import PositionEncoding, relative_distance
+from variants.papers import SHAW_2018
 from variants.registries import POSITION
 
 
-@POSITION.register("relative")
+@POSITION.register("relative", references=SHAW_2018)
 class ShawRelative(PositionEncoding):
     has_score_bias = True
     options = {"values": (False, True)}

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from variants.checks import positive
 from variants.position.base import PositionEncoding
+from variants.papers import VASWANI_2017
 from variants.registries import POSITION
 
 
@@ -26,7 +27,7 @@ def sinusoid_table(positions: Tensor, d_model: int, base: float = 10000.0) -> Te
     return table
 
 
-@POSITION.register("sinusoidal")
+@POSITION.register("sinusoidal", references=VASWANI_2017)
 class Sinusoidal(PositionEncoding):
     adds_to_embeddings = True
 
