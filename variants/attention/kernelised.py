@@ -65,6 +65,9 @@ class KernelisedAttention(AttentionLayer):
         """(B, H, T, D) -> (B, H, T, F), every feature >= 0."""
         raise NotImplementedError
 
+    def on_call(self) -> None:
+        """Run once at the start of every call, before any feature is computed (a schedule's hook)."""
+
     # -- the reference path: the weights formed ---------------------------------------------------
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
@@ -87,6 +90,7 @@ class KernelisedAttention(AttentionLayer):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """As ``AttentionLayer.forward``; on ``running_sum`` a self-attention cache keeps ``RunningState``."""
+        self.on_call()
         if not self.recurrent:
             return super().forward(query, key_value, causal=causal, key_padding_mask=key_padding_mask,
                                    position=position, cache=cache, need_weights=need_weights)

@@ -11,10 +11,10 @@ vector, which lowers the estimate's variance further. As m grows the output conv
 exact softmax attention. The exponent never overflows: w . x - |x|^2 / 2 <= |w|^2 / 2.
 
 ``redraw_every`` = n > 0 draws new features every n training calls of the layer (one per
-optimisation step in a model), as the paper does to keep one unlucky draw from steering
+training batch in a model), as the paper does to keep one unlucky draw from steering
 training; 0 keeps the features of initialisation. Draw r comes from a generator seeded with
-the layer's ``feature_seed`` plus r, and both, the features and the call count are buffers, so
-a resumed run and every DDP rank use the same features.
+the layer's ``feature_seed`` plus r, and the seed, the features and the call count are buffers,
+so a resumed run and every DDP rank use the same features.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ class PerformerAttention(KernelisedAttention):
         return orthogonal_gaussian(self.m, self.head_dim, generator)
 
     @torch.compiler.disable
-    def redraw_on_schedule(self) -> None:
+    def on_call(self) -> None:
         """Count a training call and draw new features every ``redraw_every`` of them."""
         if not (self.training and self.redraw_every):
             return
@@ -80,10 +80,6 @@ class PerformerAttention(KernelisedAttention):
         if int(self.calls) % self.redraw_every == 0:
             self.draws += 1
             self.projection.copy_(self.draw(int(self.draws)))
-
-    def forward(self, query: Tensor, key_value: Tensor | None = None, **kwargs) -> tuple[Tensor, Tensor | None]:
-        self.redraw_on_schedule()
-        return super().forward(query, key_value, **kwargs)
 
     def feature_map(self, x: Tensor) -> Tensor:
         dtype = torch.promote_types(x.dtype, torch.float32)  # exp in half precision loses the small features
