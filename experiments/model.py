@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from experiments.elementwise import Dropout, ReLU
 from variants import ATTENTION, POSITION, AttentionLayer, KVCache, PositionEncoding
 from variants.checks import VariantConfigError, one_of, positive, probability
+from variants.pairs import check_pair
 
 ARCHS = ("seq2seq", "decoder", "encoder")
 NORMS = ("post", "pre")
@@ -184,6 +185,10 @@ class Stack(nn.Module):
                                        **spec.position.params)
         self.drop = Dropout(spec.dropout)
         self.layers = nn.ModuleList(Layer(spec, self_attn, cross_attn) for _ in range(num_layers))
+        # Only self attention takes the stack's encoding (cross attention gets no position hooks):
+        # a pair that cannot compose is refused here, in one line, before anything trains.
+        if num_layers:
+            check_pair(self_attn.name, self.layers[0].self_attn, spec.position.name, self.position)
         self.final_norm = nn.LayerNorm(spec.d_model) if spec.norm == "pre" else nn.Identity()
 
     def embed(self, tokens: Tensor, offset: int = 0, prefix: Tensor | None = None) -> Tensor:

@@ -228,12 +228,14 @@ def _build_variants(cfg) -> None:
 
     from experiments.build import variant
     from variants import ATTENTION, POSITION
+    from variants.pairs import check_pair
 
     attention = variant(OmegaConf.to_container(cfg.attention, resolve=True))
     position = variant(OmegaConf.to_container(cfg.position, resolve=True))
     d_model = cfg.model.d_model
     layer = ATTENTION.build(attention["name"], d_model=d_model, backend=cfg.backend, **attention["params"])
-    POSITION.build(position["name"], d_model=d_model, num_heads=layer.num_heads, **position["params"])
+    encoding = POSITION.build(position["name"], d_model=d_model, num_heads=layer.num_heads, **position["params"])
+    check_pair(attention["name"], layer, position["name"], encoding)
 
 
 __all__ = ["PreflightError", "preflight"]

@@ -22,3 +22,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def skip_if_incompatible(attention: str, position: str, p_params: dict | None = None) -> None:
+    """Skip a (type, encoding) pair that cannot compose, by what the two declare (``variants.pairs``):
+    a type that forms no score matrix with an encoding that biases it. Never by name."""
+    from variants import ATTENTION, POSITION
+    from variants.pairs import pair_problem
+
+    problem = pair_problem(ATTENTION.get(attention), POSITION.build(position, d_model=16, num_heads=2,
+                                                                     **(p_params or {})))
+    if problem is not None:
+        pytest.skip(f"attention={attention} cannot take position={position}: {problem} (refused at build time)")

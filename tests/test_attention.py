@@ -14,11 +14,11 @@ from variants import ATTENTION, POSITION, reinforce_terms
 from variants.attention.hard import ESTIMATORS
 from variants.attention.local import MODES
 from variants.attention.scores import SCORES
-from tests.cases import cases, one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 2, 9, 6, 16, 2
 #: small settings for any variant that takes them, so windows and blocks are exercised at T <= 12
-SMALL = {"window": 2, "block_size": 4}
+SMALL = {"window": 2, "block_size": 4, "chunk_size": 4}
 CALLS = ("self", "causal", "cross")
 
 
@@ -30,6 +30,7 @@ calls = pytest.mark.parametrize("call", CALLS)
 
 
 def build(attention: str, a_params: dict, position: str, p_params: dict, **extra):
+    skip_if_incompatible(attention, position, p_params)
     torch.manual_seed(0)
     accepted = ATTENTION.accepted_params(attention)
     params = {k: v for k, v in SMALL.items() if k in accepted} | a_params | extra

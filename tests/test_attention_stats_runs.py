@@ -17,7 +17,7 @@ from experiments import attention_stats as A
 from experiments.module import Seq2SeqModule
 from experiments.summary import print_summary
 from experiments.tasks import TASKS
-from tests.cases import cases, one_thread  # noqa: F401
+from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
 from tests.conftest import ROOT, TINY
 from variants import ATTENTION, POSITION
 
@@ -68,6 +68,7 @@ def check_stats(module: Seq2SeqModule, H: int = 2) -> dict:
 @pytest.mark.parametrize("position", POSITION.names())
 @pytest.mark.parametrize("attention", ATTENTION.names())
 def test_every_attention_and_encoding_gets_finite_statistics(attention: str, position: str) -> None:
+    skip_if_incompatible(attention, position)
     module, task = tiny_module(attention, {}, position)
     run_test_loop(module, task, stats=True)
     summary = check_stats(module)

@@ -58,7 +58,9 @@ def test_compiled_dropout_keeps_1_minus_p_and_rescales() -> None:
 def compiled_cases() -> list[tuple[str, str, str]]:
     """Every attention type (with a relative encoding, which adds score and value terms) and every
     encoding (with multihead), in the encoder-decoder; and the decoder-only model once."""
-    pairs = [(a, "relative") for a in ATTENTION.names()] + [("multihead", p) for p in POSITION.names()]
+    # a type that forms no score matrix (variants.pairs) takes the rotary encoding, which acts before it
+    pairs = [(a, "relative" if ATTENTION.get(a).supports_score_bias else "rope") for a in ATTENTION.names()]
+    pairs += [("multihead", p) for p in POSITION.names()]
     return [("seq2seq", a, p) for a, p in dict.fromkeys(pairs)] + [("decoder", "multihead", "sinusoidal")]
 
 

@@ -6,6 +6,7 @@ import torch
 
 from experiments.batches import IGNORE, concat_io, lm_io, seq2seq_io
 from experiments.model import ModelSpec, Transformer, VariantSpec
+from tests.cases import skip_if_incompatible
 from variants import ATTENTION, POSITION
 
 VOCAB, PAD, BOS, EOS = 12, 0, 1, 2
@@ -28,6 +29,7 @@ def tokens(*shape: int, seed: int = 1) -> torch.Tensor:
 @pytest.mark.parametrize("attention", ATTENTION.names())
 @pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
 def test_cached_generation_equals_recomputation(arch: str, attention: str, position: str) -> None:
+    skip_if_incompatible(attention, position)
     model = tiny(arch, attention, position)
     src = tokens(3, 7)
     src[1, 5:] = PAD  # a padded source
@@ -44,6 +46,7 @@ def test_cached_generation_equals_recomputation(arch: str, attention: str, posit
 @pytest.mark.parametrize("position", POSITION.names())
 @pytest.mark.parametrize("attention", ATTENTION.names())
 def test_decoder_is_causal_at_model_level(attention: str, position: str) -> None:
+    skip_if_incompatible(attention, position)
     model = tiny("decoder", attention, position)
     x = tokens(2, 10)
     y = x.clone()

@@ -10,11 +10,11 @@ from variants import ATTENTION, POSITION, KVCache, PositionEncoding
 from variants.position.alibi import alibi_slopes
 from variants.position.learned import SequenceTooLongError
 from variants.position.t5 import t5_bucket
-from tests.cases import cases, one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, D_MODEL, HEADS = 2, 9, 16, 2
 HEAD_DIM = D_MODEL // HEADS
-SMALL = {"window": 2, "block_size": 3}
+SMALL = {"window": 2, "block_size": 3, "chunk_size": 3}
 
 
 positions = pytest.mark.parametrize("position, p_params", cases(POSITION))
@@ -67,6 +67,7 @@ def test_hooks_depend_on_relative_position_only(position, p_params, shift):
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_layer_is_translation_invariant(attention, a_params, position, p_params, causal):
     """The same sequence placed at positions 0.. and at 23.. (via a fresh ``KVCache(offset=23)``)."""
+    skip_if_incompatible(attention, position, p_params)
     torch.manual_seed(0)
     accepted = ATTENTION.accepted_params(attention)
     layer = ATTENTION.build(attention, d_model=D_MODEL, num_heads=HEADS,
@@ -75,10 +76,10 @@ def test_layer_is_translation_invariant(attention, a_params, position, p_params,
     if not pos.translation_invariant:
         pytest.skip(f"{position} declares translation_invariant=False (its terms read absolute positions)")
     rotary = type(pos).rotate is not PositionEncoding.rotate
-    if rotary and (a_params.get("score") in ("additive", "general") or a_params.get("mode") == "predictive"):
-        # R_i q . R_j k = q . R_(j-i) k holds for a dot product only; tanh(R_i q + R_j k), q R_i W R_j k
-        # and a window predictor reading R_i q all see absolute positions.
-        pytest.skip("rotary encodings are relative under dot-product scores only")
+    if rotary and not layer.rotary_relative:
+        # R_i q . R_j k = q . R_(j-i) k holds for a dot product only; tanh(R_i q + R_j k), q R_i W R_j k,
+        # a window predictor reading R_i q and a feature map phi(R_i q) all see absolute positions.
+        pytest.skip("rotary encodings are relative under dot-product scores only (layer.rotary_relative)")
     x = torch.randn(B, T, D_MODEL)
     for need_weights in (True, False):  # the reference path, then the fast one
         at_zero = layer(x, causal=causal, position=pos, need_weights=need_weights)

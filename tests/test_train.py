@@ -16,6 +16,7 @@ import pytest
 from experiments.tasks.base import FIRST_SYMBOL_ID
 from experiments.train import train
 from tests.conftest import ROOT, TINY, compose
+from tests.cases import skip_if_incompatible
 from variants import ATTENTION, POSITION
 
 SCHEMA_KEYS = {"schema", "run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch",
@@ -60,6 +61,7 @@ def test_cli_writes_a_valid_result(tmp_path: Path) -> None:
 @pytest.mark.parametrize("attention", ATTENTION.names())
 @pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
 def test_every_pair_composes_and_runs(arch: str, attention: str, position: str, tmp_path: Path) -> None:
+    skip_if_incompatible(attention, position)
     overrides = [*TINY, f"model.arch={arch}", f"attention={attention}", f"position={position}",
                  "trainer.fast_dev_run=true", "trainer.max_steps=1"]
     result = run(overrides, tmp_path)

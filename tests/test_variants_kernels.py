@@ -15,7 +15,7 @@ from torch import nn
 
 from variants import ATTENTION, POSITION, KVCache
 from variants.kernels import xformers_available
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.cases import one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 3, 11, 7, 16, 2
 CALLS = ("self", "causal", "cross", "causal_chunk")
@@ -31,6 +31,7 @@ def cases(registry, names: list[str] | None = None) -> list:
 
 FUSED = [n for n in ATTENTION.names() if {"sdpa", "xformers"} & set(ATTENTION.get(n).backends)]
 BANDED = [n for n in ATTENTION.names() if "block_size" in ATTENTION.accepted_params(n)]
+RUNNING_SUM = [n for n in ATTENTION.names() if "running_sum" in ATTENTION.get(n).backends]
 positions = pytest.mark.parametrize("position, p_params", cases(POSITION))
 
 
@@ -163,6 +164,21 @@ def test_blocked_local_equals_dense(attention, a_params, position, p_params, cal
     for block_size in (3, 5):
         reference, fast = twin_layers(attention, a_params, "auto", window=2, ratio=ratio, block_size=block_size)
         assert fast.backend != "math"  # auto must pick the banded kernel, or this compares math with itself
+        assert_same(outputs_and_gradients(reference, pos, call), outputs_and_gradients(fast, pos, call))
+
+
+# -- kernelised attention: running sums vs the quadratic form ---------------------------------------------
+@pytest.mark.parametrize("attention, a_params", cases(ATTENTION, RUNNING_SUM))
+@positions
+@pytest.mark.parametrize("call", CALLS)
+def test_running_sums_equal_the_quadratic_form(attention, a_params, position, p_params, call):
+    """Chunks of 3 and of 4 in T = 11 (the last short); ``causal_chunk`` continues from a running state,
+    while the math path's cache keeps the keys."""
+    skip_if_incompatible(attention, position, p_params)
+    pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS, **p_params)
+    for chunk_size in (3, 4):
+        reference, fast = twin_layers(attention, a_params, "auto", chunk_size=chunk_size)
+        assert fast.backend == "running_sum" and fast.recurrent  # or this compares math with itself
         assert_same(outputs_and_gradients(reference, pos, call), outputs_and_gradients(fast, pos, call))
 
 

@@ -6,9 +6,11 @@ computes softmax(scale * q k^T + bias, masked by ``allowed``) v.
 - ``sdpa``: torch.nn.functional.scaled_dot_product_attention (flash / memory-efficient
   kernels on CUDA, a fused C++ kernel on CPU);
 - ``xformers``: xformers.ops.memory_efficient_attention, CUDA only;
-- ``banded``: local attention computed block by block (``variants.attention.local``).
+- ``banded``: local attention computed block by block (``variants.attention.local``);
+- ``running_sum``: kernelised attention through sums over keys, prefix sums when causal
+  (``variants.attention.kernelised``), linear in T; its cache holds the sums, not the keys.
 
-``auto`` picks the first fast backend a type lists (``sdpa``, then ``banded``), else ``math``.
+``auto`` picks the first fast backend a type lists (``sdpa``, ``banded``, ``running_sum``), else ``math``.
 """
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ from torch import Tensor
 
 from variants.checks import VariantConfigError, one_of
 
-BACKENDS = ("auto", "math", "sdpa", "xformers", "banded")
-_AUTO_ORDER = ("sdpa", "banded")
+BACKENDS = ("auto", "math", "sdpa", "xformers", "banded", "running_sum")
+_AUTO_ORDER = ("sdpa", "banded", "running_sum")
 
 
 def xformers_available() -> bool:

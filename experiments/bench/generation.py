@@ -8,7 +8,7 @@ re-encodes all t tokens so far (O(t^2) per step), so the gap grows with length.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -18,10 +18,12 @@ from experiments.tasks.base import FIRST_SYMBOL_ID
 
 
 def generation_model(*, vocab: int, d_model: int, heads: int, layers: int, ffn: int, max_len: int,
-                     device: torch.device) -> Transformer:
-    """The suite's ``decoder multihead learned`` model in eval mode, sized to hold ``max_len`` positions."""
+                     device: torch.device, attention: str = "multihead",
+                     attention_params: dict[str, Any] | None = None) -> Transformer:
+    """The suite's ``decoder <attention> learned`` model in eval mode, sized to hold ``max_len`` positions."""
     spec = ModelSpec(
-        arch="decoder", vocab_size=vocab, attention=VariantSpec("multihead", {"num_heads": heads}),
+        arch="decoder", vocab_size=vocab,
+        attention=VariantSpec(attention, {"num_heads": heads, **(attention_params or {})}),
         position=VariantSpec("learned", {"max_len": max_len}), d_model=d_model, decoder_layers=layers,
         ffn_dim=ffn, dropout=0.0, norm="pre",
         # An id no logit can pick: no row ever stops early, so both cases decode every step.

@@ -11,11 +11,20 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from variants.attention.scores import SCORES, Score, build_score
+from variants.attention.scores import SCORES, Dot, ScaledDot, Score, build_score
 from variants.checks import heads_divide, kv_heads_divide, probability
 from variants.kernels import check_backend
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
+
+
+@dataclass
+class RunningState:
+    """A recurrent type's sums over every key so far: what one more query needs, whatever T."""
+
+    kv: Tensor  # (B, H_kv, F, D): sum_j phi(k_j) v_j^T
+    k_sum: Tensor  # (B, H_kv, F): sum_j phi(k_j)
+    keys: int  # how many keys (padded ones included) went into the sums
 
 
 @dataclass
@@ -29,6 +38,8 @@ class KVCache:
 
     k: Tensor | None = None  # (B, H_kv, T_cached, D): only the key/value heads, not the query heads
     v: Tensor | None = None  # (B, H_kv, T_cached, D)
+    #: a recurrent type's running sums over every key so far, in place of ``k`` and ``v``
+    state: RunningState | None = None
     #: position of the next query; a fresh cache with ``offset=c`` places the sequence at c, c+1, ...
     offset: int = 0
 
@@ -42,6 +53,12 @@ class AttentionLayer(nn.Module):
     kind: str = "attention"
     #: discrete constructor choices, for sweeps and tests (see ``Registry.variations``)
     options: dict[str, tuple] = {"score": SCORES}
+    #: True when the type forms the (Tq, Tk) score matrix, so an encoding may add a bias to it
+    #: or mix the weights into the values (see ``variants.pairs``); kernelised types do not
+    supports_score_bias: bool = True
+    #: True when the self-attention cache holds a fixed-size running state (``KVCache.state``)
+    #: instead of every key and value
+    recurrent: bool = False
 
     def __init__(
         self,
@@ -70,6 +87,13 @@ class AttentionLayer(nn.Module):
         self.w_v = nn.Linear(d_model, kv_dim, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.weight_dropout = nn.Dropout(dropout)
+
+    @property
+    def rotary_relative(self) -> bool:
+        """Whether rotating q and k by their positions leaves the layer depending on positions
+        only through j - i: true when the score is a dot product, R_i q . R_j k = q . R_(j-i) k,
+        and nothing else reads the rotated vectors."""
+        return isinstance(self.score, (ScaledDot, Dot))
 
     # -- head split -------------------------------------------------------------------------
     def _split(self, x: Tensor) -> Tensor:

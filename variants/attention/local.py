@@ -55,6 +55,11 @@ class LocalAttention(AttentionLayer):
             self.w_p = nn.Parameter(torch.randn(self.num_heads, self.head_dim, self.head_dim) / math.sqrt(self.head_dim))
             self.v_p = nn.Parameter(torch.randn(self.num_heads, self.head_dim) / math.sqrt(self.head_dim))
 
+    @property
+    def rotary_relative(self) -> bool:
+        # a predictive window's centre is read from the rotated query: an absolute position
+        return super().rotary_relative and self.mode == "monotonic"
+
     # -- window centres -----------------------------------------------------------------------
     def centres(self, q: Tensor, masking: Masking) -> Tensor:
         """Window centre of every query, as an absolute key position: (B, H, Tq) float.
