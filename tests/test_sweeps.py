@@ -303,7 +303,7 @@ def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> Non
     ("quick", [], "multirun/quick", 4 * 3),
     ("demo", [], "multirun/demo", 3 * 3),
     ("ablation", ["task=copy"], "multirun/ablation_copy", 4 * 3 * 3),
-    ("length_generalization", [], "multirun/length_generalization", 3 * 7 * 3),
+    ("length_generalization", [], "multirun/length_generalization", 3 * 9 * 3),
 ])
 def test_presets_expand_to_their_grids_and_every_value_composes(preset, extra, sweep_dir, cells) -> None:
     from experiments.checks import check_config

@@ -111,16 +111,7 @@ class KernelisedAttention(AttentionLayer):
             if key_padding_mask is not None and key_padding_mask.shape == (B, seen + Tq):
                 key_padding_mask = key_padding_mask[:, seen:]  # a cached call's mask covers every key so far
         else:  # cross attention: the memory is projected once per cache
-            if cache is not None and cache.k is not None:
-                k, v = cache.k, cache.v
-            else:
-                k = self._split(self.w_k(key_value))
-                v = self._split(self.w_v(key_value))
-                if cache is not None:
-                    cache.k, cache.v = k, v
-            k_pos = torch.arange(k.shape[2], device=query.device)
-            if position is not None:
-                q, k = position.rotate(q, k, q_pos, k_pos)
+            q, k, v, k_pos = self._memory(q, q_pos, key_value, position, cache)
         if cache is not None:
             cache.offset = offset + Tq
         if key_padding_mask is not None and key_padding_mask.shape != (B, k.shape[2]):

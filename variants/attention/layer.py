@@ -110,6 +110,24 @@ class AttentionLayer(nn.Module):
         return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, d_model)
 
     # -- the call ---------------------------------------------------------------------------
+    def _memory(self, q: Tensor, q_pos: Tensor, key_value: Tensor, position: PositionEncoding | None,
+                cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Cross attention's keys and values: the memory projected once per cache, then rotated with q.
+
+        Returns (q, k, v, k_pos): q (B, H, Tq, D); k, v (B, H_kv, Tk, D); k_pos (Tk,).
+        """
+        if cache is not None and cache.k is not None:
+            k, v = cache.k, cache.v
+        else:
+            k = self._split(self.w_k(key_value))
+            v = self._split(self.w_v(key_value))
+            if cache is not None:
+                cache.k, cache.v = k, v
+        k_pos = torch.arange(k.shape[2], device=q.device)
+        if position is not None:
+            q, k = position.rotate(q, k, q_pos, k_pos)
+        return q, k, v, k_pos
+
     def forward(
         self,
         query: Tensor,
@@ -145,16 +163,7 @@ class AttentionLayer(nn.Module):
             # The newest key sits at the newest query position, whatever the cache held.
             k_pos = torch.arange(offset + Tq - k.shape[2], offset + Tq, device=query.device)
         else:  # cross attention: the memory is projected once per cache
-            if cache is not None and cache.k is not None:
-                k, v = cache.k, cache.v
-            else:
-                k = self._split(self.w_k(key_value))
-                v = self._split(self.w_v(key_value))
-                if cache is not None:
-                    cache.k, cache.v = k, v
-            k_pos = torch.arange(k.shape[2], device=query.device)
-            if position is not None:
-                q, k = position.rotate(q, k, q_pos, k_pos)
+            q, k, v, k_pos = self._memory(q, q_pos, key_value, position, cache)
         if cache is not None:
             cache.offset = offset + Tq
 

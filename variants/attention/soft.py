@@ -12,6 +12,7 @@ from variants.attention.layer import AttentionLayer
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
+from variants.attention.references import AINSLIE_2023, SHAZEER_2019
 from variants.papers import BAHDANAU_2015, LUONG_2015, VASWANI_2017
 from variants.registries import ATTENTION
 
@@ -55,7 +56,7 @@ class SoftAttention(_GlobalSoft):
         super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
 
 
-@ATTENTION.register("multihead", references=VASWANI_2017)
+@ATTENTION.register("multihead", references=(VASWANI_2017, AINSLIE_2023, SHAZEER_2019))  # the last two: num_kv_heads
 class MultiHeadAttention(_GlobalSoft):
     """Vaswani et al. 2017: h heads of d/h, scaled dot-product, concatenated, W_o.
 
