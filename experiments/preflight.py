@@ -236,6 +236,21 @@ def _build_variants(cfg) -> None:
     layer = ATTENTION.build(attention["name"], d_model=d_model, backend=cfg.backend, **attention["params"])
     encoding = POSITION.build(position["name"], d_model=d_model, num_heads=layer.num_heads, **position["params"])
     check_pair(attention["name"], layer, position["name"], encoding)
+    # A self-attention role of a stack the architecture builds takes the same encoding
+    # (cross attention gets no position hooks): its pair is checked too, named by the role.
+    from experiments.roles import role_variants
+
+    built = {"encoder_attention": cfg.model.arch in ("seq2seq", "encoder"),
+             "decoder_attention": cfg.model.arch in ("seq2seq", "decoder")}
+    for role, node in role_variants(cfg).items():
+        if node is None or not built.get(role, False):
+            continue
+        params = {k: v for k, v in node.items() if k != "name"}
+        role_layer = ATTENTION.build(node["name"], d_model=d_model, backend=cfg.backend, **params)
+        try:
+            check_pair(node["name"], role_layer, position["name"], encoding)
+        except ValueError as err:
+            raise PreflightError(f"model.{role}: {err}") from None
 
 
 __all__ = ["PreflightError", "preflight"]

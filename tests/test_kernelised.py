@@ -220,6 +220,19 @@ def test_preflight_refuses_an_incompatible_pair_in_one_line():
     assert "\n" not in str(err.value)
 
 
+def test_preflight_refuses_an_incompatible_pair_set_through_a_self_attention_role():
+    from experiments.preflight import PreflightError, preflight
+
+    with pytest.raises(PreflightError) as err:
+        preflight(["attention@model.encoder_attention=linear", "position=alibi"])
+    message = str(err.value)
+    assert message.startswith("model.encoder_attention:") and "attention='linear'" in message
+    assert "position='alibi'" in message and "\n" not in message
+    # cross attention takes no position hooks, and a decoder-only model builds no encoder: both compose
+    preflight(["attention@model.cross_attention=linear", "position=alibi"])
+    preflight(["model.arch=decoder", "attention@model.encoder_attention=linear", "position=alibi"])
+
+
 @pytest.mark.parametrize("name", KERNELISED)
 def test_attention_dropout_is_refused_in_one_line(name):
     with pytest.raises(VariantConfigError, match="dropout=0.1") as err:
