@@ -45,6 +45,16 @@ def heads_divide(d_model: Any, num_heads: Any) -> None:
         )
 
 
+def even_head_dim(position: str, d_model: int, num_heads: int) -> None:
+    """A rotary encoding turns pairs of dimensions: each head's width d_model / num_heads must be even."""
+    head_dim = d_model // num_heads
+    if head_dim % 2:
+        raise VariantConfigError(
+            f"position={position} needs an even head dimension; d_model={d_model} / num_heads={num_heads} "
+            f"= {head_dim}"
+        )
+
+
 def kv_heads_divide(num_heads: int, num_kv_heads: Any) -> int:
     """``num_kv_heads`` (None: one per query head) must be a positive divisor of ``num_heads``."""
     if num_kv_heads is None:

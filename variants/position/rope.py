@@ -34,7 +34,7 @@ import math
 import torch
 from torch import Tensor
 
-from variants.checks import VariantConfigError, one_of, positive
+from variants.checks import VariantConfigError, even_head_dim, one_of, positive
 from variants.position.base import PositionEncoding
 from variants.registries import POSITION
 
@@ -109,11 +109,7 @@ class Rotary(PositionEncoding):
     def __init__(self, d_model: int, num_heads: int = 1, base: float = 10000.0, scaling: str = "none",
                  factor: float = 1.0, train_length: int | None = None) -> None:
         super().__init__(d_model, num_heads)
-        if self.head_dim % 2:
-            raise VariantConfigError(
-                f"position=rope needs an even head dimension; d_model={d_model} / num_heads={num_heads} "
-                f"= {self.head_dim}"
-            )
+        even_head_dim("rope", d_model, num_heads)
         self.base = positive("base", base)
         self.scaling = one_of("scaling", scaling, SCALINGS)
         if positive("factor", factor) < 1:

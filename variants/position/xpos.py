@@ -25,7 +25,7 @@ import math
 import torch
 from torch import Tensor
 
-from variants.checks import VariantConfigError, positive
+from variants.checks import VariantConfigError, even_head_dim, positive
 from variants.position.base import PositionEncoding
 from variants.position.rope import rope_frequencies, rotate_pairs
 from variants.registries import POSITION
@@ -50,11 +50,7 @@ def xpos_decay(head_dim: int, gamma: float = GAMMA) -> Tensor:
 class XPos(PositionEncoding):
     def __init__(self, d_model: int, num_heads: int = 1, base: float = 10000.0, scale_base: float = 512.0) -> None:
         super().__init__(d_model, num_heads)
-        if self.head_dim % 2:
-            raise VariantConfigError(
-                f"position=xpos needs an even head dimension; d_model={d_model} / num_heads={num_heads} "
-                f"= {self.head_dim}"
-            )
+        even_head_dim("xpos", d_model, num_heads)
         self.base = positive("base", base)
         self.scale_base = float(positive("scale_base", scale_base))
         self.register_buffer("inv_freq", rope_frequencies(self.head_dim, base), persistent=False)  # (D/2,)
