@@ -30,6 +30,7 @@ from experiments.result import (SCHEMA, command_line, config_hash, environment, 
                                 variant_references, write_json_atomic)
 from experiments.roles import expand_roles, role_labels, used_variants
 from experiments.sweep import set_threads, threads_per_process
+from experiments.unused import record_unused
 
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
@@ -129,6 +130,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
+        record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
         result["references"] = variant_references(used_variants(cfg))
         ckpt = run_dir / "checkpoints" / "last.ckpt"
         resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
