@@ -25,17 +25,19 @@ ROOT = Path(__file__).resolve().parents[1]
 ACC = "test/token_acc"
 
 
-def decoder_run(folder: Path, cross: str, seed: int = 0, unused: bool = True) -> Path:
+def decoder_run(folder: Path, cross: str, seed: int = 0, unused: bool = True, nulled: bool = True) -> Path:
     """A decoder-only run whose cross attention was set on the command line; ``unused=False`` writes it the way
-    runs did before they recorded unused settings."""
+    runs did before they recorded unused settings; ``nulled=False`` keeps the asked config beside ``unused``
+    (the config a W&B run holds)."""
     config = flat_config("reverse", "multihead", "sinusoidal", seed, **{"model.arch": "decoder",
                          "model.cross_attention.name": cross, "model.cross_attention.num_heads": 1})
     del config["model.cross_attention"]
     res = result(f"{folder.name}", config, {ACC: 0.5 + 0.1 * seed})
     res["arch"] = "decoder"
     if unused:
-        config = {k: v for k, v in config.items() if not k.startswith("model.cross_attention.")}
-        res["config"] = {**config, "model.cross_attention": None}
+        if nulled:
+            config = {k: v for k, v in config.items() if not k.startswith("model.cross_attention.")}
+            res["config"] = {**config, "model.cross_attention": None}
         res["unused"] = {"model.cross_attention": cross}
     return write(folder, res)
 
@@ -47,10 +49,12 @@ def test_unused_setting_never_makes_a_factor_and_old_results_read_as_before(tmp_
         for seed in (0, 1):
             decoder_run(tmp_path / "new" / f"{cross}{seed}", cross, seed)
             decoder_run(tmp_path / "old" / f"{cross}{seed}", cross, seed, unused=False)
-    with pytest.warns(UserWarning, match="model.cross_attention was given 2 values"):
-        new = collect(tmp_path / "new")
-    assert new.factors == [] and new.runs["cell"].nunique() == 1
-    assert new.unused == {"model.cross_attention": ["local", "soft"]}
+            decoder_run(tmp_path / "asked" / f"{cross}{seed}", cross, seed, nulled=False)
+    for folder in ("new", "asked"):
+        with pytest.warns(UserWarning, match="model.cross_attention was given 2 values"):
+            new = collect(tmp_path / folder)
+        assert new.factors == [] and new.runs["cell"].nunique() == 1
+        assert new.unused == {"model.cross_attention": ["local", "soft"]}
     old = collect(tmp_path / "old")  # no "unused" field: every setting counts, as before
     assert old.factors == ["model.cross_attention"] and old.runs["cell"].nunique() == 2 and old.unused == {}
     markdown = (build_report([tmp_path / "new"], tmp_path / "out", paper_files=False).parent / "report.md").read_text()
