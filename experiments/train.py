@@ -131,7 +131,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
         record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
-        result["references"] = variant_references(used_variants(cfg))
+        result["references"] = variant_references(used_variants(cfg, result["unused"]))
         ckpt = run_dir / "checkpoints" / "last.ckpt"
         resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
         if resume_from:

@@ -78,6 +78,8 @@ def test_decoder_grid_over_cross_attention_is_one_cell(tmp_path):
     assert all(r["cross_attention"] is None and r["config"]["model.cross_attention"] is None for r in results)
     assert sorted(r["unused"]["model.cross_attention"] for r in results) == ["local", "soft"]
     assert results[0]["cost"]["params"] == results[1]["cost"]["params"]  # the models are the same
+    cited = {(ref["registry"], ref["name"]) for r in results for ref in r["references"]}
+    assert ("attention", "multihead") in cited and not cited & {("attention", "local"), ("attention", "soft")}
     with pytest.warns(UserWarning):
         runs = collect(tmp_path)
     assert runs.factors == [] and runs.runs["cell"].nunique() == 1 and len(runs.duplicates) == 1
