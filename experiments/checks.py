@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
 
 
@@ -41,6 +42,7 @@ def check_config(cfg: DictConfig) -> None:
     _choice("model.pooling", m.pooling, ("mean", "cls"))
     _choice("model.embedding", m.embedding, ("scaled", "gpt2"))
     _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
+    _choice("model.compile_mode", m.compile_mode, COMPILE_MODES)
     _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers", "banded"))
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")

@@ -30,6 +30,7 @@ class ModelConf:
     decoder_attention: Any = None
     cross_attention: Any = None
     compile: bool = False
+    compile_mode: str = "default"  # default | reduce-overhead (CUDA graphs) | max-autotune
 
 
 @dataclass

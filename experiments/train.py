@@ -134,16 +134,22 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
         if resume_from:
             log.info("resuming from %s", resume_from)
+        from experiments.compiling import compile_seconds_so_far, compiled_since
+
+        compiled_before = compile_seconds_so_far() if cfg.model.compile else None
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
         train_seconds = time.perf_counter() - start
+        # the fit's compiling (forward, backward, the evaluation graphs), a part of train_seconds
+        compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
         val = build.final_validation(trainer, module, datamodule)
         test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, verbose=False))
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
-        result["cost"].update(build.cost(trainer, module, train_seconds))
+        result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
+        result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
         result["cost"]["test_seconds"] = module.test_seconds
         if module.collect_attention_stats:
             result["cost"]["attention_stats_seconds"] = module.stats_seconds
