@@ -58,6 +58,10 @@ def check_config(cfg: DictConfig) -> None:
         value = m[key]
         _require(0 <= value < 1, f"model.{key}={value} is not allowed; it must be in [0, 1)")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is not allowed; it must be >= 0")
+    _require(cfg.jobs_per_gpu >= 1, f"jobs_per_gpu={cfg.jobs_per_gpu} is not allowed; it must be >= 1")
+    _require(cfg.jobs_per_gpu == 1 or "ddp" not in str(t.strategy),
+             f"jobs_per_gpu={cfg.jobs_per_gpu} with trainer.strategy={t.strategy}: a DDP cell uses whole GPUs; "
+             "set jobs_per_gpu=1")
     if "ddp" in str(t.strategy):
         devices = t.devices
         many = (isinstance(devices, int) and devices > 1) or t.num_nodes > 1 or devices in ("auto", -1) \

@@ -113,6 +113,7 @@ class Config:
     resume: bool = True
     objective: str = "val/loss"
     num_threads: int = 0
+    jobs_per_gpu: int = 1
     # modules imported before anything is built, so variants they register can be named
     plugins: list[str] = field(default_factory=list)
     # set by a test or a fault-injection run: raise inside training at this step

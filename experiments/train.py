@@ -25,6 +25,7 @@ from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
+from experiments.gpu_share import shared_gpu
 from experiments.quiet import quiet_library_warnings
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 variant_references, write_json_atomic)
@@ -238,7 +239,8 @@ def hydra_entry(cfg: DictConfig) -> float:
         result = train_in_child(cfg, run_dir, overrides, threads)
     else:
         set_threads(threads)
-        result = train(cfg, run_dir, overrides)
+        with shared_gpu(cfg, hc, multirun):  # jobs_per_gpu > 1: this job's GPU slot
+            result = train(cfg, run_dir, overrides)
     if not is_rank_zero():
         # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
         # Lightning's watchdog kill rank 0 before it writes the result.
