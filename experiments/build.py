@@ -131,7 +131,8 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
     trainer = L.Trainer(
-        accelerator=t.accelerator, devices=gpu_share.trainer_devices(t.devices), num_nodes=t.num_nodes, strategy=t.strategy,
+        accelerator=t.accelerator, devices=gpu_share.trainer_devices(t.devices),  # jobs_per_gpu: the job's GPU
+        num_nodes=t.num_nodes, strategy=t.strategy,
         precision=t.precision, max_steps=t.max_steps, val_check_interval=_val_interval(cfg),
         check_val_every_n_epoch=None, limit_val_batches=t.limit_val_batches, limit_test_batches=t.limit_test_batches,
         deterministic=t.deterministic, fast_dev_run=t.fast_dev_run, log_every_n_steps=t.log_every_n_steps,
