@@ -101,7 +101,7 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
                                                       and not torch.cuda.is_available())
         compile_model(module.model, "cpu" if on_cpu else "cuda", cfg.model.compile_mode)
         # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
-        datamodule.fixed_shapes = cfg.model.compile_mode == "reduce-overhead"
+        datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
     # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
     module.divergence_every = math.gcd(max(cfg.trainer.log_every_n_steps, 1),
                                        max(cfg.trainer.checkpoint_every_n_steps, 1))

@@ -96,7 +96,8 @@ def trainer_devices(devices: Any) -> Any:
 def shared_gpu(cfg: Any, hydra_cfg: Any, multirun: bool) -> Iterator[int | None]:
     """A GPU slot for this job when ``jobs_per_gpu`` > 1 in a multirun on GPUs; otherwise nothing changes."""
     k = int(cfg.get("jobs_per_gpu", 1) or 1)
-    if not multirun or k <= 1 or not on_gpu(cfg.trainer) or os.environ.get("LOCAL_RANK"):
+    if not multirun or k <= 1 or not on_gpu(cfg.trainer) or os.environ.get("LOCAL_RANK") \
+            or torch.cuda.device_count() < 1:  # no GPU visible: the run's own checks refuse it, with a result
         yield None
         return
     with claim_gpu(Path(hydra_cfg.sweep.dir), int(hydra_cfg.job.num), k) as gpu:

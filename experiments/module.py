@@ -102,6 +102,7 @@ class Seq2SeqModule(L.LightningModule):
         self.tokens_seen = 0
         # steps between reads of the divergence flag (the training app: every logging and checkpoint step)
         self.divergence_every = 1
+        self.cudagraph_steps = False  # set by the training app for model.compile_mode=reduce-overhead
         self._bad_loss: Tensor | None = None
         self.reinforce_spec = self.optim_spec.reinforce()
         # One baseline per stack whose hard layers train by REINFORCE (none for other models).
@@ -159,6 +160,9 @@ class Seq2SeqModule(L.LightningModule):
         return (per_tok * mask).sum() / mask.sum().clamp(min=1), per
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        if self.cudagraph_steps:
+            # model.compile_mode=reduce-overhead: a new step may reuse the CUDA graphs' output memory
+            torch.compiler.cudagraph_mark_step_begin()
         if self.baselines:
             batch = repeat_batch(batch, self.reinforce_spec.samples)
         logits, targets, src = self._io(batch)
