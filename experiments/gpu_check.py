@@ -389,7 +389,8 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
         raise CheckFailed(f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}")
     found = json.loads(out.read_text())
     ratios = {f"{name}: {key}": value for name, comparison in found["comparisons"].items()
-              for key, value in (comparison.get("ratios") or {}).items()}
+              if isinstance(comparison, dict)  # a comparison skipped here (x-transformers missing) has no ratios
+              for key, value in (comparison.get("ratios") or {}).items() if isinstance(value, (int, float))}
     return {"detail": "; ".join(f"{k} {v:.2f}x" for k, v in ratios.items()), "ratios": ratios,
             "targets": found.get("targets")}
 

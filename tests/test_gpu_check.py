@@ -248,3 +248,59 @@ def test_the_summary_is_written_as_each_check_finishes_and_the_budget_skips_the_
     checks = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
     assert checks["second"]["status"] == "pass"
     assert checks["third"]["status"] == "skipped" and "budget" in checks["third"]["detail"]
+
+
+def fake_commands(monkeypatch, write) -> list[list[str]]:
+    """run_command that records each command and lets ``write`` leave its outputs; one 'GPU'."""
+    import subprocess
+
+    commands: list[list[str]] = []
+
+    def run(command, out_dir, timeout):
+        commands.append(command)
+        write(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(gpu_check, "run_command", run)
+    return commands
+
+
+def test_peers_runs_on_a_gpu_shape_and_records_its_ratios(tmp_path, monkeypatch) -> None:
+    def write(command):
+        out = Path(command[command.index("--out") + 1])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"comparisons": {
+            "seq2seq": {"ratios": {"eager / torch.nn.Transformer": 1.14}},
+            "decoder": {"skipped": "x-transformers is not installed"}}, "targets": []}))
+
+    commands = fake_commands(monkeypatch, write)
+    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10)
+    outcome = run_check("peers", lambda: gpu_check.CHECKS["peers"](args))
+    assert outcome.status == "pass", outcome.detail
+    command = commands[0]  # not the CPU default shape (width 64, batch 64 x 16 tokens): launches, not kernels
+    assert command[command.index("--device") + 1] == "cuda" and "--d-model" in command and "--length" in command
+    assert int(command[command.index("--d-model") + 1]) >= 512 and int(command[command.index("--length") + 1]) >= 512
+    assert outcome.data["ratios"] == {"seq2seq: eager / torch.nn.Transformer": 1.14}
+
+
+def test_the_quick_grid_is_timed_one_and_k_cells_at_a_time(tmp_path, monkeypatch) -> None:
+    def write(command):
+        sweep = Path(next(a for a in command if a.startswith("hydra.sweep.dir=")).split("=", 1)[1])
+        for cell in ("soft+learned", "local+rope"):
+            attention, position = cell.split("+")
+            (sweep / cell).mkdir(parents=True, exist_ok=True)
+            (sweep / cell / "result.json").write_text(json.dumps({
+                "status": "completed", "attention": attention, "position": position,
+                "metrics": {"test/token_acc": 1.0}, "cost": {"step_ms": 5.0}}))
+
+    commands = fake_commands(monkeypatch, write)
+    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3)
+    one = run_check("quick-grid", lambda: gpu_check.CHECKS["quick-grid"](args))
+    many = run_check("quick-grid-k", lambda: gpu_check.CHECKS["quick-grid-k"](args))
+    assert one.status == many.status == "pass", (one.detail, many.detail)
+    assert not any("launcher" in a for a in commands[0])  # one cell at a time: the basic launcher
+    assert {"hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "jobs_per_gpu=3"} <= set(commands[1])
+    assert commands[0][-1] != commands[1][-1], "each grid in its own folder, or the second would skip its cells"
+    assert many.data["speedup"] == pytest.approx(one.data["wall_seconds"] / many.data["wall_seconds"])
