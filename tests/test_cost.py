@@ -38,25 +38,37 @@ def test_steady_tokens_per_second_leaves_out_a_slow_first_step(monkeypatch) -> N
 
 
 def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch) -> None:
+    from experiments import build
     from experiments.module import Seq2SeqModule
     from experiments.train import train
 
     slow, original = 1.5, Seq2SeqModule.training_step
+    tokens: list[int] = []  # each step's real tokens, counted from the batch: source and target, no padding
 
     def first_step_slow(self, batch, batch_idx):
+        tokens.append(int(batch["src"].ne(self.spec.pad_id).sum() + batch["tgt"].ne(self.spec.pad_id).sum()))
         if self.global_step == 0:
             time.sleep(slow)
         return original(self, batch, batch_idx)
 
+    timers: list[StepTimer] = []
+
+    class KeptTimer(StepTimer):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            timers.append(self)
+
     monkeypatch.setattr(Seq2SeqModule, "training_step", first_step_slow)
+    monkeypatch.setattr(build, "StepTimer", KeptTimer)
     overrides = [*TINY, "trainer.max_steps=30", "trainer.val_check_interval=30"]
     result = train(compose(overrides), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
-    cost = result["cost"]
-    assert cost["train_seconds"] >= slow  # the whole fit, slow step included
-    tokens = cost["fit_tokens_per_second"] * cost["train_seconds"]
-    # the timed steps after warm-up leave out the slow step, loading and validation
-    assert cost["tokens_per_second"] > tokens / (cost["train_seconds"] - slow)
+    cost, times = result["cost"], timers[0].times_ms
+    assert cost["train_seconds"] >= slow and times[0] >= slow * 1000  # the whole fit keeps the slow step
+    assert cost["fit_tokens_per_second"] == pytest.approx(sum(tokens) / cost["train_seconds"])
+    first = len(times) - cost["step_ms_steps"]
+    assert first >= 1  # the slow step is a warm-up step, left out of the steady rate
+    assert cost["tokens_per_second"] == pytest.approx(sum(tokens[first:]) / (sum(times[first:]) / 1000))
     assert cost["compile_seconds"] == 0.0 and cost["compile_mode"] is None
 
 
