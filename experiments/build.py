@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import resource
 import subprocess
@@ -18,7 +19,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElastic
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import checks
+from experiments import checks, gpu_share
 from experiments.callbacks import FailAtStep, LastValidation, PlainProgress, StepTimer
 from experiments.checkpointing import AtomicCheckpointIO
 from experiments.compiling import compile_model
@@ -61,6 +62,7 @@ def build_datamodule(cfg: DictConfig, run_dir: Path):
 def model_dict(cfg: DictConfig, datamodule) -> dict[str, Any]:
     m = OmegaConf.to_container(cfg.model, resolve=True)
     m.pop("compile", None)
+    m.pop("compile_mode", None)
     model = {
         **m,
         "vocab_size": int(datamodule.vocab_size),
@@ -97,7 +99,12 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     if cfg.model.compile:
         on_cpu = cfg.trainer.accelerator == "cpu" or (cfg.trainer.accelerator == "auto"
                                                       and not torch.cuda.is_available())
-        compile_model(module.model, "cpu" if on_cpu else "cuda")
+        compile_model(module.model, "cpu" if on_cpu else "cuda", cfg.model.compile_mode)
+        # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
+        datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
+    # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
+    module.divergence_every = math.gcd(max(cfg.trainer.log_every_n_steps, 1),
+                                       max(cfg.trainer.checkpoint_every_n_steps, 1))
     params = count_parameters(module.model)
 
     loggers: list[Any] = [csv_logger(run_dir)]
@@ -124,7 +131,8 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
     trainer = L.Trainer(
-        accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes, strategy=t.strategy,
+        accelerator=t.accelerator, devices=gpu_share.trainer_devices(t.devices),  # jobs_per_gpu: the job's GPU
+        num_nodes=t.num_nodes, strategy=t.strategy,
         precision=t.precision, max_steps=t.max_steps, val_check_interval=_val_interval(cfg),
         check_val_every_n_epoch=None, limit_val_batches=t.limit_val_batches, limit_test_batches=t.limit_test_batches,
         deterministic=t.deterministic, fast_dev_run=t.fast_dev_run, log_every_n_steps=t.log_every_n_steps,
@@ -211,14 +219,23 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB -> MB (Linux)
 
 
-def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float) -> dict[str, Any]:
-    tokens = int(module.tokens_seen) * max(trainer.world_size, 1)
+def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float,
+         compile_seconds: float | None = None) -> dict[str, Any]:
+    """``train_seconds`` is the whole fit (compilation, validation, checkpoints included) and
+    ``fit_tokens_per_second`` its rate; ``tokens_per_second`` is the steady state: the tokens of
+    the timed steps after warm-up over their time (``callbacks.StepTimer``)."""
+    world = max(trainer.world_size, 1)
+    tokens = int(module.tokens_seen) * world
     timer = next((c for c in trainer.callbacks if isinstance(c, StepTimer)), None)
+    steps = timer.summary() if timer is not None else {}
+    steady = steps.pop("steady_tokens_per_second", None)
     return {
         # the time of one training step, robust to warm-up and to a loaded machine (callbacks.StepTimer)
-        **(timer.summary() if timer is not None else {}),
+        **steps,
         "train_seconds": train_seconds,
-        "tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,
+        "compile_seconds": compile_seconds,
+        "tokens_per_second": steady * world if steady is not None else None,
+        "fit_tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,
         "peak_memory_mb": peak_memory_mb(module.device),
         "steps": int(trainer.global_step),
         "world_size": int(trainer.world_size),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
 
 
@@ -41,6 +42,7 @@ def check_config(cfg: DictConfig) -> None:
     _choice("model.pooling", m.pooling, ("mean", "cls"))
     _choice("model.embedding", m.embedding, ("scaled", "gpt2"))
     _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
+    _choice("model.compile_mode", m.compile_mode, COMPILE_MODES)
     _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers", "banded"))
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
@@ -56,6 +58,10 @@ def check_config(cfg: DictConfig) -> None:
         value = m[key]
         _require(0 <= value < 1, f"model.{key}={value} is not allowed; it must be in [0, 1)")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is not allowed; it must be >= 0")
+    _require(cfg.jobs_per_gpu >= 1, f"jobs_per_gpu={cfg.jobs_per_gpu} is not allowed; it must be >= 1")
+    _require(cfg.jobs_per_gpu == 1 or "ddp" not in str(t.strategy),
+             f"jobs_per_gpu={cfg.jobs_per_gpu} with trainer.strategy={t.strategy}: a DDP cell uses whole GPUs; "
+             "set jobs_per_gpu=1")
     if "ddp" in str(t.strategy):
         devices = t.devices
         many = (isinstance(devices, int) and devices > 1) or t.num_nodes > 1 or devices in ("auto", -1) \

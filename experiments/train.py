@@ -25,6 +25,7 @@ from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
+from experiments.gpu_share import shared_gpu
 from experiments.quiet import quiet_library_warnings
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 variant_references, write_json_atomic)
@@ -136,16 +137,22 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
         if resume_from:
             log.info("resuming from %s", resume_from)
+        from experiments.compiling import compile_seconds_so_far, compiled_since
+
+        compiled_before = compile_seconds_so_far() if cfg.model.compile else None
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
         train_seconds = time.perf_counter() - start
+        # the fit's compiling (forward, backward, the evaluation graphs), a part of train_seconds
+        compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
         val = build.final_validation(trainer, module, datamodule)
         test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, verbose=False))
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
-        result["cost"].update(build.cost(trainer, module, train_seconds))
+        result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
+        result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
         result["cost"]["test_seconds"] = module.test_seconds
         if module.collect_attention_stats:
             result["cost"]["attention_stats_seconds"] = module.stats_seconds
@@ -234,7 +241,8 @@ def hydra_entry(cfg: DictConfig) -> float:
         result = train_in_child(cfg, run_dir, overrides, threads)
     else:
         set_threads(threads)
-        result = train(cfg, run_dir, overrides)
+        with shared_gpu(cfg, hc, multirun):  # jobs_per_gpu > 1: this job's GPU slot
+            result = train(cfg, run_dir, overrides)
     if not is_rank_zero():
         # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
         # Lightning's watchdog kill rank 0 before it writes the result.
