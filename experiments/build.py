@@ -1,6 +1,7 @@
 """Assembling one run from its config: task, model, loggers, trainer; and reading it out afterwards."""
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import resource
@@ -239,6 +240,9 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
         return {"status": "diverged", "error": str(err), "diverged_at_step": err.step}
     if isinstance(err, user_error_types()):
         return {"status": "failed", "error": str(err), "user_error": True}
+    output = output_problem(err)
+    if output is not None:  # a full disk, an unwritable folder: one line, no traceback to write there
+        return {"status": "failed", "error": output, "output_error": True}
     if isinstance(err, KeyboardInterrupt):
         return {"status": "failed", "error": "interrupted"}
     if isinstance(err, SystemExit):
@@ -251,6 +255,17 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
 
 
+def output_problem(err: BaseException) -> str | None:
+    """``<path>: no space left on the device`` when writing an output failed (disk, permissions), else None."""
+    from experiments.files import describe
+
+    for cause in (err, err.__cause__, err.__context__):
+        if isinstance(cause, OSError) and cause.errno is not None and cause.errno in OUTPUT_ERRNOS:
+            return str(cause) if type(cause).__name__ == "OutputError" else describe(cause, cause.filename or "?")
+    return None
+
+
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM)
 STATS_FILE = "attention_stats.npz"
 
 

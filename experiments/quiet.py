@@ -13,6 +13,9 @@ NOISE = (
     # Lightning on a machine that has srun but runs this process without it (a login node,
     # a workstation with SLURM tools); under srun the SLURM environment is used as it should.
     r"The `srun` command is available on your system but is not used",
+    # Runs are counted in steps and logged every log_every_n_steps global steps, across epochs:
+    # an epoch shorter than the interval loses nothing.
+    r"The number of training batches \(\d+\) is smaller than the logging interval",
 )
 
 

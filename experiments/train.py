@@ -24,7 +24,9 @@ from hydra.types import RunMode
 from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.checkpointing import checkpoint_bytes
 from experiments.config import register_configs
+from experiments.files import OutputError, check_free_space
 from experiments.quiet import quiet_library_warnings
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 variant_references, write_json_atomic)
@@ -132,6 +134,9 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         result["references"] = variant_references(used_variants(cfg))
         ckpt = run_dir / "checkpoints" / "last.ckpt"
         resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
+        if not cfg.trainer.fast_dev_run and not resume_from:
+            # a disk too small for one checkpoint fails now, not at the first checkpoint
+            check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
         if resume_from:
             log.info("resuming from %s", resume_from)
         start = time.perf_counter()
@@ -201,7 +206,10 @@ def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float)
         result["cost"]["steps"] = int(trainer.global_step)
     rank_zero = trainer.is_global_zero if trainer is not None else is_rank_zero()
     if rank_zero:
-        write_json_atomic(run_dir / RESULT, result)
+        try:
+            write_json_atomic(run_dir / RESULT, result)
+        except OutputError as err:
+            result["result_unwritten"] = str(err)  # said once, by hydra_entry
         build.close_wandb(wandb, result)
 
 
@@ -232,14 +240,25 @@ def hydra_entry(cfg: DictConfig) -> float:
         result = train_in_child(cfg, run_dir, overrides, threads)
     else:
         set_threads(threads)
-        result = train(cfg, run_dir, overrides)
+        try:
+            result = train(cfg, run_dir, overrides)
+        except OutputError as err:  # run_state.json could not be written: nothing has started
+            print(f"attnlab: {err}", file=sys.stderr)
+            if multirun:
+                return BAD_OBJECTIVE
+            sys.exit(1)
     if not is_rank_zero():
         # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
         # Lightning's watchdog kill rank 0 before it writes the result.
         return objective(result, cfg.objective)
     status = result["status"]
-    if status != "completed":
-        message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
+    if status != "completed" or result.get("result_unwritten"):
+        if result.get("result_unwritten"):
+            message = f"{status}, but the result could not be written: {result['result_unwritten']}"
+            if result.get("error"):
+                message = f"{status}: {result['error']}; the result could not be written either"
+        else:
+            message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
         print(f"attnlab: {message}", file=sys.stderr)
         if not multirun:
             # One line for the user; the traceback, if any, is in error.log beside the result.
