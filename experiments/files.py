@@ -104,8 +104,17 @@ def check_output_path(path: Path | str, flag: str) -> None:
     path = Path(path)
     if path.is_dir():
         raise OutputError(errno.EISDIR, f"{flag} {path}: is a folder; give a file name inside it")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputError(errno.ENOTDIR, f"{flag} {path}: {existing} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(err.errno, f"{flag} {path}: cannot create the folder {path.parent} "
+                                     f"({describe(err, path.parent).split(': ', 1)[1]})") from None
+    try:
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
     except OSError as err:
         raise OutputError(err.errno, f"{flag} {describe(err, path)}") from None
