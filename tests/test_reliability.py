@@ -60,6 +60,8 @@ BAD_INPUTS = [
     ("unknown attention parameter", ["+attention.windw=4"], ["windw", "accepted"]),
     ("unknown norm", ["model.norm=middle"], ["model.norm=middle", "post"]),
     ("unknown schedule", ["optim.schedule=linear"], ["optim.schedule=linear", "cosine"]),
+    ("W&B mode typo", ["logger.wandb.mode=onlinee"],
+     ["logger.wandb.mode=onlinee", "'offline', 'disabled'", "did you mean 'online'"]),
     ("xformers on CPU", ["backend=xformers"], ["backend='xformers'", "CUDA"]),
     ("hard attention with SDPA", ["attention=hard", "backend=sdpa"], ["backend='sdpa'", "hard"]),
     ("DDP with one device", ["trainer=ddp", "trainer.devices=1"], ["trainer.devices=1", "DDP"]),
@@ -254,7 +256,7 @@ def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_chec
     result = train(compose(overrides), tmp_path, overrides)
     monkeypatch.setattr(ckpt_io.torch, "save", real_save)
     assert result["status"] == "failed"
-    assert "No space left on device" in result["error"] and "checkpoint" in result["error"]
+    assert result["error"] == f"{tmp_path / 'checkpoints' / 'last.ckpt'}: no space left on the device"
     last = tmp_path / "checkpoints" / "last.ckpt"
     state = torch.load(last, weights_only=True)
     assert state["global_step"] == 2
