@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import checks
@@ -243,8 +244,11 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     output = output_problem(err)
     if output is not None:  # a full disk, an unwritable folder: one line, no traceback to write there
         return {"status": "failed", "error": output, "output_error": True}
-    if isinstance(err, KeyboardInterrupt):
-        return {"status": "failed", "error": "interrupted"}
+    if isinstance(err, KeyboardInterrupt) or isinstance(err.__context__, KeyboardInterrupt):
+        # Lightning turns Ctrl-C inside fit/validate/test into sys.exit(1)
+        return {"status": "failed", "error": interruption(trainer, run_dir, "Ctrl-C (SIGINT)"), "interrupted": True}
+    if isinstance(err, SIGTERMException):
+        return {"status": "failed", "error": interruption(trainer, run_dir, "SIGTERM"), "interrupted": True}
     if isinstance(err, SystemExit):
         # SIGTERM (Lightning) or a SLURM time limit / preemption (submitit requeues, then exits):
         # the requeued job finds this result unfinished and resumes from checkpoints/last.ckpt.
@@ -253,6 +257,19 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     (run_dir / "error.log").write_text("".join(traceback.format_exception(err)))
     log.error("run failed: %s: %s (traceback in %s)", type(err).__name__, err, run_dir / "error.log")
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+
+
+def interruption(trainer: L.Trainer | None, run_dir: Path, how: str) -> str:
+    """``interrupted by Ctrl-C (SIGINT) at step 37/100; its checkpoint of step 30 is kept (<path>)``."""
+    from experiments.checkpointing import checkpoint_step
+
+    where = f" at step {trainer.global_step}/{trainer.max_steps}" if trainer is not None else " before training"
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    try:
+        kept = f"its checkpoint of step {checkpoint_step(ckpt)} is kept ({ckpt})"
+    except (OSError, RuntimeError, KeyError):
+        kept = "no checkpoint was written yet"
+    return f"interrupted by {how}{where}; {kept}"
 
 
 def output_problem(err: BaseException) -> str | None:

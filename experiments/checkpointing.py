@@ -38,3 +38,8 @@ def checkpoint_bytes(module: torch.nn.Module) -> int:
     params = sum(p.numel() * p.element_size() for p in module.parameters())
     buffers = sum(b.numel() * b.element_size() for b in module.buffers())
     return 3 * params + buffers
+
+
+def checkpoint_step(path: Path | str) -> int:
+    """The global step a checkpoint was saved at, read without loading its tensors (mmap)."""
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -24,7 +25,6 @@ from hydra.types import RunMode
 from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.checkpointing import checkpoint_bytes
 from experiments.config import register_configs
 from experiments.files import OutputError, check_free_space
 from experiments.quiet import quiet_library_warnings
@@ -115,6 +115,8 @@ def new_result(cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[
 def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
     from experiments import build
+    from experiments.checkpointing import checkpoint_bytes, checkpoint_step
+    from experiments.loggers import keep_history, metrics_csv
 
     began = time.perf_counter()
     quiet_library_warnings()
@@ -139,6 +141,11 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
             check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
         if resume_from:
             log.info("resuming from %s", resume_from)
+        if trainer.is_global_zero:
+            # metrics.csv keeps the rows before the checkpoint; W&B (the same run id) keeps what it logged
+            logged = keep_history(metrics_csv(run_dir), checkpoint_step(ckpt) if resume_from else 0)
+            if wandb is not None and resume_from:
+                wandb.logged_until = logged
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
         train_seconds = time.perf_counter() - start
@@ -213,6 +220,15 @@ def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float)
         build.close_wandb(wandb, result)
 
 
+def resume_command(run_dir: Path, multirun: bool) -> str:
+    """The command that resumes this run: a single run in its own folder (each new one gets a
+    new timestamped folder), a sweep as it was (its cells' folders are fixed)."""
+    args = sys.argv[1:]
+    if not multirun:
+        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={run_dir}"]
+    return " ".join(["python -m experiments.train", *map(shlex.quote, args)])
+
+
 def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
     """What a sweeper optimises; a failed or diverged run reports a bad value instead of raising."""
     value = result.get("metrics", {}).get(metric)
@@ -247,6 +263,13 @@ def hydra_entry(cfg: DictConfig) -> float:
             if multirun:
                 return BAD_OBJECTIVE
             sys.exit(1)
+        except (KeyboardInterrupt, SystemExit) as err:
+            if is_rank_zero():  # one line: where it stopped, what is kept (result.json), how to go on
+                said = (read_result(run_dir / RESULT) or {}).get("error") or "interrupted"
+                print(f"attnlab: {said}; resume: {resume_command(run_dir, multirun)}", file=sys.stderr)
+            if isinstance(err, KeyboardInterrupt) or isinstance(err.__context__, KeyboardInterrupt):
+                sys.exit(130)  # the shell's code for Ctrl-C, for the whole sweep too
+            raise
     if not is_rank_zero():
         # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
         # Lightning's watchdog kill rank 0 before it writes the result.
@@ -259,6 +282,9 @@ def hydra_entry(cfg: DictConfig) -> float:
                 message = f"{status}: {result['error']}; the result could not be written either"
         else:
             message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
+        if status == "failed" and not result.get("user_error") and cfg.resume \
+                and (run_dir / "checkpoints" / "last.ckpt").exists():
+            message += f"; resume: {resume_command(run_dir, multirun)}"
         print(f"attnlab: {message}", file=sys.stderr)
         if not multirun:
             # One line for the user; the traceback, if any, is in error.log beside the result.

@@ -1,9 +1,12 @@
 """Reliability: bad input caught up front, nothing lost on a crash, divergence recorded, reproducible runs."""
 from __future__ import annotations
 
+import csv
 import errno
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -178,6 +181,48 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
     assert b["run_id"] == killed_id and a["run_id"] != b["run_id"]
     log = (killed_dir / "train.log").read_text()
     assert "resuming from" in log
+    # The learning curve is the uninterrupted run's: the rows before the kill kept, each step once.
+    assert csv_rows(killed_dir) == csv_rows(tmp_path / "straight")
+
+
+def csv_rows(run_dir: Path) -> list[tuple[int, tuple[str, ...]]]:
+    """(step, the metrics logged in that row) of each row of metrics.csv, in order."""
+    with (run_dir / "csv" / "metrics.csv").open(newline="") as f:
+        return [(int(row["step"]), tuple(k for k, v in row.items() if v and k not in ("step", "epoch")))
+                for row in csv.DictReader(f)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resumes(tmp_path: Path) -> None:
+    run_dir, every = tmp_path / "run", 5
+    overrides = [*TINY, "trainer.max_steps=200", "trainer.val_check_interval=50", "trainer.checkpoint_every_n_steps=10",
+                 f"trainer.log_every_n_steps={every}"]
+    victim = cli(overrides, run_dir)
+    ckpt, deadline = run_dir / "checkpoints" / "last.ckpt", time.time() + 300
+    while not ckpt.exists() and time.time() < deadline and victim.poll() is None:
+        time.sleep(0.05)
+    assert ckpt.exists(), "no checkpoint appeared before the run ended"
+    victim.send_signal(signal.SIGINT)
+    assert victim.wait(timeout=60) == 130
+    lines = victim.stderr.read().strip().splitlines()
+    assert len(lines) == 1, lines
+    kept = torch.load(ckpt, weights_only=True)["global_step"]
+    assert re.match(rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/200; its checkpoint of step {kept} "
+                    rf"is kept \({re.escape(str(ckpt))}\); resume: python -m experiments.train ", lines[0]), lines[0]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "failed" and result["error"].startswith("interrupted by Ctrl-C"), result["error"]
+    assert "SIGTERM" not in result["error"]
+
+    command = shlex.split(lines[0].split("; resume: ", 1)[1])
+    assert command[:3] == ["python", "-m", "experiments.train"] and f"hydra.run.dir={run_dir}" in command
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    resumed = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run_dir / "result.json").read_text())["cost"]["steps"] == 200
+    assert f"resuming from {ckpt}" in (run_dir / "train.log").read_text()
+    train_steps = [step for step, metrics in csv_rows(run_dir) if "train/loss" in metrics]
+    assert train_steps == list(range(every - 1, 200, every)), train_steps  # every logged step, once
 
 
 def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
