@@ -16,7 +16,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,6 +27,7 @@ from experiments.compiling import compile_model
 from experiments.loggers import csv_logger, wandb_logger
 from experiments.model import count_parameters
 from experiments.module import DivergedError, Seq2SeqModule
+from experiments.progress import StepProgressBar
 from experiments.roles import role_labels
 
 log = logging.getLogger("attnlab")
@@ -120,7 +121,8 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
         ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="step{step}", save_last=True, save_top_k=0,
                         every_n_train_steps=max(t.checkpoint_every_n_steps, 1), auto_insert_metric_name=False),
     ]
-    callbacks.append(RichProgressBar() if progress else PlainProgress(every=max(t.log_every_n_steps, 1)))
+    every = max(t.log_every_n_steps, 1)
+    callbacks.append(StepProgressBar(every=every) if progress else PlainProgress(every=every))
     callbacks.append(LastValidation())
     callbacks.append(StepTimer())
     if cfg.get("fail_at_step") is not None:

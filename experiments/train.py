@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
 from experiments.files import OutputError, check_free_space
-from experiments.quiet import quiet_library_warnings
+from experiments.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 variant_references, write_json_atomic)
 from experiments.roles import expand_roles, role_labels, used_variants
@@ -79,6 +79,7 @@ def quiet_lightning_handlers() -> None:
     if logging.getLogger().handlers:
         for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
             logging.getLogger(name).handlers.clear()
+    quiet_lightning_info()
 
 
 def resolved(cfg: DictConfig) -> tuple[dict[str, Any], str]:

@@ -152,11 +152,12 @@ def cli(overrides: list[str], run_dir: Path) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    straight = cli(RESUME, tmp_path / "straight")
+    logged = [*RESUME, "trainer.log_every_n_steps=5"]  # rows before the checkpoints, to be kept
+    straight = cli(logged, tmp_path / "straight")
     assert straight.wait(timeout=300) == 0, straight.stderr.read()
 
     killed_dir = tmp_path / "killed"
-    victim = cli([*RESUME, "trainer.max_steps=60"], killed_dir)
+    victim = cli([*logged, "trainer.max_steps=60"], killed_dir)
     ckpt = killed_dir / "checkpoints" / "last.ckpt"
     deadline = time.time() + 300
     while not ckpt.exists() and time.time() < deadline and victim.poll() is None:
@@ -170,7 +171,7 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
     assert 0 < step_at_kill < 60
     killed_id = json.loads((killed_dir / "run_state.json").read_text())["run_id"]
 
-    resumed = cli(RESUME, killed_dir)
+    resumed = cli(logged, killed_dir)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
     a = json.loads((tmp_path / "straight" / "result.json").read_text())
     b = json.loads((killed_dir / "result.json").read_text())
