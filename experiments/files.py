@@ -37,8 +37,10 @@ def describe(err: OSError, path: Path | str) -> str:
         cause = "no space left on the device"
     elif err.errno == errno.EDQUOT:
         cause = "disk quota exceeded (no space left for this user)"
-    elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        cause = "not writable (permission denied or read-only file system)"
+    elif err.errno in (errno.EACCES, errno.EPERM):
+        cause = "permission denied"
+    elif err.errno == errno.EROFS:
+        cause = "read-only file system"
     elif err.errno == errno.ENOTDIR:
         cause = "a part of the path is a file, not a folder"
     else:
