@@ -284,6 +284,24 @@ def test_wandb_failing_mid_run_warns_once_and_the_run_completes(tmp_path: Path, 
     assert SafeWandbLogger.broken is False, "the class default stays; only the failing instance is switched off"
 
 
+def test_a_resumed_run_logs_each_step_to_wandb_once(tmp_path: Path, monkeypatch) -> None:
+    """The resumed attempt continues the same W&B run, whose history already has the steps up to the
+    failure: those after the checkpoint are not logged a second time."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    logged: list[tuple[int, tuple[str, ...]]] = []
+    monkeypatch.setattr(WandbLogger, "log_metrics",
+                        lambda self, metrics, step=None: logged.append((step, tuple(sorted(metrics)))))
+    overrides = [*TINY, "logger=default", "trainer.max_steps=12", "trainer.log_every_n_steps=1",
+                 "trainer.checkpoint_every_n_steps=5", "trainer.val_check_interval=12"]
+    failed = train(compose([*overrides, "fail_at_step=8"]), tmp_path, overrides)
+    assert failed["status"] == "failed" and max(step for step, _ in logged) == 7
+    resumed = train(compose(overrides), tmp_path, overrides)
+    assert resumed["status"] == "completed" and resumed["run_id"] == failed["run_id"]
+    train_steps = [step for step, keys in logged if "train/loss" in keys]
+    assert train_steps == list(range(12)), train_steps
+
+
 def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path: Path,
                                                                                       monkeypatch) -> None:
     import experiments.checkpointing as ckpt_io
