@@ -1,6 +1,7 @@
 """Assembling one run from its config: task, model, loggers, trainer; and reading it out afterwards."""
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -16,7 +17,8 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import checks, gpu_share
@@ -26,6 +28,7 @@ from experiments.compiling import compile_model
 from experiments.loggers import csv_logger, wandb_logger
 from experiments.model import count_parameters
 from experiments.module import DivergedError, Seq2SeqModule
+from experiments.progress import StepProgressBar
 from experiments.roles import role_labels
 
 log = logging.getLogger("attnlab")
@@ -125,7 +128,8 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
         ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="step{step}", save_last=True, save_top_k=0,
                         every_n_train_steps=max(t.checkpoint_every_n_steps, 1), auto_insert_metric_name=False),
     ]
-    callbacks.append(RichProgressBar() if progress else PlainProgress(every=max(t.log_every_n_steps, 1)))
+    every = max(t.log_every_n_steps, 1)
+    callbacks.append(StepProgressBar(every=every) if progress else PlainProgress(every=every))
     callbacks.append(LastValidation())
     callbacks.append(StepTimer())
     if cfg.get("fail_at_step") is not None:
@@ -256,8 +260,14 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
         return {"status": "diverged", "error": str(err), "diverged_at_step": err.step}
     if isinstance(err, user_error_types()):
         return {"status": "failed", "error": str(err), "user_error": True}
-    if isinstance(err, KeyboardInterrupt):
-        return {"status": "failed", "error": "interrupted"}
+    output = output_problem(err)
+    if output is not None:  # a full disk, an unwritable folder: one line, no traceback to write there
+        return {"status": "failed", "error": output, "output_error": True}
+    if isinstance(err, KeyboardInterrupt) or isinstance(err.__context__, KeyboardInterrupt):
+        # Lightning turns Ctrl-C inside fit/validate/test into sys.exit(1)
+        return {"status": "failed", "error": interruption(trainer, run_dir, "Ctrl-C (SIGINT)"), "interrupted": True}
+    if isinstance(err, SIGTERMException):
+        return {"status": "failed", "error": interruption(trainer, run_dir, "SIGTERM"), "interrupted": True}
     if isinstance(err, SystemExit):
         # SIGTERM (Lightning) or a SLURM time limit / preemption (submitit requeues, then exits):
         # the requeued job finds this result unfinished and resumes from checkpoints/last.ckpt.
@@ -268,6 +278,30 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
 
 
+def interruption(trainer: L.Trainer | None, run_dir: Path, how: str) -> str:
+    """``interrupted by Ctrl-C (SIGINT) at step 37/100; its checkpoint of step 30 is kept (<path>)``."""
+    from experiments.checkpointing import checkpoint_step
+
+    where = f" at step {trainer.global_step}/{trainer.max_steps}" if trainer is not None else " before training"
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    try:
+        kept = f"its checkpoint of step {checkpoint_step(ckpt)} is kept ({ckpt})"
+    except (OSError, RuntimeError, KeyError):
+        kept = "no checkpoint was written yet"
+    return f"interrupted by {how}{where}; {kept}"
+
+
+def output_problem(err: BaseException) -> str | None:
+    """``<path>: no space left on the device`` when writing an output failed (disk, permissions), else None."""
+    from experiments.files import describe
+
+    for cause in (err, err.__cause__, err.__context__):
+        if isinstance(cause, OSError) and cause.errno is not None and cause.errno in OUTPUT_ERRNOS:
+            return str(cause) if type(cause).__name__ == "OutputError" else describe(cause, cause.filename or "?")
+    return None
+
+
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM)
 STATS_FILE = "attention_stats.npz"
 
 

@@ -18,14 +18,25 @@ class PlainProgress(L.Callback):
     def __init__(self, every: int = 50) -> None:
         self.every = max(every, 1)
         self.start = time.perf_counter()
+        self._since = (self.start, 0)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.start = time.perf_counter()
+        self._since = (self.start, trainer.global_step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        from experiments.progress import loss_at_log_step
+
         step = trainer.global_step
         if step % self.every == 0 or step == trainer.max_steps:
-            loss = trainer.callback_metrics.get("train/loss")
-            loss_txt = f"{float(loss):.4f}" if loss is not None else "-"
-            log.info("step %d/%d train/loss %s (%.1fs)", step, trainer.max_steps, loss_txt,
-                     time.perf_counter() - self.start)
+            loss = loss_at_log_step(trainer, self.every)  # read only at logged steps: no per-step sync
+            loss_txt = f"{loss:.4f}" if loss is not None else "-"
+            now, (began, first) = time.perf_counter(), self._since
+            rate = (step - first) / (now - began) if step > first and now > began else None
+            pace = f", {rate:.1f} steps/s, {(trainer.max_steps - step) / rate:.0f}s left" if rate else ""
+            self._since = (now, step)
+            log.info("step %d/%d train/loss %s (%.1fs%s)", step, trainer.max_steps, loss_txt,
+                     now - self.start, pace)
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking:

@@ -17,7 +17,22 @@ def _require(ok: bool, message: str) -> None:
 
 
 def _choice(key: str, value, allowed: tuple[str, ...]) -> None:
-    _require(value in allowed, f"{key}={value} is not allowed; choose one of {list(allowed)}")
+    if value in allowed:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(str(value), allowed, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise ConfigError(f"{key}={value} is not allowed; choose one of {list(allowed)}{hint}")
+
+
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+def check_logger(cfg: DictConfig) -> None:
+    """W&B takes another mode with a multi-line warning and then trains without logging: refuse it here."""
+    if cfg.logger.wandb.enabled:
+        _choice("logger.wandb.mode", cfg.logger.wandb.mode, WANDB_MODES)
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -36,6 +51,7 @@ def check_config(cfg: DictConfig) -> None:
     from experiments.roles import check_roles
 
     check_roles(cfg)
+    check_logger(cfg)
     t, o, m = cfg.trainer, cfg.optim, cfg.model
     _choice("model.arch", m.arch, ("seq2seq", "decoder", "encoder"))
     _choice("model.norm", m.norm, ("post", "pre"))
