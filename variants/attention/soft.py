@@ -1,14 +1,17 @@
 """Global soft attention over all keys, and Vaswani's multi-head attention.
 
-Both run through a fused kernel (SDPA, or xformers on CUDA) when the weights are
-not requested and the score is a dot product after a transform of the query;
-otherwise through the reference path. The two are tested equal.
+Both run through a fused kernel (SDPA, FlexAttention, or xformers on CUDA) when the weights
+are not requested and the score is a dot product after a transform of the query; otherwise
+through the reference path. The two are tested equal. On ``flex`` a score bias enters as the
+encoding's ``score_mod`` and causality and padding as a block mask; flex takes no dropout, so a
+training call with dropout runs SDPA with the dense bias instead.
 """
 from __future__ import annotations
 
 from torch import Tensor
 
 from variants.attention.layer import AttentionLayer
+from variants.flex import cached_block_mask, flex_attend, prefix_intervals
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
@@ -18,7 +21,7 @@ from variants.registries import ATTENTION
 
 
 class _GlobalSoft(AttentionLayer):
-    backends = ("auto", "math", "sdpa", "xformers")
+    backends = ("auto", "math", "sdpa", "xformers", "flex")
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
@@ -29,6 +32,11 @@ class _GlobalSoft(AttentionLayer):
         if fused is None or need_weights or values_need_weights:
             return self.soft_reference(q, k, v, masking, position)
         q_fused, scale = fused
+        backend = self.call_backend(q, biased=position is not None and position.has_score_bias)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if backend == "flex" and dropout_p == 0.0 and (position is None or position.flex_ready):
+            return self._flex(q, q_fused, k, v, scale, masking, position), None
+        backend = "sdpa" if backend == "flex" else backend
         bias = position.score_bias(q, masking.q_pos, masking.k_pos) if position is not None else None
         # Self-attention keys end at the last query, so equal lengths mean the plain lower triangle.
         causal_square = masking.causal and masking.key_padding_mask is None and q.shape[2] == k.shape[2]
@@ -37,11 +45,28 @@ class _GlobalSoft(AttentionLayer):
             allowed=None if causal_square and bias is None else masking.dense(),
             bias=bias,
             scale=scale,
-            dropout_p=self.dropout_p if self.training else 0.0,
+            dropout_p=dropout_p,
             causal_square=causal_square,
-            backend=self.backend,
+            backend=backend,
         )
         return out, None
+
+    def _flex(self, q: Tensor, q_fused: Tensor, k: Tensor, v: Tensor, scale: float, masking: Masking,
+              position: PositionEncoding | None) -> Tensor:
+        """q, q_fused (B, H, Tq, D); k, v (B, H, Tk, D) -> (B, H, Tq, D) on FlexAttention."""
+        Tq, Tk = q.shape[2], k.shape[2]
+        # Causal calls are self attention, whose keys end at the last query: (Tq, Tk) fixes the mask.
+        block_mask = cached_block_mask(
+            ("prefix", Tq, Tk, masking.causal, str(q.device)),
+            lambda: prefix_intervals(masking.q_pos, masking.k_pos, causal=masking.causal),
+            masking.key_padding_mask,
+        )
+        score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
+        group = self.num_heads // self.num_kv_heads
+        # The kernel shares each key/value head among its group itself (enable_gqa): hand it one copy.
+        k, v = (k, v) if group == 1 else (k[:, ::group], v[:, ::group])  # (B, H_kv, Tk, D)
+        return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale,
+                           enable_gqa=group > 1)
 
 
 @ATTENTION.register("soft", references=(BAHDANAU_2015, LUONG_2015, VASWANI_2017))
