@@ -67,9 +67,16 @@ class KeyIntervals:
     hi: Tensor  # (B|1, Tq) long
     num_keys: int
 
-    def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        row = b if self.lo.shape[0] > 1 else 0
-        return (kv_idx >= self.lo[row, q_idx]) & (kv_idx < self.hi[row, q_idx])
+    @property
+    def mask_mod(self) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+        """mask_mod(b, h, q_idx, kv_idx): a plain function, as flex tells a mask_mod by its arity."""
+        lo, hi, per_row = self.lo, self.hi, self.lo.shape[0] > 1
+
+        def in_interval(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            row = b if per_row else 0
+            return (kv_idx >= lo[row, q_idx]) & (kv_idx < hi[row, q_idx])
+
+        return in_interval
 
 
 def prefix_intervals(q_pos: Tensor, k_pos: Tensor, *, causal: bool, batch: int = 1) -> KeyIntervals:
