@@ -123,6 +123,8 @@ def test_flex_equals_math_over_many_blocks(attention, position, call, ratio):
                                atol=1e-5, rtol=1e-5)
 
 
+# Eager flex on CPU applies mask_mod to every score and ignores the block structure, so the equality
+# tests above cannot see a wrong block list: this test compares it with the dense mask, tile by tile.
 def dense_blocks(allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(Tq, Tk) bool -> which (query block, key block) pairs hold any / only allowed pairs."""
     Tq, Tk = allowed.shape
@@ -156,6 +158,9 @@ def test_block_mask_equals_the_dense_mask(Tq, Tk, causal, window):
         full_mask[row, mask.full_kv_indices[0, 0, row, :mask.full_kv_num_blocks[0, 0, row]].long()] = True
     assert torch.equal(full_mask, full)
     assert torch.equal(torch_flex.create_mask(mask.mask_mod, None, None, Tq, Tk, "cpu")[0, 0], allowed)
+    # padded calls keep every touched block partial, so mask_mod sees the padding everywhere
+    padded = block_mask_from_intervals(intervals, full_blocks=False)
+    assert padded.full_kv_num_blocks is None and torch.equal(padded.to_dense()[0, 0].bool(), touched)
 
 
 # -- the block-mask cache ---------------------------------------------------------------------------------------
@@ -234,11 +239,10 @@ def test_auto_picks_flex_on_cuda_for_a_bias_or_a_window():
 def test_auto_never_runs_flex_on_cpu_in_training(attention, position):
     """A CPU training step with a bias or a window (CUDA reported or not) trains without flex."""
     for cuda in (True, False):
-        with mock.patch.object(torch.cuda, "is_available", return_value=cuda):
+        with mock.patch.object(torch.cuda, "is_available", return_value=cuda), flex_calls() as spy:
             layer = ATTENTION.build(attention, d_model=D_MODEL, num_heads=HEADS).train()
-        pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS)
-        x = torch.randn(2, T, D_MODEL, requires_grad=True)
-        with flex_calls() as spy:
+            pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS)
+            x = torch.randn(2, T, D_MODEL, requires_grad=True)
             out, _ = layer(x, causal=True, position=pos)
             out.sum().backward()
         assert spy.call_count == 0 and x.grad is not None
