@@ -102,12 +102,17 @@ class AttentionLayer(nn.Module):
         """The backends ``auto`` may pick from for this layer."""
         return self.backends
 
-    def call_backend(self, q: Tensor, *, biased: bool) -> str:
-        """The backend of one call: the one asked for, or what ``auto`` picks on ``q``'s device for a
+    def call_backend(self, *, cuda: bool, biased: bool) -> str:
+        """The backend of one call: the one asked for, or what ``auto`` picks on the call's device for a
         call with (``biased``) or without a score bias or window: flex only on CUDA, never on CPU."""
         if not self.auto:
             return self.backend
-        return auto_backend(self.auto_choices, cuda=q.is_cuda, biased=biased)
+        return auto_backend(self.auto_choices, cuda=cuda, biased=biased)
+
+    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+        """The path a call with ``position`` runs on (a backend name), before it runs; a type whose
+        paths fall back (no fused form, dropout) says so here, and its ``attend`` follows this."""
+        return self.call_backend(cuda=cuda, biased=position is not None and position.has_score_bias)
 
     # -- head split -------------------------------------------------------------------------
     def _split(self, x: Tensor) -> Tensor:

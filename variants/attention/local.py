@@ -108,13 +108,11 @@ class LocalAttention(AttentionLayer):
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        backend = self.call_backend(q, biased=True)
-        fused = self.score.fused_query(q) if backend == "flex" else None
-        dropping = self.training and self.dropout_p > 0
-        if fused is not None and not need_weights and not dropping and (position is None or position.flex_ready):
-            return self._flex(q, *fused, k, v, masking, position), None
+        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
+        if backend == "flex":
+            return self._flex(q, *self.score.fused_query(q), k, v, masking, position), None
         centre = self.centres(q, masking)  # (B, H, Tq)
-        if backend in ("banded", "flex") and not need_weights:
+        if backend == "banded":
             return self._banded(q, k, v, centre, masking, position), None
         return self._window_attention(q, k, v, centre, masking, position, slice(None), slice(None))
 
@@ -137,6 +135,16 @@ class LocalAttention(AttentionLayer):
             weights = weights * torch.exp(-distance**2 / (2 * sigma**2)).to(weights.dtype)
         out = self.mix(self.weight_dropout(weights), v, q_pos, k_pos, position)
         return out, weights
+
+    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+        backend = self.call_backend(cuda=cuda, biased=True)  # every call is windowed
+        if backend == "math" or need_weights:
+            return "math"
+        dropping = self.training and self.dropout_p > 0
+        if backend == "flex" and (not self.score.has_fused_form or dropping
+                                  or (position is not None and not position.flex_ready)):
+            return "banded"
+        return backend
 
     def _flex(self, q: Tensor, q_fused: Tensor, scale: float, k: Tensor, v: Tensor, masking: Masking,
               position: PositionEncoding | None) -> Tensor:

@@ -27,16 +27,13 @@ class _GlobalSoft(AttentionLayer):
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        fused = self.score.fused_query(q) if self.backend != "math" else None
-        values_need_weights = position is not None and position.needs_weights_for_values
-        if fused is None or need_weights or values_need_weights:
+        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
+        if backend == "math":
             return self.soft_reference(q, k, v, masking, position)
-        q_fused, scale = fused
-        backend = self.call_backend(q, biased=position is not None and position.has_score_bias)
+        q_fused, scale = self.score.fused_query(q)
         dropout_p = self.dropout_p if self.training else 0.0
-        if backend == "flex" and dropout_p == 0.0 and (position is None or position.flex_ready):
+        if backend == "flex":
             return self._flex(q, q_fused, k, v, scale, masking, position), None
-        backend = "sdpa" if backend == "flex" else backend
         bias = position.score_bias(q, masking.q_pos, masking.k_pos) if position is not None else None
         # Self-attention keys end at the last query, so equal lengths mean the plain lower triangle.
         causal_square = masking.causal and masking.key_padding_mask is None and q.shape[2] == k.shape[2]
@@ -50,6 +47,16 @@ class _GlobalSoft(AttentionLayer):
             backend=backend,
         )
         return out, None
+
+    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+        values_need_weights = position is not None and position.needs_weights_for_values
+        if self.backend == "math" or not self.score.has_fused_form or need_weights or values_need_weights:
+            return "math"
+        backend = super().plan(position, cuda=cuda)
+        dropping = self.training and self.dropout_p > 0
+        if backend == "flex" and (dropping or (position is not None and not position.flex_ready)):
+            return "sdpa"  # flex takes no dropout: the dense bias on SDPA
+        return backend
 
     def _flex(self, q: Tensor, q_fused: Tensor, k: Tensor, v: Tensor, scale: float, masking: Masking,
               position: PositionEncoding | None) -> Tensor:
