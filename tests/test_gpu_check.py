@@ -117,3 +117,15 @@ def test_a_failing_check_is_recorded_and_the_others_still_run(tmp_path, monkeypa
 def test_run_check_never_raises() -> None:
     outcome = run_check("x", lambda: 1 / 0)
     assert outcome.status == "fail" and outcome.detail == "ZeroDivisionError: division by zero"
+
+
+def test_cpu_flex_forward_equals_the_math_path_for_every_flex_pair() -> None:
+    """The flex check's CPU half: every pair on flex, 150 queries (two blocks), outputs only (no backward on CPU)."""
+    import warnings
+
+    from experiments.flex_check import flex_cases
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        found = flex_cases(torch.device("cpu"), torch.float32, d_model=16, heads=2)
+    assert found["counts"]["pass"] > 0 and not found["failures"], found["failures"][:3]
