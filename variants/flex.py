@@ -241,6 +241,12 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, *, block_mask, score_mod: Score
             f"backend='flex' has no backward on CPU (torch {torch.__version__}); train on CPU with "
             "backend='auto', 'sdpa' or 'banded', or run under torch.no_grad()"
         )
+    if torch.compiler.is_compiling():
+        # Inside a compiled model the outer compile builds the kernel: no probe runs while tracing, so
+        # the options are those an eager call on this device found, or flex's defaults.
+        options = _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad))
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                              enable_gqa=enable_gqa, kernel_options=options)
     compiled = q.device.type != "cpu" or SETTINGS.compile_on_cpu
     if not compiled:
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
