@@ -279,3 +279,17 @@ def test_kernel_options_fall_back_until_one_builds():
     with pytest.raises(RuntimeError, match="no FlexAttention kernel builds"):
         kernel_options(torch.device("cuda", 7), torch.float32, 48, False, probe=never)
     assert kernel_options(torch.device("cpu"), torch.float32, 64, True, probe=never) is None
+
+
+def test_flex_inside_a_compiled_layer_equals_math():
+    """``model.compile=true`` traces the layer: the block mask is built outside the graph, the kernel inside."""
+    torch._dynamo.reset()
+    reference, fast = twins("multihead", {})
+    pos = POSITION.build("alibi", d_model=D_MODEL, num_heads=HEADS)
+    x = torch.randn(2, 150, D_MODEL)
+    pad = torch.zeros(2, 150, dtype=torch.bool)
+    pad[1, -7:] = True
+    with torch.no_grad():
+        want = reference(x, causal=True, key_padding_mask=pad, position=pos)[0]
+        got = torch.compile(fast)(x, causal=True, key_padding_mask=pad, position=pos)[0]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -174,6 +174,7 @@ class BlockMaskCache:
 BLOCK_MASKS = BlockMaskCache()
 
 
+@torch.compiler.disable  # built eagerly and cached; a compiled model takes the mask as an input
 def cached_block_mask(key: Hashable, build: Callable[[], KeyIntervals], key_padding_mask: Tensor | None):
     """The cached mask of ``key`` (built by ``build`` on a miss), with padding applied through mask_mod."""
     if key_padding_mask is None:
