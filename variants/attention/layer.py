@@ -47,7 +47,8 @@ class KVCache:
 class AttentionLayer(nn.Module):
     #: heads used when the caller does not name a number
     default_heads: int = 1
-    #: kernels this type can run on; ``auto`` picks the first fused one it has
+    #: kernels this type can run on; ``auto`` picks the first fused one it has (per call on CUDA:
+    #: ``flex`` for a call with a score bias or a window, see ``call_backend``)
     backends: tuple[str, ...] = ("auto", "math")
     #: registry name, set for error messages
     kind: str = "attention"
