@@ -38,6 +38,7 @@ def check_logger(cfg: DictConfig) -> None:
 def check_config(cfg: DictConfig) -> None:
     from experiments.tasks import TASKS
     from variants import ATTENTION, POSITION
+    from variants.kernels import BACKENDS
     from variants.discovery import import_plugins
 
     import_plugins(list(cfg.get("plugins") or []))
@@ -59,7 +60,7 @@ def check_config(cfg: DictConfig) -> None:
     _choice("model.embedding", m.embedding, ("scaled", "gpt2"))
     _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
     _choice("model.compile_mode", m.compile_mode, COMPILE_MODES)
-    _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers", "banded"))
+    _choice("backend", cfg.backend, BACKENDS)
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
     _require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")

@@ -14,6 +14,9 @@ none stopping the others:
   judge kernels the same way). A kernel that does not take a case (flash with a mask or a
   score bias, flash in fp32) counts as not applicable, not as a failure; a case that raises
   fails alone, by name, and the others are still judged.
+- ``flex-fp32`` / ``flex-bf16`` / ``flex-timing``: every pair on the FlexAttention backend
+  against the math path under the same tolerances, and a timing row per encoding family
+  (``experiments.flex_check``);
 - ``train-bf16``: a short run under ``trainer=gpu`` (bf16 autocast); ``train-compile``: the
   same with ``model.compile=true``; ``train-cudagraphs``: with ``model.compile_mode=reduce-overhead``;
   each reports its steady step time and tokens/s beside the whole fit's;
@@ -295,6 +298,40 @@ def _kernels_bf16(args: argparse.Namespace) -> dict[str, Any]:
     if not torch.cuda.is_bf16_supported():
         raise Skip(f"{torch.cuda.get_device_name()} has no bf16")
     return kernels_outcome(torch.device("cuda"), torch.bfloat16)
+
+
+def flex_outcome(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    from experiments.flex_check import flex_cases
+
+    found = flex_cases(device, dtype)
+    counts = found["counts"]
+    if found["failures"]:
+        raise CheckFailed(f"{counts['fail']} flex cases differ from the math path, e.g. {found['failures'][0]}")
+    return {"detail": f"{counts['pass']} flex cases equal the math path; largest error "
+                      f"{found['worst'].get('error', 0):.2e} ({found['worst'].get('case')})", **found}
+
+
+@check("flex-fp32")
+def _flex_fp32(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    return flex_outcome(torch.device("cuda"), torch.float32)
+
+
+@check("flex-bf16")
+def _flex_bf16(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    return flex_outcome(torch.device("cuda"), torch.bfloat16)
+
+
+@check("flex-timing")
+def _flex_timing(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    from experiments.flex_check import flex_timings
+
+    rows = flex_timings(torch.device("cuda"), torch.bfloat16)
+    shown = ", ".join(f"{r['family']} {r['flex_ms']:.2f} ms ({r['speedup']:.2f}x {r['baseline']})"
+                      if r["speedup"] else f"{r['family']} {r['status']}" for r in rows)
+    return {"detail": f"bf16, T={rows[0]['T']}: {shown}", "rows": rows}
 
 
 # -- training runs, the benchmark and the grid, each a command as a user would type it --------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,33 @@ def test_the_quick_grid_is_timed_one_and_k_cells_at_a_time(tmp_path, monkeypatch
     assert {"hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "jobs_per_gpu=3"} <= set(commands[1])
     assert commands[0][-1] != commands[1][-1], "each grid in its own folder, or the second would skip its cells"
     assert many.data["speedup"] == pytest.approx(one.data["wall_seconds"] / many.data["wall_seconds"])
+def test_cpu_flex_forward_equals_the_math_path_for_every_flex_pair() -> None:
+    """The flex check's CPU half: every pair on flex, 150 queries (two blocks), outputs only (no backward on CPU)."""
+    import warnings
+
+    from experiments.flex_check import flex_cases
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        found = flex_cases(torch.device("cpu"), torch.float32, d_model=16, heads=2)
+    assert found["counts"]["pass"] > 0 and not found["failures"], found["failures"][:3]
+
+
+def test_a_flex_case_that_raises_fails_alone_by_name(monkeypatch) -> None:
+    import experiments.flex_check as flex_check
+
+    exact = flex_check.flex_run
+    calls = {"n": 0}
+
+    def first_breaks(layer, pos, call, device, dtype, seed=1):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("out of resource: shared memory\nsecond line")
+        return exact(layer, pos, call, device, dtype, seed)
+
+    monkeypatch.setattr(flex_check, "flex_run", first_breaks)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        found = flex_check.flex_cases(torch.device("cpu"), torch.float32, d_model=16, heads=2)
+    assert found["counts"]["fail"] == 1 and found["counts"]["pass"] > 0
+    assert found["failures"][0].endswith("raised RuntimeError: out of resource: shared memory")

@@ -41,3 +41,13 @@ def test_readme_attention_example_registers_and_keeps_the_invariants(cosine_atte
         y = x.clone()
         y[:, 4:] = torch.randn(2, 3, 16)
         assert torch.allclose(layer(y, causal=True, position=pos)[0][:, :4], out[:, :4], atol=1e-5)
+
+
+def test_readme_backend_table_is_the_generated_one() -> None:
+    """The README's backend table is what ``variants.backend_table`` prints from the registries now."""
+    from variants.backend_table import backend_table
+
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"<!-- backend-table -->\n(.*?)<!-- /backend-table -->", text, re.S)
+    assert match, "README.md has no <!-- backend-table --> block"
+    assert match.group(1) == backend_table(), "regenerate it: python -m variants.backend_table"

@@ -147,7 +147,7 @@ def test_sdpa_backend_rejected_where_no_fused_kernel_exists(name):
 @pytest.mark.parametrize("name", [n for n in ATTENTION.names() if "xformers" in ATTENTION.get(n).backends])
 def test_xformers_backend_needs_cuda(name):
     raises_one_line(VariantConfigError, lambda: ATTENTION.build(name, d_model=16, backend="xformers"),
-                    "backend='xformers'", "CUDA", "['auto', 'math', 'sdpa']")
+                    "backend='xformers'", "CUDA", "['auto', 'math', 'sdpa', 'flex']")
 
 
 # -- registering from outside the package ------------------------------------------------------------

@@ -8,9 +8,15 @@ computes softmax(scale * q k^T + bias, masked by ``allowed``) v.
 - ``xformers``: xformers.ops.memory_efficient_attention, CUDA only;
 - ``banded``: local attention computed block by block (``variants.attention.local``);
 - ``running_sum``: kernelised attention through sums over keys, prefix sums when causal
-  (``variants.attention.kernelised``), linear in T; its cache holds the sums, not the keys.
+  (``variants.attention.kernelised``), linear in T; its cache holds the sums, not the keys;
+- ``flex``: FlexAttention (``variants.flex``): score biases as ``score_mod`` functions of indices and
+  causal, padding and sliding windows as a block-sparse ``mask_mod``, compiled into one kernel on
+  CUDA; forward only on CPU. Predictive local attention (a Gaussian after the softmax) and the
+  additive score have no flex form.
 
-``auto`` picks the first fast backend a type lists (``sdpa``, ``banded``, ``running_sum``), else ``math``.
+``auto`` picks the first fast backend a type lists (``sdpa``, ``banded``, ``running_sum``), else
+``math``; on CUDA it picks ``flex`` instead for a call with a score bias or a window
+(``auto_backend``), never on CPU, where flex has no backward.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from torch import Tensor
 
 from variants.checks import VariantConfigError, one_of
 
-BACKENDS = ("auto", "math", "sdpa", "xformers", "banded", "running_sum")
+BACKENDS = ("auto", "math", "sdpa", "xformers", "banded", "running_sum", "flex")
 _AUTO_ORDER = ("sdpa", "banded", "running_sum")
 
 
@@ -69,8 +75,20 @@ def check_backend(backend: str, supported: tuple[str, ...], attention: str) -> s
         here = [b for b in supported if b != "xformers"]
         raise VariantConfigError(f"backend='xformers' cannot run here: {xformers_unavailable()}; allowed here: {here}")
     if backend == "auto":
-        return next((b for b in _AUTO_ORDER if b in supported), "math")
+        return auto_backend(supported, cuda=torch.cuda.is_available(), biased=False)
     return backend
+
+
+def auto_backend(supported: tuple[str, ...], *, cuda: bool, biased: bool) -> str:
+    """What ``auto`` runs for a call: ``biased`` when a score bias or a window restricts the scores.
+
+    On CUDA a biased call goes to ``flex`` (SDPA's flash kernel takes no bias; a dense bias is a
+    T x T tensor); an unbiased one to SDPA (flash / memory-efficient). On CPU, where flex has no
+    backward, the choices stay those of ``_AUTO_ORDER``.
+    """
+    if cuda and biased and "flex" in supported:
+        return "flex"
+    return next((b for b in _AUTO_ORDER if b in supported), "math")
 
 
 def _float_mask(allowed: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:

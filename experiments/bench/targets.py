@@ -21,6 +21,10 @@
 2. Monotonic local attention (``--window``) against full soft attention at the
    longest ``--long-lengths``: peak memory of local over that of soft on the math
    path and on the sdpa path, and the exponent of local's time over ``--long-lengths``.
+
+With ``--device cuda`` the command measures the GPU targets instead, on a GPU-sized shape
+(``experiments.bench.gpu_targets``: windows and score biases on FlexAttention against flash); on
+CPU it lists them as skipped, with the reason.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from experiments.bench import command
+from experiments.bench.gpu_targets import gpu_arguments, gpu_targets, skipped_reason
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
 from experiments.bench.scaling import (BenchArgumentError, Shape, configured, device_name, heads_for, make_step,
                                        measure_point, shared_arguments)
@@ -128,6 +133,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                         help="square matrix product that measures the device's best matmul rate")
     parser.add_argument("--out", type=Path, default=None, help="JSON file with the measurements and the targets")
     shared_arguments(parser)
+    gpu_arguments(parser)
     parser.set_defaults(batch=4, repeats=15)
 
 
@@ -162,6 +168,10 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
         m, resolved = measure_point(attention, "none", backend, T, on, params or {}, {}, **(timing | kw))
         note(f"{attention}/{resolved}", T, on.batch, m)
         return m
+
+    skipped = skipped_reason(shape)
+    if skipped is None:
+        return _report(args, shape, gpu_targets(args, shape, note, Target), measured, [], rate=None, skipped=None)
 
     T = args.length
     rate = gemm_rate(args.gemm_size, shape, args.repeats, args.clock)
@@ -211,16 +221,24 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
         Target(f"local w={args.window}: time exponent, T={lengths[0]}..{longest}", exponent, "<= 1.2",
                "slope of log time vs log T"),
     ]
+    return _report(args, shape, found, measured, bounds, rate=rate, skipped=skipped, T=T, long_batch=long.batch)
 
+
+def _report(args: argparse.Namespace, shape: Shape, found: list[Target], measured: list[dict[str, Any]],
+            bounds: list[dict[str, Any]], *, rate: float | None, skipped: str | None, T: int | None = None,
+            long_batch: int | None = None) -> int:
     print()
     print(f"{'target':58} {'value':>9} {'goal':>9}  verdict")
     for t in found:
         value = "n/a" if t.value is None else f"{t.value:.3f}"
         verdict = {True: "met", False: "MISSED", None: "not measured"}[t.met]
         print(f"{t.name:58} {value:>9} {t.goal:>9}  {verdict}  ({t.detail})")
+    if skipped is not None:
+        print(f"GPU targets (flex and flash, python -m experiments.bench targets --device cuda): skipped: {skipped}")
     print()
     causal = " (causal: about half the products)" if shape.causal else ""
-    print(f"bound on math / sdpa at T={T}: the math path's products at {rate / 1e9:.1f} GFLOP/s{causal}")
+    if rate is not None:
+        print(f"bound on math / sdpa at T={T}: the math path's products at {rate / 1e9:.1f} GFLOP/s{causal}")
     for b in bounds:
         if b["largest_speedup"] is not None:
             print(f"  {b['attention']:10} math {b['math_ms']:.1f} ms, products alone {b['products_ms']:.1f} ms "
@@ -229,8 +247,8 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
     if args.out is not None:
         data = {"device": device_name(shape.device), "torch": torch.__version__, "measurements": measured,
                 "targets": [{"name": t.name, "value": t.value, "goal": t.goal, "met": t.met} for t in found],
-                "gemm_flops_per_second": rate, "speedup_bounds": bounds,
-                "settings": {"d_model": shape.d_model, "batch": shape.batch, "long_batch": long.batch,
+                "gemm_flops_per_second": rate, "speedup_bounds": bounds, "gpu_targets_skipped": skipped,
+                "settings": {"d_model": shape.d_model, "batch": shape.batch, "long_batch": long_batch,
                              "causal": shape.causal,
                              "clock": args.clock, "threads": torch.get_num_threads(), "window": args.window,
                              "gemm_size": args.gemm_size}}

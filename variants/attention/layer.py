@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from variants.attention.scores import SCORES, Dot, ScaledDot, Score, build_score
 from variants.checks import heads_divide, kv_heads_divide, probability
-from variants.kernels import check_backend
+from variants.kernels import auto_backend, check_backend
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
 
@@ -47,7 +47,8 @@ class KVCache:
 class AttentionLayer(nn.Module):
     #: heads used when the caller does not name a number
     default_heads: int = 1
-    #: kernels this type can run on; ``auto`` picks the first fused one it has
+    #: kernels this type can run on; ``auto`` picks the first fused one it has (per call on CUDA:
+    #: ``flex`` for a call with a score bias or a window, see ``call_backend``)
     backends: tuple[str, ...] = ("auto", "math")
     #: registry name, set for error messages
     kind: str = "attention"
@@ -81,6 +82,8 @@ class AttentionLayer(nn.Module):
         kv_dim = self.num_kv_heads * self.head_dim
         self.dropout_p = probability("dropout", dropout)
         self.backend = check_backend(backend, self.backends, self.kind)
+        #: ``auto`` is settled per call by the tensors' device and the call's bias (``call_backend``)
+        self.auto = backend == "auto"
         self.score: Score = build_score(score, num_heads, self.head_dim)
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, kv_dim, bias=bias)
@@ -94,6 +97,23 @@ class AttentionLayer(nn.Module):
         only through j - i: true when the score is a dot product, R_i q . R_j k = q . R_(j-i) k,
         and nothing else reads the rotated vectors."""
         return isinstance(self.score, (ScaledDot, Dot))
+
+    @property
+    def auto_choices(self) -> tuple[str, ...]:
+        """The backends ``auto`` may pick from for this layer."""
+        return self.backends
+
+    def call_backend(self, *, cuda: bool, biased: bool) -> str:
+        """The backend of one call: the one asked for, or what ``auto`` picks on the call's device for a
+        call with (``biased``) or without a score bias or window: flex only on CUDA, never on CPU."""
+        if not self.auto:
+            return self.backend
+        return auto_backend(self.auto_choices, cuda=cuda, biased=biased)
+
+    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+        """The path a call with ``position`` runs on (a backend name), before it runs; a type whose
+        paths fall back (no fused form, dropout) says so here, and its ``attend`` follows this."""
+        return self.call_backend(cuda=cuda, biased=position is not None and position.has_score_bias)
 
     # -- head split -------------------------------------------------------------------------
     def _split(self, x: Tensor) -> Tensor:

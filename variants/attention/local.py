@@ -15,6 +15,12 @@ against the slice of keys their windows reach, so memory grows as
 T * (block + 2w), not T^2; ``backend='math'`` is the dense reference. With
 ``predictive`` the slice spans the block's spread of centres, so the saving
 depends on what the predictor learned.
+
+``backend='flex'`` (what ``auto`` picks on CUDA in monotonic mode) runs the window as a block-sparse
+FlexAttention mask: each query's keys are one interval, so the mask is two (B|1, Tq) tensors and
+the kernel visits only the blocks a window touches. Predictive local attention has no flex form
+(its Gaussian multiplies the weights after the softmax) and keeps ``banded``; so do calls that flex
+cannot take (an additive score, dropout in training, an encoding without a ``score_mod``).
 """
 from __future__ import annotations
 
@@ -25,8 +31,10 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from variants.attention.layer import AttentionLayer
+from variants.kernels import auto_backend
 from variants.attention.scores import SCORES
-from variants.checks import one_of, positive
+from variants.checks import VariantConfigError, one_of, positive
+from variants.flex import cached_block_mask, flex_attend, window_intervals
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
 from variants.papers import LUONG_2015
@@ -38,7 +46,7 @@ MODES = ("monotonic", "predictive")
 @ATTENTION.register("local", references=LUONG_2015)
 class LocalAttention(AttentionLayer):
     default_heads = 1
-    backends = ("auto", "math", "banded")
+    backends = ("auto", "math", "banded", "flex")
     kind = "local"
     options: dict[str, tuple] = {"score": SCORES, "mode": MODES}
 
@@ -50,10 +58,20 @@ class LocalAttention(AttentionLayer):
         self.mode = one_of("mode", mode, MODES)
         self.ratio = float(positive("ratio", ratio))
         self.block_size = positive("block_size", block_size, integer=True)
+        if backend == "flex" and mode != "monotonic":
+            raise VariantConfigError(f"backend='flex' needs mode='monotonic', not mode={mode!r}: the predictive "
+                                     "window's Gaussian acts after the softmax; allowed backends for it: "
+                                     f"{[b for b in self.backends if b != 'flex']}")
+        if backend == "auto":  # every call is windowed: on CUDA, monotonic windows go to flex
+            self.backend = auto_backend(self.auto_choices, cuda=torch.cuda.is_available(), biased=True)
         if mode == "predictive":
             # p_i = S * sigmoid(v_p . tanh(W_p q_i)), one predictor per head.
             self.w_p = nn.Parameter(torch.randn(self.num_heads, self.head_dim, self.head_dim) / math.sqrt(self.head_dim))
             self.v_p = nn.Parameter(torch.randn(self.num_heads, self.head_dim) / math.sqrt(self.head_dim))
+
+    @property
+    def auto_choices(self) -> tuple[str, ...]:
+        return self.backends if self.mode == "monotonic" else tuple(b for b in self.backends if b != "flex")
 
     @property
     def rotary_relative(self) -> bool:
@@ -90,8 +108,11 @@ class LocalAttention(AttentionLayer):
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
+        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
+        if backend == "flex":
+            return self._flex(q, *self.score.fused_query(q), k, v, masking, position), None
         centre = self.centres(q, masking)  # (B, H, Tq)
-        if self.backend == "banded" and not need_weights:
+        if backend == "banded":
             return self._banded(q, k, v, centre, masking, position), None
         return self._window_attention(q, k, v, centre, masking, position, slice(None), slice(None))
 
@@ -114,6 +135,39 @@ class LocalAttention(AttentionLayer):
             weights = weights * torch.exp(-distance**2 / (2 * sigma**2)).to(weights.dtype)
         out = self.mix(self.weight_dropout(weights), v, q_pos, k_pos, position)
         return out, weights
+
+    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+        backend = self.call_backend(cuda=cuda, biased=True)  # every call is windowed
+        if backend == "math" or need_weights:
+            return "math"
+        dropping = self.training and self.dropout_p > 0
+        if backend == "flex" and (not self.score.has_fused_form or dropping
+                                  or (position is not None and not position.flex_ready)):
+            return "banded"
+        return backend
+
+    def _flex(self, q: Tensor, q_fused: Tensor, scale: float, k: Tensor, v: Tensor, masking: Masking,
+              position: PositionEncoding | None) -> Tensor:
+        """The window as a block-sparse mask: q, q_fused (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D)."""
+        B, _, Tq, _ = q.shape
+        Tk = k.shape[2]
+        if masking.causal:
+            # Self attention, whose keys end at the last query: the window around each query's own position.
+            key = ("window", Tq, Tk, True, self.window, str(q.device))
+            build = lambda: window_intervals(masking.q_pos[None], masking.k_pos, self.window,  # noqa: E731
+                                             causal_q_pos=masking.q_pos)
+        else:
+            # Centres round(ratio * i), clamped to each element's last real key: the lengths join the key.
+            padded = masking.key_padding_mask is not None
+            lengths = tuple(masking.key_lengths(B).tolist()) if padded else None
+            offset = int(masking.q_pos[0] - masking.k_pos[0]) if Tq else 0
+            key = ("window", Tq, Tk, False, self.window, self.ratio, offset, lengths, str(q.device))
+            rows = B if padded else 1
+            build = lambda: window_intervals(self.centres(q[:rows], masking)[:, 0], masking.k_pos,  # noqa: E731
+                                             self.window, causal_q_pos=None)
+        block_mask = cached_block_mask(key, build, masking.key_padding_mask)
+        score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
+        return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale)
 
     def _banded(self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking,
                 position: PositionEncoding | None) -> Tensor:

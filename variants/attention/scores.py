@@ -28,6 +28,11 @@ class Score(nn.Module):
         """(q', scale) such that the score is scale * q' . k, or None if no such form exists."""
         return None
 
+    @property
+    def has_fused_form(self) -> bool:
+        """Whether ``fused_query`` gives a form: a subclass that defines it has one."""
+        return type(self).fused_query is not Score.fused_query
+
 
 class ScaledDot(Score):
     """q . k / sqrt(D): scaled so the softmax does not saturate as D grows."""

@@ -1,14 +1,17 @@
 """Global soft attention over all keys, and Vaswani's multi-head attention.
 
-Both run through a fused kernel (SDPA, or xformers on CUDA) when the weights are
-not requested and the score is a dot product after a transform of the query;
-otherwise through the reference path. The two are tested equal.
+Both run through a fused kernel (SDPA, FlexAttention, or xformers on CUDA) when the weights
+are not requested and the score is a dot product after a transform of the query; otherwise
+through the reference path. The two are tested equal. On ``flex`` a score bias enters as the
+encoding's ``score_mod`` and causality and padding as a block mask; flex takes no dropout, so a
+training call with dropout runs SDPA with the dense bias instead.
 """
 from __future__ import annotations
 
 from torch import Tensor
 
 from variants.attention.layer import AttentionLayer
+from variants.flex import cached_block_mask, flex_attend, prefix_intervals
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
@@ -18,17 +21,19 @@ from variants.registries import ATTENTION
 
 
 class _GlobalSoft(AttentionLayer):
-    backends = ("auto", "math", "sdpa", "xformers")
+    backends = ("auto", "math", "sdpa", "xformers", "flex")
 
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        fused = self.score.fused_query(q) if self.backend != "math" else None
-        values_need_weights = position is not None and position.needs_weights_for_values
-        if fused is None or need_weights or values_need_weights:
+        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
+        if backend == "math":
             return self.soft_reference(q, k, v, masking, position)
-        q_fused, scale = fused
+        q_fused, scale = self.score.fused_query(q)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if backend == "flex":
+            return self._flex(q, q_fused, k, v, scale, masking, position), None
         bias = position.score_bias(q, masking.q_pos, masking.k_pos) if position is not None else None
         # Self-attention keys end at the last query, so equal lengths mean the plain lower triangle.
         causal_square = masking.causal and masking.key_padding_mask is None and q.shape[2] == k.shape[2]
@@ -37,11 +42,38 @@ class _GlobalSoft(AttentionLayer):
             allowed=None if causal_square and bias is None else masking.dense(),
             bias=bias,
             scale=scale,
-            dropout_p=self.dropout_p if self.training else 0.0,
+            dropout_p=dropout_p,
             causal_square=causal_square,
-            backend=self.backend,
+            backend=backend,
         )
         return out, None
+
+    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+        values_need_weights = position is not None and position.needs_weights_for_values
+        if self.backend == "math" or not self.score.has_fused_form or need_weights or values_need_weights:
+            return "math"
+        backend = super().plan(position, cuda=cuda)
+        dropping = self.training and self.dropout_p > 0
+        if backend == "flex" and (dropping or (position is not None and not position.flex_ready)):
+            return "sdpa"  # flex takes no dropout: the dense bias on SDPA
+        return backend
+
+    def _flex(self, q: Tensor, q_fused: Tensor, k: Tensor, v: Tensor, scale: float, masking: Masking,
+              position: PositionEncoding | None) -> Tensor:
+        """q, q_fused (B, H, Tq, D); k, v (B, H, Tk, D) -> (B, H, Tq, D) on FlexAttention."""
+        Tq, Tk = q.shape[2], k.shape[2]
+        # Causal calls are self attention, whose keys end at the last query: (Tq, Tk) fixes the mask.
+        block_mask = cached_block_mask(
+            ("prefix", Tq, Tk, masking.causal, str(q.device)),
+            lambda: prefix_intervals(masking.q_pos, masking.k_pos, causal=masking.causal),
+            masking.key_padding_mask,
+        )
+        score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
+        group = self.num_heads // self.num_kv_heads
+        # The kernel shares each key/value head among its group itself (enable_gqa): hand it one copy.
+        k, v = (k, v) if group == 1 else (k[:, ::group], v[:, ::group])  # (B, H_kv, Tk, D)
+        return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale,
+                           enable_gqa=group > 1)
 
 
 @ATTENTION.register("soft", references=(BAHDANAU_2015, LUONG_2015, VASWANI_2017))

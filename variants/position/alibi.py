@@ -9,6 +9,7 @@ import math
 import torch
 from torch import Tensor
 
+from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding, relative_distance
 from variants.papers import PRESS_2022
 from variants.registries import POSITION
@@ -29,6 +30,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
 @POSITION.register("alibi", references=PRESS_2022)
 class ALiBi(PositionEncoding):
     has_score_bias = True
+    has_score_mod = True
 
     def __init__(self, d_model: int, num_heads: int = 1) -> None:
         super().__init__(d_model, num_heads)
@@ -39,3 +41,12 @@ class ALiBi(PositionEncoding):
         # future half is masked anyway.
         distance = relative_distance(q_pos, k_pos).abs().to(q.dtype)  # (Tq, Tk)
         return -self.slopes.to(q.dtype)[None, :, None, None] * distance[None, None]  # (1, H, Tq, Tk)
+
+    def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
+        slopes = self.slopes.to(q.dtype)  # (H,)
+
+        def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            distance = (k_pos[kv_idx] - q_pos[q_idx]).abs().to(score.dtype)  # |j - i|
+            return score - slopes[h] * distance
+
+        return alibi

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from variants.checks import heads_divide
+from variants.flex import ScoreMod
 
 
 class PositionEncoding(nn.Module):
@@ -22,6 +23,9 @@ class PositionEncoding(nn.Module):
     needs_weights_for_values: bool = False
     #: True when ``score_bias`` returns a term; lets kernels skip building a mask.
     has_score_bias: bool = False
+    #: True when ``score_mod`` offers the score bias as a function of (head, query index, key index),
+    #: so a FlexAttention kernel adds it without a (Tq, Tk) tensor; ``score_bias`` stays the reference
+    has_score_mod: bool = False
     #: discrete constructor choices, for sweeps and tests (see ``Registry.variations``)
     options: dict[str, tuple] = {}
     #: True when ``embed`` adds a term to the token embeddings (an absolute encoding)
@@ -83,6 +87,16 @@ class PositionEncoding(nn.Module):
         The term is on the same scale as the logits the attention type computes
         (for scaled dot-product scores, already divided by sqrt(D)).
         """
+        return None
+
+    @property
+    def flex_ready(self) -> bool:
+        """Whether a FlexAttention kernel carries every term this encoding adds to logits and values."""
+        return (self.has_score_mod or not self.has_score_bias) and not self.needs_weights_for_values
+
+    def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod | None:
+        """``score_bias`` as a FlexAttention score_mod(score, b, h, q_idx, kv_idx) -> score + bias, where
+        q_idx and kv_idx index ``q_pos`` and ``k_pos``; ``q`` (B, H, Tq, D) as given to ``score_bias``."""
         return None
 
     def value_term(self, weights: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:

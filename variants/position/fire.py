@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from variants.checks import positive
+from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding
 from variants.registries import POSITION
 
@@ -51,6 +52,8 @@ EPS = 1e-6
 @POSITION.register("fire", references=FIRE)
 class FunctionalInterpolation(PositionEncoding):
     has_score_bias = True
+    #: the MLP runs per (i, j) inside the kernel, unrolled over its hidden units
+    has_score_mod = True
     translation_invariant = False
 
     def __init__(self, d_model: int, num_heads: int = 1, hidden: int = 32, init_c: float = 0.1,
@@ -82,6 +85,23 @@ class FunctionalInterpolation(PositionEncoding):
         x = self.normalised_distance(q_pos, k_pos)  # (Tq, Tk)
         bias = self.mlp(x[..., None])  # (Tq, Tk, H)
         return bias.permute(2, 0, 1)[None].to(q.dtype)  # (1, H, Tq, Tk)
+
+    def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
+        w1, b1 = self.mlp[0].weight[:, 0], self.mlp[0].bias  # (hidden,), (hidden,)
+        w2, b2 = self.mlp[2].weight, self.mlp[2].bias  # (H, hidden), (H,)
+        threshold = self.threshold
+
+        def fire(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            i, j = q_pos[q_idx].float(), k_pos[kv_idx].float()
+            later = torch.maximum(torch.maximum(i, j), threshold)
+            x = torch.sign(i - j) * self.psi(i - j) / (self.psi(later) + EPS)
+            # The MLP on one scalar, one hidden unit at a time: a kernel's score_mod is elementwise.
+            out = b2[h]
+            for u in range(self.hidden):
+                out = out + w2[h, u] * torch.relu(w1[u] * x + b1[u])
+            return score + out.to(score.dtype)
+
+        return fire
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, hidden={self.hidden}, c={float(self.c.detach()):.4g}, "

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from variants.checks import non_negative_int
+from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding, relative_distance
 from variants.papers import SHAW_2018
 from variants.registries import POSITION
@@ -17,6 +18,8 @@ from variants.registries import POSITION
 @POSITION.register("relative", references=SHAW_2018)
 class ShawRelative(PositionEncoding):
     has_score_bias = True
+    #: the key term; the value term (``values=True``) needs the weights, so such an encoding is not flex-ready
+    has_score_mod = True
     options = {"values": (False, True)}
 
     def __init__(self, d_model: int, num_heads: int = 1, max_distance: int = 16, values: bool = False) -> None:
@@ -37,6 +40,17 @@ class ShawRelative(PositionEncoding):
         per_bucket = q @ self.keys.to(q.dtype).t() / math.sqrt(self.head_dim)  # (B, H, Tq, 2k+1)
         idx = self._bucket(q_pos, k_pos).expand(*q.shape[:2], -1, -1)  # (B, H, Tq, Tk)
         return per_bucket.gather(-1, idx)
+
+    def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
+        # q . a_r for the 2k+1 distances only: (B, H, Tq, 2k+1), then each (i, j) picks its clipped distance.
+        per_bucket = q @ self.keys.to(q.dtype).t() / math.sqrt(self.head_dim)
+        k = self.max_distance
+
+        def shaw(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            r = (k_pos[kv_idx] - q_pos[q_idx]).clamp(-k, k) + k  # clip(j - i) as an index in [0, 2k]
+            return score + per_bucket[b, h, q_idx, r].to(score.dtype)
+
+        return shaw
 
     def value_term(self, weights: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
         if self.values is None:

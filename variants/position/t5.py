@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from variants.checks import VariantConfigError, positive
+from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding, relative_distance
 from variants.papers import RAFFEL_2020
 from variants.registries import POSITION
@@ -34,6 +35,7 @@ def t5_bucket(distance: Tensor, num_buckets: int, max_distance: int, bidirection
 @POSITION.register("t5", references=RAFFEL_2020)
 class T5Bias(PositionEncoding):
     has_score_bias = True
+    has_score_mod = True
     options = {"bidirectional": (True, False)}
 
     def __init__(
@@ -60,3 +62,13 @@ class T5Bias(PositionEncoding):
     def score_bias(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         buckets = t5_bucket(relative_distance(q_pos, k_pos), self.num_buckets, self.max_distance, self.bidirectional)
         return self.bias(buckets).permute(2, 0, 1)[None].to(q.dtype)  # (1, H, Tq, Tk)
+
+    def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
+        table = self.bias.weight  # (num_buckets, H): looked up per (i, j), never expanded to (Tq, Tk)
+        buckets = (self.num_buckets, self.max_distance, self.bidirectional)
+
+        def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            bucket = t5_bucket(k_pos[kv_idx] - q_pos[q_idx], *buckets)
+            return score + table[bucket, h].to(score.dtype)
+
+        return t5

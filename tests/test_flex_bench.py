@@ -1,0 +1,42 @@
+"""The flex benchmarks: the CPU memory probe reads what a step holds, and the GPU targets say why they
+are skipped on CPU."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from experiments import bench
+from experiments.bench.flex_memory import _large_allocations_from_the_os, resident_peak_mb
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+
+
+@linux
+def test_resident_peak_counts_a_step_that_holds_then_frees_memory():
+    """A step that holds 8 MB then frees it peaks at 8 MB when measured after a warm-up run, as the
+    benchmark measures: not 0 (glibc would otherwise reuse the warm-up's freed heap, raising nothing)."""
+    _large_allocations_from_the_os()
+    big = torch.ones(16 * 2**20 // 4)  # freeing a 16 MB mapping would raise glibc's own threshold past 8 MB
+    del big
+
+    def step() -> None:
+        held = torch.ones(8 * 2**20 // 4)  # 8 MB of float32, touched
+        held += 1
+
+    step()  # the warm-up run
+    assert resident_peak_mb(step) == pytest.approx(8, abs=1)
+    assert resident_peak_mb(lambda: None) == pytest.approx(0, abs=1)
+
+
+def test_gpu_targets_are_skipped_on_cpu_with_the_reason(tmp_path):
+    out = tmp_path / "targets.json"
+    status = bench.main(["targets", "--device", "cpu", "--length", "32", "--long-lengths", "32", "64", "--batch", "1",
+                         "--d-model", "16", "--repeats", "1", "--warmup", "0", "--gemm-size", "64", "--window", "4",
+                         "--out", str(out)])
+    assert status == 0
+    data = json.loads(out.read_text())
+    assert "needs a CUDA device (this run is on cpu)" in data["gpu_targets_skipped"]
+    assert not any("flex" in t["name"] for t in data["targets"])  # the CPU targets stay as they were

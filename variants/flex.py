@@ -1,0 +1,256 @@
+"""FlexAttention (``torch.nn.attention.flex_attention``): biases as functions of indices, masks as blocks.
+
+Every mask the flex path needs lets each query see one contiguous interval of keys, [lo, hi)
+(all keys, the causal prefix, a sliding window, or a window inside the prefix), minus padded
+keys. So a mask is two (B|1, Tq) integer tensors, never a (Tq, Tk) one, and its block-sparse
+form (``BlockMask``) follows from them: a block of keys is skipped when it lies outside every
+interval of a block of queries, and marked full (no ``mask_mod`` call) when it lies inside all of
+them. Padding enters through ``mask_mod`` (padded masks keep no full blocks), not as a tensor of
+scores.
+
+Block masks are cached by what they depend on (shape, offsets, window, causal), so the layers of a
+model and the steps of a run share one. Eager ``flex_attention`` materialises the scores; the
+compiled one does not, so CUDA runs compiled (and CPU can, see ``SETTINGS``). Flex has no
+backward on CPU: there it serves inference only.
+"""
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Hashable
+
+import torch
+from torch import Tensor
+
+from variants.checks import VariantConfigError
+
+#: score_mod(score, b, h, q_idx, kv_idx) -> score, all 0-d tensors
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+#: query and key rows of one block; flex's default sparse block size
+BLOCK = 128
+
+#: kernel options tried in order until one builds on the device; the defaults overflow shared
+#: memory for some head dims and dtypes (a bf16 head dim 64 backward on an H200 needs 245760 bytes)
+KERNEL_OPTION_CANDIDATES: tuple[dict, ...] = (
+    {},
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 2},
+    {"BLOCK_M": 32, "BLOCK_N": 32, "num_stages": 1},
+)
+
+
+@dataclass
+class FlexSettings:
+    #: run the compiled kernel on CPU as well (minutes of compilation per shape on a small machine;
+    #: eager flex on CPU materialises the (Tq, Tk) scores, compiled does not)
+    compile_on_cpu: bool = False
+
+
+SETTINGS = FlexSettings()
+
+
+def flex_available() -> bool:
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401  (torch >= 2.5)
+    except ImportError:
+        return False
+    return True
+
+
+# -- masks ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KeyIntervals:
+    """Query i of batch element b may see keys lo[b, i] <= j < hi[b, i] (key indices, not positions)."""
+
+    lo: Tensor  # (B|1, Tq) long
+    hi: Tensor  # (B|1, Tq) long
+    num_keys: int
+
+    @property
+    def mask_mod(self) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+        """mask_mod(b, h, q_idx, kv_idx): a plain function, as flex tells a mask_mod by its arity."""
+        lo, hi, per_row = self.lo, self.hi, self.lo.shape[0] > 1
+
+        def in_interval(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            row = b if per_row else 0
+            return (kv_idx >= lo[row, q_idx]) & (kv_idx < hi[row, q_idx])
+
+        return in_interval
+
+
+def prefix_intervals(q_pos: Tensor, k_pos: Tensor, *, causal: bool, batch: int = 1) -> KeyIntervals:
+    """Every key, or with ``causal`` the keys at positions <= the query's."""
+    Tq, Tk = q_pos.numel(), k_pos.numel()
+    lo = torch.zeros(1, Tq, dtype=torch.long, device=q_pos.device)
+    hi = (q_pos - k_pos[0] + 1).clamp(0, Tk)[None] if causal else torch.full_like(lo, Tk)
+    return KeyIntervals(lo.expand(batch, Tq), hi.expand(batch, Tq), Tk)
+
+
+def window_intervals(centre: Tensor, k_pos: Tensor, window: int, *, causal_q_pos: Tensor | None) -> KeyIntervals:
+    """Keys at positions |j - c_i| <= ``window`` around integer centres ``centre`` (B, Tq), inside the
+    causal prefix of ``causal_q_pos`` (Tq,) when given."""
+    first, Tk = k_pos[0], k_pos.numel()
+    c = centre.round().long() - first  # (B, Tq) centre as a key index
+    lo = (c - window).clamp(0, Tk)
+    hi = (c + window + 1).clamp(0, Tk)
+    if causal_q_pos is not None:
+        hi = torch.minimum(hi, (causal_q_pos - first + 1).clamp(0, Tk)[None])
+    return KeyIntervals(lo, torch.maximum(hi, lo), Tk)
+
+
+def block_mask_from_intervals(intervals: KeyIntervals, *, full_blocks: bool = True):
+    """The BlockMask of ``intervals``: O(Tq + blocks) work, nothing of size Tq x Tk."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    lo, hi, Tk = intervals.lo, intervals.hi, intervals.num_keys
+    B, Tq = lo.shape
+    nq, nk = -(-Tq // BLOCK), -(-Tk // BLOCK)
+    pad = nq * BLOCK - Tq
+    # Rows past Tq repeat the last query, so they widen no block's range.
+    lo_rows = torch.cat((lo, lo[:, -1:].expand(B, pad)), 1).view(B, nq, BLOCK)
+    hi_rows = torch.cat((hi, hi[:, -1:].expand(B, pad)), 1).view(B, nq, BLOCK)
+    empty = hi_rows <= lo_rows  # a query that sees no key widens nothing
+    big = torch.iinfo(torch.long).max
+    any_lo = lo_rows.masked_fill(empty, big).amin(-1)  # (B, nq): the union of the block's intervals
+    any_hi = hi_rows.masked_fill(empty, 0).amax(-1)
+    all_lo = lo_rows.amax(-1)  # the intersection (empty when any query sees nothing)
+    all_hi = torch.where(empty.any(-1), 0, hi_rows.amin(-1))
+    start = torch.arange(nk, device=lo.device) * BLOCK  # (nk,) first key of each block
+    end = (start + BLOCK).clamp(max=Tk)
+    touched = (start < any_hi[..., None]) & (end > any_lo[..., None])  # (B, nq, nk)
+    full = (start >= all_lo[..., None]) & (end <= all_hi[..., None]) if full_blocks else torch.zeros_like(touched)
+    partial = touched & ~full
+
+    def ordered(dense: Tensor) -> tuple[Tensor, Tensor]:
+        # (B, nq, nk) bool -> block counts (B, 1, nq) and indices (B, 1, nq, nk), allowed ones first
+        counts = dense.sum(-1, dtype=torch.int32)
+        order = torch.argsort((~dense).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+        return counts[:, None], order[:, None]
+
+    kv_num, kv_idx = ordered(partial)
+    full_num, full_idx = ordered(full) if full_blocks else (None, None)
+    return BlockMask.from_kv_blocks(kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=BLOCK,
+                                    mask_mod=intervals.mask_mod, seq_lengths=(Tq, Tk))
+
+
+def with_padding(block_mask, key_padding_mask: Tensor):
+    """``block_mask`` (built without full blocks) that also hides padded keys: (B, Tk) True at padding."""
+    base = block_mask.mask_mod
+    keep = ~key_padding_mask
+
+    def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return base(b, h, q_idx, kv_idx) & keep[b, kv_idx]
+
+    padded = copy.copy(block_mask)
+    padded.mask_mod = mask_mod
+    return padded
+
+
+class BlockMaskCache:
+    """Block masks by key, least recently used dropped past ``size`` (decoding makes one per step)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self.entries: OrderedDict[Hashable, object] = OrderedDict()
+        self.builds = 0
+
+    def get(self, key: Hashable, build: Callable[[], KeyIntervals], *, full_blocks: bool):
+        key = (key, full_blocks)
+        if key in self.entries:
+            self.entries.move_to_end(key)
+            return self.entries[key]
+        self.builds += 1
+        mask = block_mask_from_intervals(build(), full_blocks=full_blocks)
+        self.entries[key] = mask
+        if len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return mask
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+BLOCK_MASKS = BlockMaskCache()
+
+
+@torch.compiler.disable  # built eagerly and cached; a compiled model takes the mask as an input
+def cached_block_mask(key: Hashable, build: Callable[[], KeyIntervals], key_padding_mask: Tensor | None):
+    """The cached mask of ``key`` (built by ``build`` on a miss), with padding applied through mask_mod."""
+    if key_padding_mask is None:
+        return BLOCK_MASKS.get(key, build, full_blocks=True)
+    return with_padding(BLOCK_MASKS.get(key, build, full_blocks=False), key_padding_mask)
+
+
+# -- the kernel ----------------------------------------------------------------------------------------
+_COMPILED: dict[str, Callable] = {}
+#: (device, dtype, head_dim, backward) -> the first kernel options that built there
+_OPTIONS: dict[tuple, dict | None] = {}
+
+
+def _compiled_flex() -> Callable:
+    if "flex" not in _COMPILED:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _COMPILED["flex"] = torch.compile(flex_attention, dynamic=False)
+    return _COMPILED["flex"]
+
+
+def _probe(options: dict, device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool) -> None:
+    """Build and run the compiled kernel once on a small causal problem with these options."""
+    T = 2 * BLOCK
+    q, k, v = (torch.randn(1, 1, T, head_dim, device=device, dtype=dtype, requires_grad=backward) for _ in range(3))
+    mask = block_mask_from_intervals(prefix_intervals(torch.arange(T, device=device), torch.arange(T, device=device),
+                                                      causal=True))
+    out = _compiled_flex()(q, k, v, block_mask=mask, kernel_options=options or None)
+    if backward:
+        out.sum().backward()
+
+
+def kernel_options(device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool,
+                   probe: Callable[..., None] = _probe) -> dict | None:
+    """The first of ``KERNEL_OPTION_CANDIDATES`` whose kernel builds on ``device`` (probed once, then
+    remembered); None (flex's defaults) off CUDA. Raises naming every failure when none builds."""
+    if device.type != "cuda":
+        return None
+    key = (str(device), dtype, head_dim, backward)
+    if key not in _OPTIONS:
+        failures = []
+        for options in KERNEL_OPTION_CANDIDATES:
+            try:
+                probe(options, device, dtype, head_dim, backward)
+            except Exception as error:  # a Triton build that runs out of shared memory raises from inductor
+                failures.append(f"{options or 'defaults'}: {str(error).splitlines()[0][:200] if str(error) else type(error).__name__}")
+                continue
+            _OPTIONS[key] = options or None
+            break
+        else:
+            raise RuntimeError(f"no FlexAttention kernel builds on {device} for {dtype}, head dim {head_dim}: "
+                               + "; ".join(failures))
+    return _OPTIONS[key]
+
+
+def flex_attend(q: Tensor, k: Tensor, v: Tensor, *, block_mask, score_mod: ScoreMod | None, scale: float,
+                enable_gqa: bool = False) -> Tensor:
+    """q (B, H, Tq, D), k/v (B, H|H_kv, Tk, D) -> (B, H, Tq, D): softmax(score_mod(scale q.k)) v over
+    the blocks and ``mask_mod`` of ``block_mask``. A query that sees no key gets zeros."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    if q.device.type == "cpu" and needs_grad:
+        raise VariantConfigError(
+            f"backend='flex' has no backward on CPU (torch {torch.__version__}); train on CPU with "
+            "backend='auto', 'sdpa' or 'banded', or run under torch.no_grad()"
+        )
+    if torch.compiler.is_compiling():
+        # Inside a compiled model the outer compile builds the kernel: no probe runs while tracing, so
+        # the options are those an eager call on this device found, or flex's defaults.
+        options = _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad))
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                              enable_gqa=enable_gqa, kernel_options=options)
+    compiled = q.device.type != "cpu" or SETTINGS.compile_on_cpu
+    if not compiled:
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
+    options = kernel_options(q.device, q.dtype, q.shape[-1], needs_grad)
+    return _compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa,
+                            kernel_options=options)
