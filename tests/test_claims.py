@@ -19,7 +19,7 @@ import yaml
 from scipy import stats as sps
 
 from analysis import claims as C
-from analysis.collect import collect
+from analysis.data.collect import collect
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.05
@@ -342,7 +342,7 @@ def test_cli_exit_codes(tmp_path, capsys):
 # ---------------------------------------------------------------- the report's section
 
 def test_report_opens_with_the_claims_section(tmp_path):
-    from analysis.report import build_report
+    from analysis.report.build import build_report
 
     specs = [claim(margin=0.1, name="alibi beats sinusoidal", source="Press et al. 2022"),
              claim(a={"position": "t5"}, name="t5 beats sinusoidal")]
@@ -360,7 +360,7 @@ def test_report_opens_with_the_claims_section(tmp_path):
 
 
 def test_report_claims_option_and_a_carried_claim_that_does_not_fit(tmp_path, capsys):
-    from analysis.report import build_report, main
+    from analysis.report.build import build_report, main
 
     sweep = write_sweep(tmp_path / "sweep", [claim(metric="test/bleu")])
     build_report([sweep], tmp_path / "report", metrics=["test/token_acc"])

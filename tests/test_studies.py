@@ -13,7 +13,7 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
 from analysis import claims as C
-from analysis.collect import collect
+from analysis.data.collect import collect
 from experiments.config import register_configs
 from experiments.sweep import grid_values
 from tests.conftest import CONF, ROOT, TINY

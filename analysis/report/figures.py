@@ -27,8 +27,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from analysis.errors import ReportError
-from analysis.stats import band as clipped_band, mean_ci
+from analysis.command.errors import ReportError
+from analysis.stats.inference import band as clipped_band, mean_ci
 
 DPI = 100
 PAPER_DPI = 200  # PNGs of a paper-width figure: sharp in the HTML report too
@@ -116,7 +116,7 @@ def style_of(colors: Mapping | None) -> FigureStyle:
 
 
 def report_style(grids: Sequence, width: float | None = None, formats: Sequence[str] = FORMATS) -> FigureStyle:
-    """One style for every figure of a report, from its tables (``analysis.layout.Grid``).
+    """One style for every figure of a report, from its tables (``analysis.report.layout.Grid``).
 
     A colour per line level (the column factor's levels, or the row factor's when a table has
     one factor) over all tables, and a marker per panel level (the row factor's), so the cell

@@ -5,7 +5,7 @@ The procedure, stated again under every summary table:
 - **Main metric.** The first per-length metric in ``MAIN_METRICS`` that the task
   reports (classification ``acc``, language modelling ``bpc``, sequence tasks
   ``token_acc``), as its in-range and beyond-range aggregates
-  (analysis.ranges). A task without per-length results (or without a training
+  (analysis.data.ranges). A task without per-length results (or without a training
   range) is ranked on the whole test set by the first of ``WHOLE_SET_METRICS``
   it reports, in one column.
 - **Per column**, over the completed seeds of each cell: mean and 95%
@@ -32,14 +32,14 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import stats
-from analysis.document import Cell, Figure, Paragraph, Row, Section, Table, fmt
-from analysis.ranges import BEYOND_RANGE, IN_RANGE, SCOPE_TEXT, describe, range_metric, train_range
+from analysis.stats import inference
+from analysis.report.document import Cell, Figure, Paragraph, Row, Section, Table, fmt
+from analysis.data.ranges import BEYOND_RANGE, IN_RANGE, SCOPE_TEXT, describe, range_metric, train_range
 
 MAIN_METRICS = ("acc", "bpc", "token_acc", "seq_acc", "loss")
 WHOLE_SET_METRICS = ("test/bleu", "test/chrf", "test/acc", "test/bpc", "test/token_acc", "test/seq_acc",
                      "test/loss", "val/loss")
-ALPHA = stats.ALPHA
+ALPHA = inference.ALPHA
 TIE_MARK = "≈"
 RANK_COLUMNS = ["key", "label", "n", "mean", "ci_half", "rank", "best", "p", "p_holm", "tie", "worse"]
 
@@ -79,7 +79,7 @@ def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
     if a.var() == 0.0 and b.var() == 0.0:
         # No spread on either side: t is 0/0 or ±inf; scipy gives NaN for equal means.
         return 1.0 if a.mean() == b.mean() else 0.0
-    return float(stats.welch(a, b)["p"])
+    return float(inference.welch(a, b)["p"])
 
 
 def rank_cells(frame: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.DataFrame:
@@ -90,13 +90,13 @@ def rank_cells(frame: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.Dat
     column), tie (not significantly different from the best), worse
     (significantly worse). ``frame``: the runs of one task.
     """
-    better = stats.direction(metric) or "higher"
+    better = inference.direction(metric) or "higher"
     keys = cell_keys(frame)
-    done = stats.completed(frame, metric)
+    done = inference.completed(frame, metric)
     rows = []
     for key, group in done.groupby(keys, sort=True):
         values = group[metric].to_numpy(float)
-        mean, half, n = stats.mean_ci(values)
+        mean, half, n = inference.mean_ci(values)
         rows.append({"key": _key(key), "label": cell_label(frame, _key(key)), "n": n, "mean": mean,
                      "ci_half": half, "values": values})
     if not rows:
@@ -110,7 +110,7 @@ def rank_cells(frame: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.Dat
     best_values = table.loc[0, "values"]
     p = [math.nan] + [welch_p(v, best_values) for v in table["values"].iloc[1:]]
     table["p"] = p
-    table["p_holm"] = [math.nan, *stats.holm(p[1:])] if len(p) > 1 else [math.nan]
+    table["p_holm"] = [math.nan, *inference.holm(p[1:])] if len(p) > 1 else [math.nan]
     tested = np.isfinite(table["p_holm"].to_numpy(float))
     table["tie"] = tested & (table["p_holm"] >= alpha)
     table["worse"] = tested & (table["p_holm"] < alpha)
@@ -157,7 +157,7 @@ class TaskSummary:
 
 
 def _finite(frame: pd.DataFrame, metric: str) -> bool:
-    return metric in frame.columns and bool(np.isfinite(stats.completed(frame, metric)[metric].to_numpy(float)).any())
+    return metric in frame.columns and bool(np.isfinite(inference.completed(frame, metric)[metric].to_numpy(float)).any())
 
 
 def common_train_range(frame: pd.DataFrame) -> tuple[int, int] | None:
@@ -188,7 +188,7 @@ def summarise_task(frame: pd.DataFrame, by_length: pd.DataFrame, task: str,
         return summary
     whole = [main] if main else list(WHOLE_SET_METRICS)
     for metric in whole:
-        if _finite(runs, metric) and stats.direction(metric):
+        if _finite(runs, metric) and inference.direction(metric):
             summary = TaskSummary(task, metric, train=train)
             summary.columns.append(Column(metric, "whole test set", "no per-length evaluation",
                                           rank_cells(runs, metric)))
@@ -251,7 +251,7 @@ def _answer(summary: TaskSummary) -> str:
 def _procedure(summary: TaskSummary) -> str:
     scopes = "; ".join(f"{c.title}: {summary.main} averaged over {c.scope_text}" if c.title != "whole test set"
                        else f"{c.metric} over the whole test set" for c in summary.columns)
-    better = stats.direction(summary.columns[0].metric) or "higher"
+    better = inference.direction(summary.columns[0].metric) or "higher"
     testable = any(_testable(c) for c in summary.columns)
     if testable:
         test = (f"★ best mean; {TIE_MARK} not significantly different from the best (Welch's t-test against the "
@@ -319,9 +319,9 @@ def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSumm
                  style=None) -> Figure | None:
     """The main metric against evaluation length, one line per cell in rank order; None without per-length data.
 
-    ``style``: the report's ``analysis.figures.FigureStyle`` (each cell's colour and marker, the width).
+    ``style``: the report's ``analysis.report.figures.FigureStyle`` (each cell's colour and marker, the width).
     """
-    from analysis.summary_figure import metric_vs_length
+    from analysis.report.summary_figure import metric_vs_length
 
     data = figure_data(frame, by_length, summary)
     if data.empty:
@@ -377,7 +377,7 @@ def per_length_table(frame: pd.DataFrame, by_length: pd.DataFrame, summary: Task
         cells = data[data["label"] == labels[key]]
         row: list = [labels[key]]
         for n in lengths:
-            mean, half, count = stats.mean_ci(cells.loc[cells["length"] == n, "value"])
+            mean, half, count = inference.mean_ci(cells.loc[cells["length"] == n, "value"])
             spread = f" ± {fmt(half)}" if count > 1 else ""
             row.append(Cell(f"{fmt(mean)}{spread} (n={count})") if count else Cell("—", kind="missing"))
         rows.append(row)

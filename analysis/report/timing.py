@@ -1,4 +1,4 @@
-"""How long a report takes: ``python -m analysis.bench_report [--runs 100] [--factors 4] [--repeat 3] [--exports]``.
+"""How long a report takes: ``python -m analysis.report.timing [--runs 100] [--factors 4] [--repeat 3] [--exports]``.
 
 Writes synthetic result.json files (with per-length results and a CSV log each,
 as the training app does) into a temporary folder: ``--factors`` config keys
@@ -23,8 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.collect import collect
-from analysis.report import build_report
+from analysis.data.collect import collect
+from analysis.report.build import build_report
 
 # Two levels per factor, in the order they are added.
 LEVELS = {"attention.name": ["multihead", "local"], "position.name": ["rope", "sinusoidal"],
@@ -72,7 +72,7 @@ def write_runs(root: Path, runs: int, factors: int, seed: int = 0) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.bench_report", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m analysis.report.timing", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--factors", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)

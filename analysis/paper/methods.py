@@ -16,9 +16,9 @@ from typing import Iterable, Sequence, Union
 
 import pandas as pd
 
-from analysis import stats
-from analysis.bibliography import ARCHITECTURE, Bibliography, variant_origin
-from analysis.latex import tex_escape
+from analysis.stats import inference
+from analysis.paper.bibliography import ARCHITECTURE, Bibliography, variant_origin
+from analysis.paper.latex import tex_escape
 
 
 class Cite:
@@ -133,7 +133,7 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
         f"gradient clipping at {_text(_values(done, 'optim.grad_clip'))}), with a linear warm-up over "
         f"{_text(_values(done, 'optim.warmup_steps'))} steps and {decay}. "]
     seeds = done.groupby(["task", "cell"])["seed"].nunique() if "cell" in done.columns else pd.Series(dtype=int)
-    seed_text = _range(seeds.tolist()) if len(seeds) else "unknown"
+    seed_text = _range(inference.tolist()) if len(seeds) else "unknown"
     budget += [f"A cell is one configuration; each is trained with {seed_text} seed(s), "
                f"{len(done)} completed runs in {len(seeds)} cells in all."]
 
@@ -147,7 +147,7 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
         analysis += ["Cells are compared with Welch's t-test", Cite(stat_keys["welch"]),
                      " (against the best cell of each column, and against the baseline), and the p-values of each "
                      "family are corrected with Holm's procedure", Cite(stat_keys.get("holm", [])),
-                     f" at α = {stats.ALPHA}"]
+                     f" at α = {inference.ALPHA}"]
         analysis += [", with Cohen's d as the effect size", Cite(stat_keys["cohen-d"])] if "cohen-d" in statistics \
             else []
         analysis += [". "]

@@ -4,8 +4,8 @@ The rule (also in the README):
 
 - The factors the user asked for are the ``--factors`` given, else every
   varying config key in which two cells differ alone (a controlled comparison:
-  ``analysis.layout.asked_factors``), except budget and provenance keys
-  (``analysis.cells.BUDGET_KEYS``, ``PROVENANCE_KEYS``: training steps, data
+  ``analysis.report.layout.asked_factors``), except budget and provenance keys
+  (``analysis.data.cells.BUDGET_KEYS``, ``PROVENANCE_KEYS``: training steps, data
   sizes, device, kernels).
 - Any other config key that varies within a task is a confound: a budget or
   provenance key, a factor not named with ``--factors``, or an uncontrolled
@@ -26,8 +26,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.cells import BUDGET_KEYS, PROVENANCE_KEYS, format_value, is_missing, normalise
-from analysis.layout import factor_parent
+from analysis.data.cells import BUDGET_KEYS, PROVENANCE_KEYS, format_value, is_missing, normalise
+from analysis.report.layout import factor_parent
 
 ENV_KEYS = ("env.torch", "env.python", "env.device", "env.git_sha")
 PACKAGES_COLUMN = "env.packages"

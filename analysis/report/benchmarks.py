@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import figures
-from analysis.document import Bullets, Cell, Figure, Section, Table, fmt
-from analysis.errors import ReportError
+from analysis.report import figures
+from analysis.report.document import Bullets, Cell, Figure, Section, Table, fmt
+from analysis.command.errors import ReportError
 
 RECORD_KEYS = ("attention", "position", "backend", "T", "status")
 

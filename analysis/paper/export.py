@@ -2,14 +2,14 @@
 
 - ``latex/``: one ``.tex`` per table (each task's summary, every table of every metric,
   the claims), ``tables.tex`` that inputs them all and ``preview.tex`` around it
-  (``analysis.latex``);
+  (``analysis.paper.latex``);
 - ``references.bib``: the papers of the variants, tasks, metrics and statistics the
-  report shows (``analysis.bibliography``);
+  report shows (``analysis.paper.bibliography``);
 - ``methods.md`` / ``methods.tex``: a Methods paragraph drafted from the runs
-  (``analysis.methods``);
+  (``analysis.paper.methods``);
 - ``claims.csv``: the numbers behind the claims table, when there are claims.
 
-The figures' PDF and SVG copies are written with the figures (``analysis.figures.save``).
+The figures' PDF and SVG copies are written with the figures (``analysis.report.figures.save``).
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from analysis import latex
-from analysis.bibliography import report_bibliography, statistics_used
-from analysis.methods import write_methods
+from analysis.paper import latex
+from analysis.paper.bibliography import report_bibliography, statistics_used
+from analysis.paper.methods import write_methods
 
 LATEX_DIR = "latex"
 

@@ -2,7 +2,7 @@
 
 Per task and per table of the report (a cell is one configuration, never a pool):
 
-- **Quality** is the summary's main metric (analysis.summary): with per-length results,
+- **Quality** is the summary's main metric (analysis.report.summary): with per-length results,
   the metric at the longest evaluation length inside the training range and at the
   longest evaluation length overall (two panels; one when they coincide); without
   them, the whole-test-set metric the summary ranks by. Mean over the completed seeds
@@ -14,7 +14,7 @@ Per task and per table of the report (a cell is one configuration, never a pool)
   is proportional to the runs' peak memory
   (``cost.peak_memory_mb``) when they report it. With ``--bench`` a second row uses
   the benchmark's time of one attention layer's forward + backward at the longest T
-  every cell of the table reached (``analysis.bench_cells``), marker area its peak memory.
+  every cell of the table reached (``analysis.report.bench_cells``), marker area its peak memory.
 - **The Pareto set**: the cells no other cell beats on both axes (as fast or faster and
   as good or better, one of them strictly), computed on the means; joined by a step
   line, ringed in black and named. The direction of quality comes from the metric's
@@ -34,11 +34,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from analysis import figures, stats
-from analysis.document import Cell, Figure, Paragraph, Section, Table, fmt
-from analysis.layout import Grid
-from analysis.report_figures import FigureBudget, roles, safe_name
-from analysis.summary import TaskSummary
+from analysis.report import figures
+from analysis.stats import inference
+from analysis.report.document import Cell, Figure, Paragraph, Section, Table, fmt
+from analysis.report.layout import Grid
+from analysis.report.report_figures import FigureBudget, roles, safe_name
+from analysis.report.summary import TaskSummary
 
 STEP_COLUMN = "cost.step_ms"
 MEMORY_COLUMN = "cost.peak_memory_mb"
@@ -102,7 +103,7 @@ def quality_panels(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSu
     task = summary.task
     done = frame[(frame["task"] == task) & (frame["status"] == "completed")]
     first = summary.columns[0]
-    better = stats.direction(first.metric) or "higher"
+    better = inference.direction(first.metric) or "higher"
     if first.title == "whole test set":
         values = pd.Series(done[first.metric].to_numpy(float), index=done["run_id"])
         return [Panel("whole test set", first.metric, better, values)]
@@ -175,7 +176,7 @@ def frontier_points(grid: Grid, panel: Panel, source: CostSource, run_cells: pd.
     rows = []
     for r in grid.cells.itertuples(index=False):
         runs_here = run_cells.index[run_cells == r.cell]
-        mean, half, n = stats.mean_ci(panel.values.reindex(runs_here).dropna().to_numpy(float))
+        mean, half, n = inference.mean_ci(panel.values.reindex(runs_here).dropna().to_numpy(float))
         cost = source.per_cell.loc[r.cell] if r.cell in source.per_cell.index else None
         rows.append({"cell": r.cell, "label": r.cell_label, "row": r.row, "column": r.column, "n": n,
                      "mean": mean, "half": half,

@@ -21,8 +21,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.document import Figure, Paragraph, Section, Table, fmt
-from analysis.figures import NARROW, FigureStyle, _panels, _save, line_id, palette, style_of
+from analysis.report.document import Figure, Paragraph, Section, Table, fmt
+from analysis.report.figures import NARROW, FigureStyle, _panels, _save, line_id, palette, style_of
 
 COLUMNS = ["run_id", "task", "cell", "seed", "layer", "block", "length", "stat", "value"]
 BLOCKS = ("encoder_self", "decoder_self", "cross")

@@ -4,7 +4,7 @@ Everything here takes plain frames (one row per run, a metric column) and uses
 completed runs only: a diverged or failed run has no trustworthy metric, and the
 report lists those runs separately so that nothing is dropped silently.
 
-Runs are grouped by cell (``analysis.cells``: a configuration minus the seed),
+Runs are grouped by cell (``analysis.data.cells``: a configuration minus the seed),
 never by a hand-picked subset of factors: seeds of one cell are the only values
 ever averaged together.
 """
@@ -134,7 +134,7 @@ def main_effects(runs: pd.DataFrame, metric: str, attentions: Sequence[str] | No
     done = completed(runs, metric)
     if "cell" in done.columns and (done.groupby(list(FACTORS))["cell"].nunique() > 1).any():
         raise ValueError("attention x position holds several configurations here; group by cell "
-                         "(analysis.layout.grids) instead of averaging across them")
+                         "(analysis.report.layout.grids) instead of averaging across them")
     cells = done.groupby(list(FACTORS))[metric].mean().unstack("position")
     if attentions is not None:
         cells = cells.reindex(index=list(attentions))
@@ -248,7 +248,7 @@ def compare_to_baseline(runs: pd.DataFrame, metric: str, baseline: tuple[str, st
     for task, task_runs in completed(frame, metric).groupby("task", sort=True):
         if (task_runs.groupby(list(FACTORS))["cell"].nunique() > 1).any():
             raise ValueError(f"task {task}: attention x position holds several configurations; "
-                             "compare cells within a table (analysis.layout.grids)")
+                             "compare cells within a table (analysis.report.layout.grids)")
         base = task_runs[(task_runs["attention"] == baseline[0]) & (task_runs["position"] == baseline[1])]
         if base.empty:
             continue

@@ -4,17 +4,17 @@ Reads result files only (result.json, CSV logs, attention_maps.npz, an optional
 benchmark JSON) and writes report.md, a self-contained report.html, results.csv
 (one row per run), summary.csv, cells.csv, comparisons.csv and confounds.csv (the
 numbers behind the tables) and the figures under DIR/figures/ (PNG, PDF and SVG). The report
-opens with the summary (analysis.summary); the details follow, folded in the HTML. For a
+opens with the summary (analysis.report.summary); the details follow, folded in the HTML. For a
 paper (analysis.paper) it also writes DIR/latex/ (a .tex per table and tables.tex),
 references.bib and methods.md / methods.tex; ``--figure-width`` sizes the figures for a
 one- or two-column layout.
 
-Statistics are per cell (a configuration minus the seed, ``analysis.cells``) and
+Statistics are per cell (a configuration minus the seed, ``analysis.data.cells``) and
 never averaged across cells. The factors are the config keys that vary; two of
 them are a table's rows and columns (``--factors`` picks them) and every
 combination of the others gets its own table; ``--where KEY=VALUE`` keeps only
 matching runs. Differences that are not factors asked for are confounds
-(``analysis.confounds``): listed in their own section and flagged on every
+(``analysis.data.confounds``): listed in their own section and flagged on every
 comparison they touch.
 """
 from __future__ import annotations
@@ -28,23 +28,26 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import figures, paper, stats, summary
-from analysis.attention_section import attention_section
-from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
-from analysis.bench_cells import measure_cells
-from analysis.benchmarks import bench_section, load_bench
-from analysis.cells import assign_cells
-from analysis.claims import load_claims_file, report_claims
-from analysis.collect import Runs, collect, learning_curves
-from analysis.confounds import CONFOUND_COLUMNS, Confounds
-from analysis.document import Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
-from analysis.errors import ReportError, run_cli
-from analysis.frontier import quality_cost_section
-from analysis.outputs import check_out_dir, writing
-from analysis.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
-from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
+from analysis.report import figures
+from analysis.paper import export
+from analysis.stats import inference
+from analysis.report import summary
+from analysis.report.attention_section import attention_section
+from analysis.report.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
+from analysis.report.bench_cells import measure_cells
+from analysis.report.benchmarks import bench_section, load_bench
+from analysis.data.cells import assign_cells
+from analysis.claims.cli import load_claims_file, report_claims
+from analysis.data.collect import Runs, collect, learning_curves
+from analysis.data.confounds import CONFOUND_COLUMNS, Confounds
+from analysis.report.document import Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
+from analysis.command.errors import ReportError, run_cli
+from analysis.report.frontier import quality_cost_section
+from analysis.command.outputs import check_out_dir, writing
+from analysis.report.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
+from analysis.report.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
                                      map_figures, parameter_figure, safe_name)
-from analysis.sections import (ONE_SEED_NOTICE, comparisons_block, cost_table, effects_block, failures_table,
+from analysis.report.sections import (ONE_SEED_NOTICE, comparisons_block, cost_table, effects_block, failures_table,
                                metric_table, provenance_section, results_frame_for_csv, status_table)
 
 __all__ = ["ReportError", "build_report", "main"]
@@ -100,12 +103,12 @@ class TaskPlan:
             for grid, (base, _) in zip(self.grids, self.baselines):
                 if base is None:
                     continue
-                table = stats.compare_cells(runs, metric, base, list(grid.cells["cell"]))
+                table = inference.compare_cells(runs, metric, base, list(grid.cells["cell"]))
                 table["table"] = grid.title
                 table["confounds"] = [", ".join(self.confounds.between(c, base)) for c in table["cell"]]
                 parts.append(table)
             self.comparisons[metric] = (pd.concat(parts, ignore_index=True) if parts else
-                                        pd.DataFrame(columns=[*stats.CELL_COMPARISON_COLUMNS, "table", "confounds"]))
+                                        pd.DataFrame(columns=[*inference.CELL_COMPARISON_COLUMNS, "table", "confounds"]))
 
     def describe(self) -> Paragraph:
         grid = self.grids[0]
@@ -227,7 +230,7 @@ def _overview(runs: Runs, metrics: list[str], baseline: Baseline, baseline_prese
                               f"run), each counted once: {dups}.", kind="note"))
     done = frame[frame["status"] == "completed"]
     seeds = done.groupby(["task", "cell"])["seed"].nunique()
-    single = sorted(t for t, n in seeds.groupby(level="task").max().items() if n < 2)
+    single = sorted(t for t, n in inference.groupby(level="task").max().items() if n < 2)
     if single:
         section.add(Paragraph(f"{', '.join(single)}: every cell has at most one completed seed, so "
                               f"{ONE_SEED_NOTICE}; the tables show means without intervals.", kind="note"))
@@ -303,8 +306,8 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     ``baseline`` is ``"ATTENTION+POSITION"`` or ``"KEY=VALUE[,KEY=VALUE]"``; None means
     multihead+sinusoidal when that cell exists. ``factors`` names the (at most two)
     factors of the tables; ``where`` is a list of ``KEY=VALUE`` filters. ``claims`` is a
-    YAML file of claims tested beside those the runs carry (analysis/claims.py). ``bench`` is a
-    benchmark JSON file, or True to measure each cell's configuration at long T (analysis/bench_cells.py).
+    YAML file of claims tested beside those the runs carry (analysis/claims/). ``bench`` is a
+    benchmark JSON file, or True to measure each cell's configuration at long T (analysis/report/bench_cells.py).
     ``figure_width`` draws every figure that many inches wide with paper fonts (3.3: one
     column, 6.9: two); ``figure_formats`` are the figure files written (png always);
     ``paper_files=False`` leaves out latex/, references.bib and methods.*.
@@ -346,7 +349,7 @@ def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | 
     measured = measure_cells(frame, out) if bench is True else None  # cached in out/, measured once per report
     if measured is not None:
         bench_data = measured.bench
-    summaries = {m: stats.cell_summary(frame, m) for m in chosen}
+    summaries = {m: inference.cell_summary(frame, m) for m in chosen}
     plans = [TaskPlan(frame, task, runs.factors, factors, baseline_spec, chosen)
              for task in sorted(frame["task"].unique())]
     curves = learning_curves(runs)
@@ -385,19 +388,19 @@ def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | 
     (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
     (out / "report.html").write_text(to_html(doc), encoding="utf-8")
     results_frame_for_csv(frame).to_csv(out / "results.csv", index=False)
-    cells = pd.concat(list(summaries.values()) or [stats.cell_summary(frame.iloc[0:0], "_")], ignore_index=True)
+    cells = pd.concat(list(summaries.values()) or [inference.cell_summary(frame.iloc[0:0], "_")], ignore_index=True)
     extra = [k for k in runs.factors if k in frame.columns and k not in cells.columns]
     if extra:  # each cell's factor values, so cells.csv groups like the tables
         values = frame.drop_duplicates("cell").set_index("cell")[extra]
         cells = cells.join(values, on="cell")
     cells.to_csv(out / "cells.csv", index=False)
     compared = [p.comparisons[m] for p in plans for m in chosen]
-    pd.concat(compared or [pd.DataFrame(columns=stats.CELL_COMPARISON_COLUMNS)]).to_csv(
+    pd.concat(compared or [pd.DataFrame(columns=inference.CELL_COMPARISON_COLUMNS)]).to_csv(
         out / "comparisons.csv", index=False)
     confound_table.to_csv(out / "confounds.csv", index=False)
     summary.summaries_frame(list(task_summaries.values())).to_csv(out / "summary.csv", index=False)
     if paper_files:  # latex/, references.bib, methods.md / .tex
-        paper.export(out, frame, plans, chosen, summaries, task_summaries, claim_results)
+        export.export(out, frame, plans, chosen, summaries, task_summaries, claim_results)
     return out / "report.html"
 
 
@@ -419,7 +422,7 @@ def _parser() -> argparse.ArgumentParser:
                              "folders), measure each cell's attention and position at long T (cached in --out)")
     parser.add_argument("--metrics", nargs="+", default=None, help="metrics to report (default: common to all tasks)")
     parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
-                        help="YAML file of claims, tested beside those the runs carry (see analysis/claims.py)")
+                        help="YAML file of claims, tested beside those the runs carry (see analysis/claims/)")
     parser.add_argument("--figure-width", default=None, type=float, metavar="INCHES",
                         help="draw every figure this wide with paper fonts: 3.3 for one column, 6.9 for two "
                              "(default: sized for the screen)")

@@ -1,6 +1,6 @@
 """The summary's figure: the main metric against evaluation length, one line per cell, sized to sit beside the table.
 
-Drawn with matplotlib's object API on the Agg canvas, like analysis.figures.
+Drawn with matplotlib's object API on the Agg canvas, like analysis.report.figures.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.figures import FigureStyle, line_id, palette, save, style_of
-from analysis.stats import band as clipped_band, mean_ci
+from analysis.report.figures import FigureStyle, line_id, palette, save, style_of
+from analysis.stats.inference import band as clipped_band, mean_ci
 
 DPI = 100
 WIDTH, HEIGHT = 6.2, 4.0  # inches: about 620 px, half of a wide report page

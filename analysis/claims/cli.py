@@ -60,12 +60,12 @@ from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind, 
 
 from scipy import stats as sps
 
-from analysis import stats
-from analysis.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
-from analysis.errors import AnalysisError, run_cli
-from analysis.outputs import check_out_file, writing
+from analysis.stats import inference
+from analysis.report.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
+from analysis.command.errors import AnalysisError, run_cli
+from analysis.command.outputs import check_out_file, writing
 
-ALPHA = stats.ALPHA
+ALPHA = inference.ALPHA
 POWER = 0.8
 MAX_SEEDS = 10_000  # beyond this the power calculation says "more than"
 EXPECTS = ("greater", "less", "equivalent", "ratio")
@@ -550,7 +550,7 @@ def _expectation(claim: Claim) -> str:
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float]:
-    mean, half, _ = stats.mean_ci(values)
+    mean, half, _ = inference.mean_ci(values)
     return mean, half
 
 
@@ -768,7 +768,7 @@ def _write_csv(results: pd.DataFrame, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from analysis.collect import collect
+    from analysis.data.collect import collect
 
     args = _parser().parse_args(argv)
 

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import stats
+from analysis.stats import inference
 
 FALLBACK_DECIMALS = 3
 MAX_DECIMALS = 6
@@ -138,7 +138,7 @@ def styled(frame: pd.DataFrame, caption: str, label: str) -> str:
                            position="htbp", position_float="centering")
 
 
-def legend(marks: set[str], alpha: float = stats.ALPHA) -> str:
+def legend(marks: set[str], alpha: float = inference.ALPHA) -> str:
     used = [m for m in MARKS if m in marks]
     return " ".join(f"$^{{{MARKS[m][0]}}}$ {MARKS[m][1].format(alpha=alpha)}." for m in used)
 
@@ -157,8 +157,8 @@ VALUE_NOTE = "mean $\\pm$ half-width of its 95\\% t-interval over seeds (number 
 # ---------------------------------------------------------------- the report's tables
 
 def summary_table(summary) -> tuple[str, pd.DataFrame]:
-    """The task's summary (``analysis.summary.TaskSummary``): cells ranked in and beyond the training range."""
-    from analysis.summary import by_key
+    """The task's summary (``analysis.report.summary.TaskSummary``): cells ranked in and beyond the training range."""
+    from analysis.report.summary import by_key
 
     labels = summary.labels()
     columns = [(f"{summary.main} {c.title}" if c.title != "whole test set" else c.metric, by_key(c.ranking))
@@ -175,7 +175,7 @@ def summary_table(summary) -> tuple[str, pd.DataFrame]:
                for key in summary.order]
     frame = pd.DataFrame(records, columns=["cell", *[t for t, _ in columns]])
     marks = {v.mark for v in values.values() if v.mark}
-    better = stats.direction(summary.columns[0].metric) or "higher"
+    better = inference.direction(summary.columns[0].metric) or "higher"
     testable = any(np.isfinite(c.ranking["p"].to_numpy(float)).any() for c in summary.columns)
     scopes = "; ".join(f"{c.title}: {c.scope_text}" for c in summary.columns)
     caption = (f"{summary.task}: cells ranked by {summary.main} ({better} is better; {scopes}). "
@@ -194,7 +194,7 @@ def metric_table(grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFra
     the table's ``baseline`` cell (verdicts better / worse / differs mark the cells).
     """
     here = cells[cells["task"] == grid.task].set_index("cell")
-    better = stats.direction(metric)
+    better = inference.direction(metric)
     present = here[here.index.isin(set(grid.cells["cell"]))]
     best = None
     if better is not None and len(present):
@@ -258,7 +258,7 @@ def claims_table(results: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     frame = pd.DataFrame(records, columns=["claim", "metric", "expected", "a", "b", "test", "p (Holm)", "verdict"])
     caption = ("Claims: each side " + VALUE_NOTE + tex_escape(
         "; the smaller of the two one-sided tests decides (Welch for two sides, TOST for equivalence, a one-sample "
-        f"t-test on per-run ratios), Holm-corrected over the claims; verdict at α = {stats.ALPHA}."))
+        f"t-test on per-run ratios), Holm-corrected over the claims; verdict at α = {inference.ALPHA}."))
     return styled(frame, caption, _label("claims")), frame
 
 

@@ -1,6 +1,6 @@
 """Report tables built from the runs frame: results grid, effects, comparisons, costs, failures, provenance.
 
-A table is one ``analysis.layout.Grid`` of a task: a row per level of one factor
+A table is one ``analysis.report.layout.Grid`` of a task: a row per level of one factor
 group, a column per level of another, every other factor fixed. Each position
 holds one cell (one configuration), shown as a value or as why there is none
 (failed, diverged, missing, not reported); nothing is averaged across cells.
@@ -14,9 +14,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from analysis import stats
-from analysis.document import Bullets, Cell, Code, Paragraph, Section, Table, fmt, fmt_p
-from analysis.layout import Grid
+from analysis.stats import inference
+from analysis.report.document import Bullets, Cell, Code, Paragraph, Section, Table, fmt, fmt_p
+from analysis.report.layout import Grid
 
 ONE_SEED_NOTICE = "no significance can be claimed with one seed"
 COST_COLUMNS = [("cost.params", "params"), ("cost.step_ms", "ms/step"), ("cost.train_seconds", "train s"),
@@ -114,7 +114,7 @@ def metric_table(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataFr
     """Mean ± 95% CI over seeds per cell; the best cell of the table (by the metric's direction) is marked."""
     summary = summary[summary["task"] == grid.task].set_index("cell")
     summary = summary[summary.index.isin(set(grid.cells["cell"]))]
-    better = stats.direction(metric)
+    better = inference.direction(metric)
     best = None
     if better is not None and len(summary):
         means = summary["mean"]
@@ -161,7 +161,7 @@ def effects_block(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataF
     if grid.rows is None:
         return []
     means = _means(grid, summary)
-    row_means, col_means, interaction, grand = stats.effects(means)
+    row_means, col_means, interaction, grand = inference.effects(means)
     if grid.columns is None:
         rows = [[label, Cell(fmt(row_means[label])), Cell(_signed(row_means[label] - grand))]
                 for label in grid.row_levels]
@@ -220,9 +220,9 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
                      Cell(r["verdict"], best=r["verdict"] == "better"),
                      Cell(f"{CONFOUND_MARK} {flags}" if flags else "", kind="diverged" if flags else "")])
     header = ["cell", "seeds", "Δ mean [95% CI]", "Welch t", "p", "p (Holm)", "Cohen's d", "verdict", "confounds"]
-    better = stats.direction(metric) or "unknown direction"
+    better = inference.direction(metric) or "unknown direction"
     blocks: list = [Table(header, rows, caption=f"{metric}{_in(grid)} vs baseline {name} "
-                                                f"(Δ = cell − baseline; {better} is better; α = {stats.ALPHA})")]
+                                                f"(Δ = cell − baseline; {better} is better; α = {inference.ALPHA})")]
     if flagged:
         blocks.append(Paragraph(f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
                                 "for (see Confounds); the difference is not the named factors' alone.",

@@ -3,7 +3,7 @@
 A report that reads a sweep and draws its figures for a minute, then finds that
 ``--out`` is a file, is a minute lost; a full disk ends in ``OSError 28``. Both
 become an ``AnalysisError`` here, which the command lines print as one line and
-exit 2 (``analysis.errors.run_cli``).
+exit 2 (``analysis.command.errors.run_cli``).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from analysis.errors import AnalysisError
+from analysis.command.errors import AnalysisError
 
 # Write errors that are the place's fault, not the program's: said in one line.
 PLACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",

@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.cells import FAILED, GROUP_COLUMNS, format_value, is_budget, is_missing, normalise, order_factors
-from analysis.errors import ReportError
+from analysis.data.cells import FAILED, GROUP_COLUMNS, format_value, is_budget, is_missing, normalise, order_factors
+from analysis.command.errors import ReportError
 
 MAX_AXES = 2
 
@@ -160,7 +160,7 @@ def has_contrast(cells: pd.DataFrame, key: str, factors: Sequence[str]) -> bool:
 
 
 def asked_factors(task_runs: pd.DataFrame, here: Sequence[str], asked: Sequence[str] | None) -> list[str]:
-    """The factors of one task the user asked for (the rule is in ``analysis.confounds``).
+    """The factors of one task the user asked for (the rule is in ``analysis.data.confounds``).
 
     Named with ``--factors``: those. Otherwise every varying key but budget and
     provenance keys, and only where two cells differ in it alone: a learning rate
@@ -192,7 +192,7 @@ def placed_runs(task_runs: pd.DataFrame, here: Sequence[str]) -> pd.DataFrame:
     """The runs whose cells get a table position: every cell with a run that computed something, and a cell
     of failed runs only where no other cell has its factor values.
 
-    Failed runs make no factors (``analysis.cells``), so failed runs of settings no completed run has read as
+    Failed runs make no factors (``analysis.data.cells``), so failed runs of settings no completed run has read as
     the same factor values; they are listed with the failures, not pooled into one table position.
     """
     if "status" not in task_runs.columns:

@@ -30,8 +30,8 @@ factor. A setting the built model did not use is null in its result
 and kernel choices) are never factors the user asked for unless named with
 ``--factors``: they still separate cells (never pooled) but the report flags
 them as confounds. ``designed_factors`` applies that rule to a list of keys; the
-report also requires a controlled comparison (``analysis.layout.asked_factors``,
-rule in ``analysis.confounds``).
+report also requires a controlled comparison (``analysis.report.layout.asked_factors``,
+rule in ``analysis.data.confounds``).
 
 Two folders holding the same run (same cell and seed, different run ids) count
 once: ``drop_duplicate_runs`` keeps one and reports the others.
@@ -50,7 +50,7 @@ SEED_KEY = "seed"
 # Keys (whole dotted components: "name" is not "name_of_x") that never change what a run computes.
 NOISE_PREFIXES = ("logger", "trainer.progress_bar", "trainer.log_every_n_steps", "trainer.checkpoint_every_n_steps",
                   "resume", "name", "fail_at_step", "num_threads", "objective", "eval.attention_maps", "hydra",
-                  "claims")  # what the analysis tests (analysis/claims.py), not what a run computes
+                  "claims")  # what the analysis tests (analysis/claims/), not what a run computes
 # Budget: how long and on how much data a run trained or was evaluated.
 BUDGET_KEYS = ("trainer.max_steps", "trainer.max_epochs", "trainer.max_time", "trainer.limit_train_batches",
                "trainer.limit_val_batches", "trainer.limit_test_batches", "trainer.fast_dev_run",

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from analysis.cells import is_missing, normalise
+from analysis.data.cells import is_missing, normalise
 
 BENCH_LENGTHS = (256, 1024, 2048)
 MAX_SECONDS = 30.0  # per point: a longer T predicted to exceed it is recorded as skipped

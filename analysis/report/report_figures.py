@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import figures
-from analysis.cells import normalise
-from analysis.document import Figure, Paragraph
-from analysis.layout import Grid
+from analysis.report import figures
+from analysis.data.cells import normalise
+from analysis.report.document import Figure, Paragraph
+from analysis.report.layout import Grid
 
 MAPS_FILE = "attention_maps.npz"
 MAX_MAP_FIGURES = 12
