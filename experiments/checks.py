@@ -76,7 +76,7 @@ def check_claims(cfg: DictConfig) -> None:
     claims = cfg.get("claims")
     if not claims:
         return
-    from analysis.claims.cli import ClaimError, parse_claims
+    from common.claims import ClaimError, parse_claims
 
     try:
         parse_claims(OmegaConf.to_container(claims, resolve=True), "claims")

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from matplotlib.collections import PolyCollection
 
-from analysis import claims as C
+from analysis.claims.cli import main as claims_main
 from analysis.report import figures
 from analysis.report import summary_figure
 from analysis.data.collect import collect
@@ -199,7 +199,7 @@ def test_claims_csv_in_a_bad_place_exits_2_before_any_work(tmp_path, capsys, mon
 
     _no_reading(monkeypatch, collect_module)  # claims imports collect inside main
     for csv in ["/proc/x/c.csv", str(tmp_path)]:
-        code = C.main([str(_sweep(tmp_path / "s")), "--csv", csv])
+        code = claims_main([str(_sweep(tmp_path / "s")), "--csv", csv])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and csv in err[0], err
 
@@ -211,7 +211,7 @@ def test_claims_over_a_sweep_where_every_run_failed_say_so(tmp_path, capsys):
         for seed in (0, 1):
             config = flat_config("copy", attention, "sinusoidal", seed, claims=[claim])
             write(tmp_path / f"{attention}{seed}", result(f"{attention}{seed}", config, status="failed"))
-    code = C.main([str(tmp_path)])
+    code = claims_main([str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "every run failed (4 runs)" in err[0], err
     assert "unknown" not in err[0]

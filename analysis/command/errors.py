@@ -5,6 +5,8 @@ import sys
 import warnings
 from typing import Callable, TypeVar
 
+from common.claims import ClaimError
+
 T = TypeVar("T")
 
 
@@ -20,12 +22,17 @@ class ReportError(AnalysisError):
     """Results that cannot make a report as asked (no runs, no common metric, unknown baseline ...)."""
 
 
+# What a command prints as one line and exits 2 on: the analysis's own errors, and a claim that cannot be
+# tested as written (its class lives in common.claims, beside the schema the training checks also use).
+USER_ERRORS = (AnalysisError, ClaimError)
+
+
 # scipy's RuntimeWarnings (precision loss on constant samples) are numerical notices, not problems with the inputs
 LIBRARY_NOTICES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, RuntimeWarning)
 
 
 def run_cli(work: Callable[[], T], quiet: tuple[type[Warning], ...] = LIBRARY_NOTICES) -> tuple[T | None, int]:
-    """``work()`` as a command runs it: (its value, 0), or (None, 2) after printing an AnalysisError as one line.
+    """``work()`` as a command runs it: (its value, 0), or (None, 2) after printing a user error as one line.
 
     Every warning raised meanwhile (a skipped file, a duplicate run) is printed as one line, except the
     ``quiet`` categories: library notices that say nothing about the user's inputs.
@@ -34,7 +41,7 @@ def run_cli(work: Callable[[], T], quiet: tuple[type[Warning], ...] = LIBRARY_NO
         warnings.simplefilter("always")
         try:
             value = work()
-        except AnalysisError as err:
+        except USER_ERRORS as err:
             _print_warnings(caught, quiet)
             print(f"error: {err}", file=sys.stderr)
             return None, 2
