@@ -20,6 +20,7 @@ import pytest
 from scipy import stats as sps
 
 from analysis.stats import inference
+from tests import grid_effects
 from analysis.data.collect import collect, collect_wandb_api, collect_wandb_offline, learning_curves
 from analysis.report.document import fmt
 from analysis.command.errors import CollectError
@@ -261,7 +262,7 @@ def test_direction_of_metrics():
 def test_main_effects_and_interaction(sweep):
     root, truth, _ = sweep
     reverse = truth[truth["task"] == "reverse"].assign(status="completed")
-    rows, cols, interaction, grand = inference.main_effects(reverse, "test/token_acc")
+    rows, cols, interaction, grand = grid_effects.main_effects(reverse, "test/token_acc")
     cells = reverse.groupby(["attention", "position"])["test/token_acc"].mean().unstack()
     pd.testing.assert_series_equal(rows, cells.mean(axis=1), check_names=False)
     pd.testing.assert_series_equal(cols, cells.mean(axis=0), check_names=False)
@@ -592,7 +593,7 @@ def grid_runs(grid: dict[tuple[str, str], float]) -> pd.DataFrame:
 
 
 def test_interaction_on_a_hand_computed_grid():
-    rows, cols, interaction, grand = inference.main_effects(grid_runs(GRID), "val/loss")
+    rows, cols, interaction, grand = grid_effects.main_effects(grid_runs(GRID), "val/loss")
     assert dict(rows) == pytest.approx({"hard": 4.0, "soft": 6.0})
     assert dict(cols) == pytest.approx({"alibi": 2.0, "rope": 5.0, "t5": 8.0})
     assert grand == pytest.approx(5.0)
@@ -609,7 +610,7 @@ def test_interaction_with_a_missing_cell():
     # A failed run of the missing cell is listed but counts nowhere.
     runs = pd.concat([runs, pd.DataFrame([{"task": "copy", "attention": "soft", "position": "t5", "seed": 0,
                                            "status": "failed", "val/loss": math.nan}])], ignore_index=True)
-    rows, cols, interaction, grand = inference.main_effects(runs, "val/loss", attentions=["hard", "soft"],
+    rows, cols, interaction, grand = grid_effects.main_effects(runs, "val/loss", attentions=["hard", "soft"],
                                                         positions=["alibi", "rope", "t5"])
     # By hand: rows hard (1+3+8)/3 = 4, soft (3+7)/2 = 5; columns 2, 5, 8; grand (1+3+8+3+7)/5 = 4.4
     # (the mean of the row means would be 4.5, of the column means 5); e.g. soft+alibi: 3 - 5 - 2 + 4.4 = 0.4.

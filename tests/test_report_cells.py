@@ -15,6 +15,7 @@ import pytest
 from scipy import stats as sps
 
 from analysis.stats import inference
+from tests import grid_effects
 from analysis.report.document import fmt
 from analysis.report.build import build_report, main
 from tests.cell_fixtures import flat_config, md_table, result, write
@@ -199,9 +200,9 @@ def test_pooling_by_attention_and_position_is_refused(tmp_path):
 
     runs = collect([tmp_path / "s"]).runs
     with pytest.raises(ValueError, match="several configurations"):
-        inference.compare_to_baseline(runs, METRIC, ("multihead", "rope"))
+        grid_effects.compare_to_baseline(runs, METRIC, ("multihead", "rope"))
     with pytest.raises(ValueError, match="several configurations"):
-        inference.main_effects(runs, METRIC)
+        grid_effects.main_effects(runs, METRIC)
 
 
 def test_bad_factor_options_exit_2_with_one_line(tmp_path, capsys):

@@ -40,6 +40,7 @@ from analysis.data.cells import assign_cells, drop_duplicate_runs, format_value,
 from analysis.command.errors import CollectError
 from analysis.data.ranges import with_range_metrics
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
+from common.flatten import flatten
 
 SCHEMA = 1
 STATUSES = ("completed", "diverged", "failed")
@@ -90,16 +91,6 @@ def _number(value: Any) -> float:
         return float(value) if value is not None else math.nan
     except (TypeError, ValueError):
         return math.nan
-
-
-def _flatten(tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def unused_settings(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,13 +144,13 @@ def result_rows(
         row[key] = None if row[key] is None else str(row[key])
     for name, value in (result.get("metrics") or {}).items():
         row[_metric_column(str(name))] = _number(value)
-    row.update(_flatten(result.get("cost") or {}, "cost."))
+    row.update(flatten(result.get("cost") or {}, "cost."))
     unused = unused_settings(result)
-    config = _flatten(result.get("config") or {}, "")
+    config = flatten(result.get("config") or {}, "")
     row.update({f"config.{k}": v for k, v in _without_unused(config, unused).items()})
     env = dict(result.get("env") or {})
     packages = env.pop("packages", None) or {}
-    row.update(_flatten(env, "env."))
+    row.update(flatten(env, "env."))
     row["env.packages"] = dict(packages)  # one cell: the versions are read together for provenance
     row.update(run_dir=None if run_dir is None else str(run_dir), source=str(source),
                started_at=result.get("started_at"),

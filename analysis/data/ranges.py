@@ -39,12 +39,6 @@ def range_metric(scope: str, metric: str) -> str:
     return f"{scope}/{metric}"
 
 
-def split_range_metric(name: str) -> tuple[str, str] | None:
-    """(scope, per-length metric) of a range aggregate's name; None for any other metric."""
-    scope, sep, metric = name.partition("/")
-    return (scope, metric) if sep and scope in SCOPES and metric else None
-
-
 def train_range(value: Any) -> tuple[int, int] | None:
     """``train_lengths`` of one run as (low, high); None when the run has none or it is malformed."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:

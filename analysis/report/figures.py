@@ -89,10 +89,6 @@ class FigureStyle(Mapping):
     def __len__(self) -> int:
         return len(self.colors)
 
-    def for_cell(self, cell: str) -> tuple[str, str] | None:
-        """(colour, marker) of a cell id, None when the report has no such cell."""
-        return self.cells.get(cell)
-
     def for_label(self, label: str) -> tuple[str, str] | None:
         """(colour, marker) of a cell by its label (``cell_label``)."""
         return self.labels.get(label)

@@ -157,7 +157,8 @@ class TaskSummary:
 
 
 def _finite(frame: pd.DataFrame, metric: str) -> bool:
-    return metric in frame.columns and bool(np.isfinite(inference.completed(frame, metric)[metric].to_numpy(float)).any())
+    return metric in frame.columns and bool(
+        np.isfinite(inference.completed(frame, metric)[metric].to_numpy(float)).any())
 
 
 def common_train_range(frame: pd.DataFrame) -> tuple[int, int] | None:
@@ -309,10 +310,6 @@ def figure_data(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSumma
     data = data[np.isfinite(data["value"].to_numpy(float))].copy()
     data["label"] = data["run_id"].map(runs_label)
     return data.dropna(subset=["label"])
-
-
-def count_significant(summaries: Sequence[TaskSummary]) -> int:
-    return sum(s.significant() for s in summaries)
 
 
 def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path,

@@ -1,4 +1,7 @@
-"""Statistics over seeds: mean and t-interval, main effects, Welch tests against a baseline, Holm correction.
+"""Statistics over seeds: mean and t-interval, effects, Welch tests against a baseline cell, Holm correction.
+
+Tests, intervals and corrections come from statsmodels (as the claims' do, analysis.stats.claims); scipy only
+gives the t quantile of the mean's interval.
 
 Everything here takes plain frames (one row per run, a metric column) and uses
 completed runs only: a diverged or failed run has no trustworthy metric, and the
@@ -17,6 +20,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -120,42 +125,14 @@ def effects(cells: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.DataFrame, fl
     return row_means, col_means, interaction, grand
 
 
-def main_effects(runs: pd.DataFrame, metric: str, attentions: Sequence[str] | None = None,
-                 positions: Sequence[str] | None = None) -> tuple[pd.Series, pd.Series, pd.DataFrame, float]:
-    """Marginal means of attention and position, the interaction table and the grand mean, for one task.
-
-    Each cell counts once (the mean of its seeds), so a cell with more seeds does
-    not pull the marginals. Interaction = cell − row mean − column mean + grand
-    mean; with every cell present its rows and columns sum to zero. With cells
-    missing the marginals are over the cells present (the report says so).
-    ``attentions`` / ``positions`` give the full grid, so levels without a
-    completed run stay visible as NaN instead of vanishing.
-    """
-    done = completed(runs, metric)
-    if "cell" in done.columns and (done.groupby(list(FACTORS))["cell"].nunique() > 1).any():
-        raise ValueError("attention x position holds several configurations here; group by cell "
-                         "(analysis.report.layout.grids) instead of averaging across them")
-    cells = done.groupby(list(FACTORS))[metric].mean().unstack("position")
-    if attentions is not None:
-        cells = cells.reindex(index=list(attentions))
-    if positions is not None:
-        cells = cells.reindex(columns=list(positions))
-    row_means, col_means, interaction, grand = effects(cells)
-    return row_means.rename("attention"), col_means.rename("position"), interaction, grand
-
-
 def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error); NaN stays NaN and is not counted."""
+    """Holm's step-down adjusted p-values (family-wise error), statsmodels' ``multipletests``; NaN stays NaN and is
+    not counted in the family."""
     p = np.asarray(pvalues, dtype=float)
     adjusted = np.full_like(p, np.nan)
-    valid = np.flatnonzero(np.isfinite(p))
-    m = len(valid)
-    order = valid[np.argsort(p[valid], kind="stable")]
-    running = 0.0
-    for rank, index in enumerate(order):
-        # The k-th smallest p is multiplied by (m - k); the running max keeps the adjusted values monotone.
-        running = max(running, min(1.0, (m - rank) * p[index]))
-        adjusted[index] = running
+    valid = np.isfinite(p)
+    if valid.any():
+        adjusted[valid] = multipletests(p[valid], method="holm")[1]
     return adjusted
 
 
@@ -178,10 +155,13 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
     diff = float(a.mean() - b.mean()) if len(a) and len(b) else math.nan
     if len(a) < 2 or len(b) < 2:
         return {"diff": diff, "diff_low": math.nan, "diff_high": math.nan, "t": math.nan, "p": math.nan}
-    result = stats.ttest_ind(a, b, equal_var=False)
-    low, high = result.confidence_interval(confidence)
-    return {"diff": diff, "diff_low": float(low), "diff_high": float(high),
-            "t": float(result.statistic), "p": float(result.pvalue)}
+    if a.var() == 0 and b.var() == 0:
+        # No spread on either side: the difference is exact, so it either differs (p = 0) or says nothing.
+        t = math.nan if diff == 0 else math.copysign(math.inf, diff)
+        return {"diff": diff, "diff_low": diff, "diff_high": diff, "t": t, "p": math.nan if diff == 0 else 0.0}
+    t, p, _ = ttest_ind(a, b, usevar="unequal")
+    low, high = CompareMeans(DescrStatsW(a), DescrStatsW(b)).tconfint_diff(alpha=1 - confidence, usevar="unequal")
+    return {"diff": diff, "diff_low": float(low), "diff_high": float(high), "t": float(t), "p": float(p)}
 
 
 COMPARISON_COLUMNS = ["task", "metric", "attention", "position", "n", "baseline_n", "mean", "baseline_mean",
@@ -231,29 +211,3 @@ def compare_cells(runs: pd.DataFrame, metric: str, baseline_cell: str, cells: Se
         row["p_holm"] = float(p_adj)
         row["verdict"] = _verdict(row["diff"], row["p_holm"], better, alpha)
     return pd.DataFrame(family, columns=CELL_COMPARISON_COLUMNS)
-
-
-def compare_to_baseline(runs: pd.DataFrame, metric: str, baseline: tuple[str, str],
-                        alpha: float = ALPHA, confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Every cell of each task against the baseline (attention, position) cell of that task.
-
-    Welch's t-test over seeds; Holm's correction over the comparisons of one task
-    and metric (one family). With cells (``analysis.collect``), a task whose
-    (attention, position) pair names several configurations is refused rather
-    than pooled; the report compares within each table instead.
-    """
-    parts = []
-    frame = runs if "cell" in runs.columns else runs.assign(
-        cell=runs["attention"].astype(str) + "+" + runs["position"].astype(str))
-    for task, task_runs in completed(frame, metric).groupby("task", sort=True):
-        if (task_runs.groupby(list(FACTORS))["cell"].nunique() > 1).any():
-            raise ValueError(f"task {task}: attention x position holds several configurations; "
-                             "compare cells within a table (analysis.report.layout.grids)")
-        base = task_runs[(task_runs["attention"] == baseline[0]) & (task_runs["position"] == baseline[1])]
-        if base.empty:
-            continue
-        cells = list(dict.fromkeys(task_runs.sort_values(list(FACTORS), kind="stable")["cell"]))
-        parts.append(compare_cells(task_runs, metric, base["cell"].iloc[0], cells, alpha, confidence))
-    if not parts:
-        return pd.DataFrame(columns=COMPARISON_COLUMNS)
-    return pd.concat(parts, ignore_index=True)[COMPARISON_COLUMNS]
