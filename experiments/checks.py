@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.errors import ConfigError
+
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names the key, the value and what is allowed."""
 
 
 def _require(ok: bool, message: str) -> None:

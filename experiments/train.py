@@ -25,6 +25,7 @@ from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
+from experiments.errors import user_error_types
 from experiments.quiet import quiet_library_warnings
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 variant_references, write_json_atomic)
@@ -35,16 +36,6 @@ from experiments.unused import record_unused
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
 BAD_OBJECTIVE = 1e9  # what a failed or diverged trial reports to a hyperparameter search
-
-
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """Errors caused by the user's input: reported in one line, never with a traceback."""
-    from experiments.checks import ConfigError
-    from experiments.tasks.base import TaskConfigError
-    from variants.checks import VariantConfigError
-    from variants.registry import RegistryError
-
-    return ConfigError, TaskConfigError, VariantConfigError, RegistryError
 
 
 def is_rank_zero() -> bool:
