@@ -1,4 +1,5 @@
-"""A W&B report comparing the runs of one sweep: ``python -m analysis.dashboards.wandb_dashboard --project P --group G``.
+"""A W&B report comparing the runs of one sweep:
+``python -m analysis.dashboards.wandb_dashboard --project P --group G``.
 
 With network access and an API key it creates the report with ``wandb-workspaces``
 (``pip install 'attnlab[dashboards]'``) and prints its URL. Without them (or with
@@ -104,7 +105,8 @@ def api_entity(entity: str | None) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.dashboards.wandb_dashboard", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m analysis.dashboards.wandb_dashboard",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--project", required=True, help="W&B project (logger.wandb.project; attnlab by default)")
     parser.add_argument("--group", required=True, help="run group: the sweep name (the `name` key of the config)")
     parser.add_argument("--entity", default=None, help="W&B entity (default: the API key's)")

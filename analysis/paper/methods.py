@@ -133,7 +133,7 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
         f"gradient clipping at {_text(_values(done, 'optim.grad_clip'))}), with a linear warm-up over "
         f"{_text(_values(done, 'optim.warmup_steps'))} steps and {decay}. "]
     seeds = done.groupby(["task", "cell"])["seed"].nunique() if "cell" in done.columns else pd.Series(dtype=int)
-    seed_text = _range(inference.tolist()) if len(seeds) else "unknown"
+    seed_text = _range(seeds.tolist()) if len(seeds) else "unknown"
     budget += [f"A cell is one configuration; each is trained with {seed_text} seed(s), "
                f"{len(done)} completed runs in {len(seeds)} cells in all."]
 

@@ -37,7 +37,8 @@ from analysis.report.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline
 from analysis.report.bench_cells import measure_cells
 from analysis.report.benchmarks import bench_section, load_bench
 from analysis.data.cells import assign_cells
-from analysis.claims.cli import load_claims_file, report_claims
+from analysis.claims.render import report_claims
+from analysis.claims.scope import load_claims_file
 from analysis.data.collect import Runs, collect, learning_curves
 from analysis.data.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.report.document import Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
@@ -107,8 +108,8 @@ class TaskPlan:
                 table["table"] = grid.title
                 table["confounds"] = [", ".join(self.confounds.between(c, base)) for c in table["cell"]]
                 parts.append(table)
-            self.comparisons[metric] = (pd.concat(parts, ignore_index=True) if parts else
-                                        pd.DataFrame(columns=[*inference.CELL_COMPARISON_COLUMNS, "table", "confounds"]))
+            columns = [*inference.CELL_COMPARISON_COLUMNS, "table", "confounds"]
+            self.comparisons[metric] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
     def describe(self) -> Paragraph:
         grid = self.grids[0]
@@ -230,7 +231,7 @@ def _overview(runs: Runs, metrics: list[str], baseline: Baseline, baseline_prese
                               f"run), each counted once: {dups}.", kind="note"))
     done = frame[frame["status"] == "completed"]
     seeds = done.groupby(["task", "cell"])["seed"].nunique()
-    single = sorted(t for t, n in inference.groupby(level="task").max().items() if n < 2)
+    single = sorted(t for t, n in seeds.groupby(level="task").max().items() if n < 2)
     if single:
         section.add(Paragraph(f"{', '.join(single)}: every cell has at most one completed seed, so "
                               f"{ONE_SEED_NOTICE}; the tables show means without intervals.", kind="note"))

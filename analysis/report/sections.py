@@ -221,8 +221,9 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
                      Cell(f"{CONFOUND_MARK} {flags}" if flags else "", kind="diverged" if flags else "")])
     header = ["cell", "seeds", "Δ mean [95% CI]", "Welch t", "p", "p (Holm)", "Cohen's d", "verdict", "confounds"]
     better = inference.direction(metric) or "unknown direction"
-    blocks: list = [Table(header, rows, caption=f"{metric}{_in(grid)} vs baseline {name} "
-                                                f"(Δ = cell − baseline; {better} is better; α = {inference.ALPHA})")]
+    caption = (f"{metric}{_in(grid)} vs baseline {name} "
+               f"(Δ = cell − baseline; {better} is better; α = {inference.ALPHA})")
+    blocks: list = [Table(header, rows, caption=caption)]
     if flagged:
         blocks.append(Paragraph(f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
                                 "for (see Confounds); the difference is not the named factors' alone.",
