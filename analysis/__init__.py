@@ -1,5 +1,3 @@
-"""Everything that reads results: data (files -> runs frame), stats, claims, report, paper, dashboards.
-
-Layers import downwards only: command <- data <- stats <- claims <- report <- paper; nothing here imports
-``experiments`` (the files it reads are the contract), only the shared, dependency-free ``common``.
+"""Everything that reads results: data (files -> one frame of runs), stats, claims, report, paper, dashboards and
+command (what every command shares). Nothing here imports experiments or variants; only the shared ``common``.
 """

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims.scope import gather_claims
-from analysis.claims.sides import check_metric, metric_values, select_side, _factors
+from analysis.claims.sides import check_metric, metric_values, run_factors, select_side
 from analysis.report.document import fmt, fmt_p
 from analysis.stats import inference
 from analysis.stats.claims import MAX_SEEDS, ratio_test, seeds_needed, two_sample_test
@@ -50,7 +50,7 @@ def _mean_ci(values: np.ndarray) -> tuple[float, float]:
 def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]:
     """The claim's row before Holm's correction: both sides, the test, and p for and against."""
     frame = runs.runs if scope is None else runs.runs[runs.runs["run_id"].isin(scope)]
-    factors = _factors(runs)
+    factors = run_factors(runs)
     check_metric(runs, frame, claim)
     a = select_side(frame, factors, claim, "a")
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}

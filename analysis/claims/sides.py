@@ -35,7 +35,8 @@ def _same(found: Any, wanted: Any) -> bool:
     return found is not None and str(found) == str(wanted)
 
 
-def _factors(runs) -> list[str]:
+def run_factors(runs) -> list[str]:
+    """The factors the runs were collected with (none for a plain frame)."""
     return list(getattr(runs, "factors", None) or [])
 
 

@@ -255,3 +255,14 @@ def drop_duplicate_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     dropped = runs[dropped_mask].copy()
     dropped["duplicate_of"] = [kept_ids[(c, s)] for c, s in zip(dropped["cell"], dropped["seed"])]
     return runs[~dropped_mask], dropped
+
+
+def factor_parent(key: str, keys: Iterable[str]) -> str | None:
+    """The longest other key (or registry group) that ``key`` is nested under."""
+    candidates = set(keys) | set(GROUP_COLUMNS)
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in candidates:
+            return prefix
+    return None

@@ -26,8 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.data.cells import BUDGET_KEYS, PROVENANCE_KEYS, format_value, is_missing, normalise
-from analysis.report.layout import factor_parent
+from analysis.data.cells import BUDGET_KEYS, PROVENANCE_KEYS, factor_parent, format_value, is_missing, normalise
 
 ENV_KEYS = ("env.torch", "env.python", "env.device", "env.git_sha")
 PACKAGES_COLUMN = "env.packages"

@@ -21,21 +21,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.data.cells import FAILED, GROUP_COLUMNS, format_value, is_budget, is_missing, normalise, order_factors
+from analysis.data.cells import FAILED, factor_parent, format_value, is_budget, is_missing, normalise, order_factors
 from analysis.command.errors import ReportError
 
 MAX_AXES = 2
-
-
-def factor_parent(key: str, keys: Iterable[str]) -> str | None:
-    """The longest other key (or registry group) that ``key`` is nested under."""
-    candidates = set(keys) | set(GROUP_COLUMNS)
-    parts = key.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        prefix = ".".join(parts[:cut])
-        if prefix in candidates:
-            return prefix
-    return None
 
 
 def _values(frame: pd.DataFrame, key: str) -> list:
