@@ -254,7 +254,7 @@ def device_name(trainer: L.Trainer | None) -> str:
 
 
 def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Path) -> dict[str, Any]:
-    from experiments.train import user_error_types
+    from experiments.errors import user_error_types
 
     if isinstance(err, DivergedError):
         return {"status": "diverged", "error": str(err), "diverged_at_step": err.step}

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.errors import ConfigError
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names the key, the value and what is allowed."""
 
 
 def _require(ok: bool, message: str) -> None:
@@ -99,7 +97,7 @@ def check_claims(cfg: DictConfig) -> None:
     claims = cfg.get("claims")
     if not claims:
         return
-    from analysis.claims import ClaimError, parse_claims
+    from common.claims import ClaimError, parse_claims
 
     try:
         parse_claims(OmegaConf.to_container(claims, resolve=True), "claims")

@@ -119,7 +119,7 @@ class Config:
     # set by a test or a fault-injection run: raise inside training at this step
     fail_at_step: Optional[int] = None
     # hypotheses about this sweep's results, tested by ``python -m analysis.claims`` and the report
-    # (analysis/claims.py); they do not change what is computed, so they stay out of the config hash
+    # (analysis/claims/); they do not change what is computed, so they stay out of the config hash
     claims: list[Any] = field(default_factory=list)
 
 

@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from common.flatten import flatten  # noqa: F401  (experiments.result.flatten stays importable; train.py uses it)
+
 SCHEMA = 1
 STATUSES = ("completed", "diverged", "failed")
 # Keys that do not change what is computed: left out of the config hash.
@@ -25,19 +27,6 @@ PACKAGES = ("torch", "lightning", "hydra-core", "wandb", "pandas", "numpy", "tor
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts -> {"a.b.c": value}; lists stay values."""
-    if not isinstance(tree, dict):
-        return {prefix.rstrip("."): tree}
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def config_hash(flat_config: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from experiments.checks import ConfigError
+from experiments.errors import ConfigError
 
 ROLES = ("encoder_attention", "decoder_attention", "cross_attention")
 ATTENTION_CONF = Path(__file__).resolve().parent.parent / "conf" / "attention"

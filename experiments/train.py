@@ -26,6 +26,7 @@ from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
+from experiments.errors import user_error_types
 from experiments.files import OutputError, check_free_space
 from experiments.gpu_share import shared_gpu
 from experiments.quiet import quiet_library_warnings, quiet_lightning_info
@@ -38,16 +39,6 @@ from experiments.unused import record_unused
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
 BAD_OBJECTIVE = 1e9  # what a failed or diverged trial reports to a hyperparameter search
-
-
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """Errors caused by the user's input: reported in one line, never with a traceback."""
-    from experiments.checks import ConfigError
-    from experiments.tasks.base import TaskConfigError
-    from variants.checks import VariantConfigError
-    from variants.registry import RegistryError
-
-    return ConfigError, TaskConfigError, VariantConfigError, RegistryError
 
 
 def is_rank_zero() -> bool:

@@ -19,14 +19,15 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from analysis import stats
-from analysis.collect import collect, collect_wandb_api, collect_wandb_offline, learning_curves
-from analysis.document import fmt
-from analysis.errors import CollectError
-from analysis.report import ReportError, build_report, main
+from analysis.stats import inference
+from tests import grid_effects
+from analysis.data.collect import collect, collect_wandb_api, collect_wandb_offline, learning_curves
+from analysis.report.document import fmt
+from analysis.command.errors import CollectError
+from analysis.report.build import ReportError, build_report, main
 from tests.cell_fixtures import md_table
-from analysis.sections import ONE_SEED_NOTICE, mean_text
-from analysis.wandb_offline import read_wandb_offline_run
+from analysis.report.sections import ONE_SEED_NOTICE, mean_text
+from analysis.data.wandb_offline import read_wandb_offline_run
 
 HOSTILE = "<script>alert(1)</script>"
 METRICS = ("test/token_acc", "test/seq_acc", "val/loss")
@@ -200,20 +201,20 @@ def test_learning_curves_are_the_logged_values(tmp_path):
 
 def test_holm_on_known_p_values():
     # Sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> monotone 0.02, 0.03, 0.06, 0.06
-    adjusted = stats.holm([0.01, 0.04, 0.03, 0.005, math.nan])
+    adjusted = inference.holm([0.01, 0.04, 0.03, 0.005, math.nan])
     np.testing.assert_allclose(adjusted[:4], [0.03, 0.06, 0.06, 0.02])
     assert math.isnan(adjusted[4])
-    np.testing.assert_allclose(stats.holm([0.5, 0.9]), [1.0, 1.0])  # capped at one
-    assert len(stats.holm([])) == 0
+    np.testing.assert_allclose(inference.holm([0.5, 0.9]), [1.0, 1.0])  # capped at one
+    assert len(inference.holm([])) == 0
 
 
 def test_mean_ci_is_the_scipy_t_interval():
     values = [0.81, 0.79, 0.86, 0.83]
-    mean, half, n = stats.mean_ci(values)
+    mean, half, n = inference.mean_ci(values)
     low, high = sps.t.interval(0.95, df=3, loc=np.mean(values), scale=sps.sem(values))
     assert n == 4
     assert mean - half == pytest.approx(low) and mean + half == pytest.approx(high)
-    one_mean, one_half, one_n = stats.mean_ci([0.5])
+    one_mean, one_half, one_n = inference.mean_ci([0.5])
     assert (one_mean, one_n) == (0.5, 1) and math.isnan(one_half)
     assert mean_text(one_mean, one_half, one_n) == "0.500 (n=1)"
 
@@ -242,26 +243,26 @@ def test_welch_and_cohens_d():
     assert by_hand["df"] == pytest.approx(6.7036, abs=1e-4)
     assert (by_hand["diff_low"], by_hand["diff_high"]) == pytest.approx((-6.1017, 0.1517), abs=1e-4)
     assert by_hand["d"] == pytest.approx(-1.4398, abs=1e-4)
-    test = stats.welch(WELCH_A, WELCH_B)
+    test = inference.welch(WELCH_A, WELCH_B)
     for key in ("diff", "diff_low", "diff_high", "t", "p"):
         assert test[key] == pytest.approx(by_hand[key], rel=1e-9), key
-    assert stats.cohens_d(WELCH_A, WELCH_B) == pytest.approx(by_hand["d"], rel=1e-9)
-    assert stats.cohens_d(WELCH_B, WELCH_A) == pytest.approx(-by_hand["d"], rel=1e-9)
-    assert math.isnan(stats.welch([1.0], WELCH_B)["p"])  # one seed: no test
+    assert inference.cohens_d(WELCH_A, WELCH_B) == pytest.approx(by_hand["d"], rel=1e-9)
+    assert inference.cohens_d(WELCH_B, WELCH_A) == pytest.approx(-by_hand["d"], rel=1e-9)
+    assert math.isnan(inference.welch([1.0], WELCH_B)["p"])  # one seed: no test
 
 
 def test_direction_of_metrics():
-    assert stats.direction("test/token_acc") == "higher"
-    assert stats.direction("test/bleu") == "higher" and stats.direction("test/chrf") == "higher"
-    assert stats.direction("val/loss") == "lower" and stats.direction("test/ppl") == "lower"
-    assert stats.direction("test/bpc") == "lower"
-    assert stats.direction("test/widgets") is None
+    assert inference.direction("test/token_acc") == "higher"
+    assert inference.direction("test/bleu") == "higher" and inference.direction("test/chrf") == "higher"
+    assert inference.direction("val/loss") == "lower" and inference.direction("test/ppl") == "lower"
+    assert inference.direction("test/bpc") == "lower"
+    assert inference.direction("test/widgets") is None
 
 
 def test_main_effects_and_interaction(sweep):
     root, truth, _ = sweep
     reverse = truth[truth["task"] == "reverse"].assign(status="completed")
-    rows, cols, interaction, grand = stats.main_effects(reverse, "test/token_acc")
+    rows, cols, interaction, grand = grid_effects.main_effects(reverse, "test/token_acc")
     cells = reverse.groupby(["attention", "position"])["test/token_acc"].mean().unstack()
     pd.testing.assert_series_equal(rows, cells.mean(axis=1), check_names=False)
     pd.testing.assert_series_equal(cols, cells.mean(axis=0), check_names=False)
@@ -286,7 +287,7 @@ def test_comparisons_use_welch_and_holm(sweep):
         by_hand = welch_by_hand(list(cell), list(base))
         assert (row.diff_low, row.diff_high, row.d) == pytest.approx(
             (by_hand["diff_low"], by_hand["diff_high"], by_hand["d"]), rel=1e-9)
-    np.testing.assert_allclose(mine["p_holm"], stats.holm(mine["p"].to_numpy()))
+    np.testing.assert_allclose(mine["p_holm"], inference.holm(mine["p"].to_numpy()))
     # multihead+rope is far better than the baseline on every task: the test must say so.
     best = mine[(mine["attention"] == "multihead") & (mine["position"] == "rope")].iloc[0]
     assert best["verdict"] == "better" and best["p_holm"] < 0.05
@@ -592,7 +593,7 @@ def grid_runs(grid: dict[tuple[str, str], float]) -> pd.DataFrame:
 
 
 def test_interaction_on_a_hand_computed_grid():
-    rows, cols, interaction, grand = stats.main_effects(grid_runs(GRID), "val/loss")
+    rows, cols, interaction, grand = grid_effects.main_effects(grid_runs(GRID), "val/loss")
     assert dict(rows) == pytest.approx({"hard": 4.0, "soft": 6.0})
     assert dict(cols) == pytest.approx({"alibi": 2.0, "rope": 5.0, "t5": 8.0})
     assert grand == pytest.approx(5.0)
@@ -609,7 +610,7 @@ def test_interaction_with_a_missing_cell():
     # A failed run of the missing cell is listed but counts nowhere.
     runs = pd.concat([runs, pd.DataFrame([{"task": "copy", "attention": "soft", "position": "t5", "seed": 0,
                                            "status": "failed", "val/loss": math.nan}])], ignore_index=True)
-    rows, cols, interaction, grand = stats.main_effects(runs, "val/loss", attentions=["hard", "soft"],
+    rows, cols, interaction, grand = grid_effects.main_effects(runs, "val/loss", attentions=["hard", "soft"],
                                                         positions=["alibi", "rope", "t5"])
     # By hand: rows hard (1+3+8)/3 = 4, soft (3+7)/2 = 5; columns 2, 5, 8; grand (1+3+8+3+7)/5 = 4.4
     # (the mean of the row means would be 4.5, of the column means 5); e.g. soft+alibi: 3 - 5 - 2 + 4.4 = 0.4.

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.attention_section import attention_frame, attention_section, best_cross_layer, cell_labels
-from analysis.collect import collect
-from analysis.document import fmt
-from analysis.report import build_report
+from analysis.report.attention_section import attention_frame, attention_section, best_cross_layer, cell_labels
+from analysis.data.collect import collect
+from analysis.report.document import fmt
+from analysis.report.build import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = [4, 8, 16]

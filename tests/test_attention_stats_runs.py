@@ -12,7 +12,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from analysis.wandb_offline import find_offline_runs, logged_tables, read_wandb_offline_run
+from analysis.data.wandb_offline import find_offline_runs, logged_tables, read_wandb_offline_run
 from experiments import attention_stats as A
 from experiments.module import Seq2SeqModule
 from experiments.summary import print_summary

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.cells import assign_cells, designed_factors
-from analysis.collect import collect
+from analysis.data.cells import assign_cells, designed_factors
+from analysis.data.collect import collect
 from tests.cell_fixtures import flat_config, result, write
 
-# What this test takes as not changing the computation, spelled out independently of analysis.cells.
+# What this test takes as not changing the computation, spelled out independently of analysis.data.cells.
 NOISE = ["name", "num_threads", "resume", "logger.wandb.mode", "logger.wandb.tags", "trainer.progress_bar",
          "trainer.log_every_n_steps", "trainer.checkpoint_every_n_steps", "eval.attention_maps", "fail_at_step"]
 

@@ -18,8 +18,11 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from analysis import claims as C
-from analysis.collect import collect
+from analysis.claims.evaluate import COLUMNS, decide, evaluate as evaluate_claims
+from analysis.claims.cli import main as claims_main
+from analysis.stats.claims import two_sample_test
+from common.claims import ClaimError, parse_claim, parse_claims
+from analysis.data.collect import collect
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.05
@@ -68,7 +71,7 @@ def claim(**fields) -> dict:
 
 
 def evaluate(tmp_path: Path, claims: list, **kwargs):
-    return C.evaluate(collect(write_sweep(tmp_path / "sweep", claims, **kwargs)))
+    return evaluate_claims(collect(write_sweep(tmp_path / "sweep", claims, **kwargs)))
 
 
 def holm(p: list[float]) -> list[float]:
@@ -145,7 +148,7 @@ def test_failed_runs_do_not_count_as_seeds(tmp_path):
         bad = result("alibi", seed, 0.0, 0.0, [claim()], status="failed" if seed < 3 else "diverged")
         bad["metrics"] = {"test/token_acc": 0.99}  # a value logged before the run broke is not a result
         (root / f"copy-alibi-0.001-{seed}" / "result.json").write_text(json.dumps(bad))
-    row = C.evaluate(collect(root)).iloc[0]
+    row = evaluate_claims(collect(root)).iloc[0]
     assert row["verdict"] == "inconclusive" and row["a_n"] == 1
     assert "2 failed" in row["lacked"] and "2 diverged" in row["lacked"]
 
@@ -171,8 +174,8 @@ def test_tost_hand_computed_case():
     Welch df = (43/36)² / ((5/12)²/3 + (7/9)²/2) = 3.95931...; d is nearer −2 than 2, so the
     lower test binds: t = (−5/6 + 2) / sqrt(43/36) = 1.06749..., p = P(T >= t) on that df.
     """
-    claim_ = C.parse_claim(claim(expect="equivalent", margin=2.0), "claims[0]")
-    evidence = C._two_sample(np.array([1.0, 2, 3, 4]), np.array([2.0, 3, 5]), claim_)
+    claim_ = parse_claim(claim(expect="equivalent", margin=2.0), "claims[0]")
+    evidence = two_sample_test(np.array([1.0, 2, 3, 4]), np.array([2.0, 3, 5]), claim_)
     se = math.sqrt(43 / 36)
     df = (43 / 36) ** 2 / ((5 / 12) ** 2 / 3 + (7 / 9) ** 2 / 2)
     assert df == pytest.approx(3.95931, abs=1e-5)
@@ -220,10 +223,10 @@ def test_claims_are_holm_corrected_together(tmp_path):
 
 
 def test_a_claim_significant_alone_but_not_after_holm_says_so():
-    claims = [C.parse_claim(claim(name=str(i)), f"claims[{i}]") for i in range(3)]
-    rows = [{**{c: math.nan for c in C.COLUMNS}, "lacked": "", "p_for": p, "p_against": 1 - p}
+    claims = [parse_claim(claim(name=str(i)), f"claims[{i}]") for i in range(3)]
+    rows = [{**{c: math.nan for c in COLUMNS}, "lacked": "", "p_for": p, "p_against": 1 - p}
             for p in (0.02, 0.03, 0.04)]
-    out = C.decide(rows, claims)
+    out = decide(rows, claims)
     assert out["p_holm"].tolist() == pytest.approx(holm([0.02, 0.03, 0.04]))
     assert (out["verdict"] == "inconclusive").all()
     assert out.iloc[0]["lacked"].startswith("significant alone (p=0.020) but not after Holm's correction over 3")
@@ -235,7 +238,7 @@ def test_config_claims_apply_to_the_runs_that_carry_them_and_a_file_adds_more(tm
     extra = tmp_path / "extra.yaml"
     extra.write_text(yaml.safe_dump({"claims": [claim(name="from file", where={"task": "reverse"})]}))
     runs = collect([tmp_path / "one", tmp_path / "two"])
-    rows = C.evaluate(runs, extra)
+    rows = evaluate_claims(runs, extra)
     assert rows["claim"].tolist() == ["carried", "from file"]
     assert rows["verdict"].tolist() == ["supported", "supported"]
 
@@ -246,13 +249,13 @@ def test_a_side_over_two_cells_is_an_error_naming_the_key(tmp_path):
     write_sweep(tmp_path / "s", [claim()], lr=0.001)
     write_sweep(tmp_path / "s", [claim()], lr=0.003)
     runs = collect(tmp_path / "s")
-    with pytest.raises(C.ClaimError, match=r"^claims of sweep fixture\[0\]\.a=\{position=alibi\} covers 2 cells "
+    with pytest.raises(ClaimError, match=r"^claims of sweep fixture\[0\]\.a=\{position=alibi\} covers 2 cells "
                                            r"that differ in optim\.lr; pin it in the claim's where"):
-        C.evaluate(runs)
+        evaluate_claims(runs)
     pinned = tmp_path / "pinned.yaml"
     pinned.write_text(yaml.safe_dump([claim(where={"optim.lr": 0.003})]))
     runs.runs = runs.runs.drop(columns=["config.claims"])
-    assert C.evaluate(runs, pinned).iloc[0]["verdict"] == "supported"
+    assert evaluate_claims(runs, pinned).iloc[0]["verdict"] == "supported"
 
 
 # ---------------------------------------------------------------- malformed claims: one line naming the field
@@ -287,8 +290,8 @@ MALFORMED = [
 
 @pytest.mark.parametrize("raw, message", MALFORMED, ids=[m for _, m in MALFORMED])
 def test_malformed_claim_is_one_line_naming_the_field(raw, message):
-    with pytest.raises(C.ClaimError, match="^" + message) as err:
-        C.parse_claims([raw])
+    with pytest.raises(ClaimError, match="^" + message) as err:
+        parse_claims([raw])
     assert "\n" not in str(err.value)
 
 
@@ -309,8 +312,8 @@ def test_a_claim_that_does_not_fit_the_runs_is_one_line_naming_the_field(tmp_pat
     runs = collect(write_sweep(tmp_path / "sweep"))
     file = tmp_path / "c.yaml"
     file.write_text(yaml.safe_dump([raw]))
-    with pytest.raises(C.ClaimError, match="^" + message.replace("claims\\[0\\]", "c.yaml: claims\\[0\\]")) as err:
-        C.evaluate(runs, file)
+    with pytest.raises(ClaimError, match="^" + message.replace("claims\\[0\\]", "c.yaml: claims\\[0\\]")) as err:
+        evaluate_claims(runs, file)
     assert "\n" not in str(err.value)
 
 
@@ -329,12 +332,12 @@ def test_cli_exit_codes(tmp_path, capsys):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert good.returncode == 0, good.stderr
     assert "[SUPPORTED] c" in good.stdout and "1 claim(s): 1 supported" in good.stdout
-    assert C.main([str(sweep), "--claims", str(files["mixed"])]) == 1
-    assert C.main([str(sweep), "--claims", str(files["open"])]) == 1
+    assert claims_main([str(sweep), "--claims", str(files["mixed"])]) == 1
+    assert claims_main([str(sweep), "--claims", str(files["open"])]) == 1
     capsys.readouterr()
     for args in ([sweep, "--claims", files["bad"]], [sweep, "--claims", files["broken"]], [sweep],
                  [tmp_path / "nowhere", "--claims", files["good"]]):
-        assert C.main([str(x) for x in args]) == 2, args
+        assert claims_main([str(x) for x in args]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, err
 
@@ -342,7 +345,7 @@ def test_cli_exit_codes(tmp_path, capsys):
 # ---------------------------------------------------------------- the report's section
 
 def test_report_opens_with_the_claims_section(tmp_path):
-    from analysis.report import build_report
+    from analysis.report.build import build_report
 
     specs = [claim(margin=0.1, name="alibi beats sinusoidal", source="Press et al. 2022"),
              claim(a={"position": "t5"}, name="t5 beats sinusoidal")]
@@ -360,7 +363,7 @@ def test_report_opens_with_the_claims_section(tmp_path):
 
 
 def test_report_claims_option_and_a_carried_claim_that_does_not_fit(tmp_path, capsys):
-    from analysis.report import build_report, main
+    from analysis.report.build import build_report, main
 
     sweep = write_sweep(tmp_path / "sweep", [claim(metric="test/bleu")])
     build_report([sweep], tmp_path / "report", metrics=["test/token_acc"])
@@ -376,7 +379,7 @@ def test_readme_claims_example_parses_and_its_sweep_sweeps_its_sides():
     text = (ROOT / "README.md").read_text()
     start = text.index("`claims.yaml`:")
     block, rest = text[start:].split("```yaml\n", 1)[1].split("```", 1)
-    claims = C.parse_claims(yaml.safe_load(block)["claims"])
+    claims = parse_claims(yaml.safe_load(block)["claims"])
     command = rest.split("```\n", 1)[1].split("```", 1)[0]
     swept = command.split("position=", 1)[1].split()[0].split(",")
     assert [c.expect for c in claims] == ["greater", "equivalent"]

@@ -2,7 +2,7 @@
 fixture runs, the cached benchmark of each cell, and the training step timer.
 
 Every expected Pareto set is computed here by comparing every pair of points, and every
-expected cell mean by pandas on the values written; none comes from analysis.frontier.
+expected cell mean by pandas on the values written; none comes from analysis.report.frontier.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.bench_cells import CACHE_FILE, measure_cells
-from analysis.collect import collect
-from analysis.frontier import pareto_mask
-from analysis.report import build_report
+from analysis.report.bench_cells import CACHE_FILE, measure_cells
+from analysis.data.collect import collect
+from analysis.report.frontier import pareto_mask
+from analysis.report.build import build_report
 from experiments.callbacks import StepTimer, step_time_summary
 from tests.cell_fixtures import flat_config, result, write
 
@@ -214,7 +214,7 @@ def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> Non
     assert all(r["ms"] > 0 and r["peak_mb"] > 0 for r in records)
     assert measured.bench["settings"]["lengths"] == [16, 32] and measured.measured == 1
     # the runs' parameters reach the benchmark as literals it reads back (ast.literal_eval)
-    from analysis.bench_cells import bench_command, cell_configurations
+    from analysis.report.bench_cells import bench_command, cell_configurations
 
     config = next(iter(cell_configurations(local_rope).values()))
     command = bench_command(config, measured.bench["settings"], tmp_path / "b.json")
@@ -224,7 +224,7 @@ def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> Non
 
 
 def test_a_benchmark_that_cannot_run_is_an_error_record_and_is_not_cached(tmp_path) -> None:
-    from analysis.bench_cells import Configuration, _environment, _measure
+    from analysis.report.bench_cells import Configuration, _environment, _measure
 
     broken = Configuration("nosuchattention", (), "none", (), 16, None, False, "auto")
     records = _measure(broken, _environment((16,)))
@@ -269,7 +269,7 @@ def test_bench_gives_each_layer_the_runs_parameters_and_names_what_differs(tmp_p
 def test_bench_option_without_a_file_means_measure() -> None:
     from pathlib import Path
 
-    from analysis.report import _parser
+    from analysis.report.build import _parser
 
     assert _parser().parse_args(["sweep", "--out", "o", "--bench"]).bench is True
     assert _parser().parse_args(["sweep", "--out", "o", "--bench", "b.json"]).bench == Path("b.json")

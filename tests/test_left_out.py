@@ -14,11 +14,12 @@ import pytest
 import yaml
 from matplotlib.collections import PolyCollection
 
-from analysis import claims as C
-from analysis import figures, summary_figure
-from analysis.collect import collect
-from analysis.report import build_report
-from analysis.report import main as report_main
+from analysis.claims.cli import main as claims_main
+from analysis.report import figures
+from analysis.report import summary_figure
+from analysis.data.collect import collect
+from analysis.report.build import build_report
+from analysis.report.build import main as report_main
 from tests.cell_fixtures import flat_config, result, write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +177,7 @@ def _no_reading(monkeypatch, module) -> None:
 
 @pytest.mark.parametrize("out", ["file", "/proc/x", "file/below"])
 def test_report_out_that_cannot_be_a_folder_exits_2_before_any_work(tmp_path, capsys, monkeypatch, out):
-    import analysis.report as R
+    import analysis.report.build as R
 
     (tmp_path / "file").write_text("not a folder")
     target = tmp_path / out if not out.startswith("/") else Path(out)
@@ -187,18 +188,18 @@ def test_report_out_that_cannot_be_a_folder_exits_2_before_any_work(tmp_path, ca
 
 
 def test_report_out_check_leaves_nothing_behind(tmp_path):
-    from analysis.outputs import check_out_dir
+    from analysis.command.outputs import check_out_dir
 
     check_out_dir(tmp_path / "a" / "b" / "c")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_claims_csv_in_a_bad_place_exits_2_before_any_work(tmp_path, capsys, monkeypatch):
-    import analysis.collect as collect_module
+    import analysis.data.collect as collect_module
 
     _no_reading(monkeypatch, collect_module)  # claims imports collect inside main
     for csv in ["/proc/x/c.csv", str(tmp_path)]:
-        code = C.main([str(_sweep(tmp_path / "s")), "--csv", csv])
+        code = claims_main([str(_sweep(tmp_path / "s")), "--csv", csv])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and csv in err[0], err
 
@@ -210,7 +211,7 @@ def test_claims_over_a_sweep_where_every_run_failed_say_so(tmp_path, capsys):
         for seed in (0, 1):
             config = flat_config("copy", attention, "sinusoidal", seed, claims=[claim])
             write(tmp_path / f"{attention}{seed}", result(f"{attention}{seed}", config, status="failed"))
-    code = C.main([str(tmp_path)])
+    code = claims_main([str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "every run failed (4 runs)" in err[0], err
     assert "unknown" not in err[0]

@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.errors import ReportError
-from analysis.figures import OKABE_ITO
-from analysis.report import build_report
+from analysis.command.errors import ReportError
+from analysis.report.figures import OKABE_ITO
+from analysis.report.build import build_report
 from experiments.result import variant_references
 from experiments.tasks import TASKS
 from tests.cell_fixtures import flat_config, result, write
@@ -265,7 +265,7 @@ def test_every_registered_variant_declares_parsable_references(kind: str, name: 
 
 
 def test_one_key_means_one_entry_across_registries() -> None:
-    from analysis.bibliography import TRANSFORMER
+    from analysis.paper.bibliography import TRANSFORMER
 
     texts: dict[str, set[str]] = {}
     for registry in REGISTRIES.values():

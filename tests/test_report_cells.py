@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from analysis import stats
-from analysis.document import fmt
-from analysis.report import build_report, main
+from analysis.stats import inference
+from tests import grid_effects
+from analysis.report.document import fmt
+from analysis.report.build import build_report, main
 from tests.cell_fixtures import flat_config, md_table, result, write
 
 METRIC = "test/token_acc"
@@ -115,7 +116,7 @@ def test_comparisons_are_welch_per_cell_and_flag_confounds(ablation):
         assert comparisons.loc[name, "diff"] == pytest.approx(group[METRIC].mean() - base.mean())
     names = list(expected_p)
     np.testing.assert_allclose(comparisons.loc[names, "p"], [expected_p[n] for n in names])
-    np.testing.assert_allclose(comparisons.loc[names, "p_holm"], stats.holm([expected_p[n] for n in names]))
+    np.testing.assert_allclose(comparisons.loc[names, "p_holm"], inference.holm([expected_p[n] for n in names]))
     # Budget differs from the baseline: flagged. Window 8 had a seed on another torch: flagged.
     # Window 4 differs from multihead in attention (asked) and window (nested under it): not flagged.
     flags = comparisons["confounds"].to_dict()
@@ -173,7 +174,7 @@ def test_more_than_two_factors_give_one_table_per_combination(tmp_path):
     assert len(comparisons) == 2 * 3  # three cells against the baseline of each table
     assert set(comparisons["table"]) == {"optim.lr=0.001", "optim.lr=0.01"}
     for table, family in comparisons.groupby("table"):  # Holm within one table
-        np.testing.assert_allclose(family["p_holm"], stats.holm(family["p"].to_numpy()))
+        np.testing.assert_allclose(family["p_holm"], inference.holm(family["p"].to_numpy()))
 
     # --factors picks the axes; position becomes the per-table key, and is not asked for: a confound.
     html = build_report([tmp_path / "s"], tmp_path / "out2", factors=["attention", "optim.lr"],
@@ -195,13 +196,13 @@ def test_more_than_two_factors_give_one_table_per_combination(tmp_path):
 
 def test_pooling_by_attention_and_position_is_refused(tmp_path):
     write_three_factors(tmp_path / "s")
-    from analysis.collect import collect
+    from analysis.data.collect import collect
 
     runs = collect([tmp_path / "s"]).runs
     with pytest.raises(ValueError, match="several configurations"):
-        stats.compare_to_baseline(runs, METRIC, ("multihead", "rope"))
+        grid_effects.compare_to_baseline(runs, METRIC, ("multihead", "rope"))
     with pytest.raises(ValueError, match="several configurations"):
-        stats.main_effects(runs, METRIC)
+        grid_effects.main_effects(runs, METRIC)
 
 
 def test_bad_factor_options_exit_2_with_one_line(tmp_path, capsys):

@@ -12,8 +12,9 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-from analysis import claims as C
-from analysis.collect import collect
+from analysis.claims.evaluate import VERDICTS, evaluate as evaluate_claims
+from common.claims import parse_claims
+from analysis.data.collect import collect
 from experiments.config import register_configs
 from experiments.sweep import grid_values
 from tests.conftest import CONF, ROOT, TINY
@@ -39,7 +40,7 @@ def test_study_composes_and_its_claims_name_cells_of_its_grid(study: str) -> Non
 
     cfg = study_config(study)
     assert cfg.name == "study_" + study.split("/")[1]
-    claims = C.parse_claims(OmegaConf.to_container(cfg.claims, resolve=True))
+    claims = parse_claims(OmegaConf.to_container(cfg.claims, resolve=True))
     assert claims and all(c.source and c.paper for c in claims), "a study says where its claims come from"
     grid = {k.removesuffix(".name"): v for k, v in grid_values(cfg)}
     assert len(grid.get("seed", [])) >= 3, "a study has at least 3 seeds per cell"
@@ -67,10 +68,10 @@ def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: P
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = collect(sweep)
     assert len(runs) == 4 * 2 and (runs.runs["status"] == "completed").all()
-    results = C.evaluate(runs)
+    results = evaluate_claims(runs)
     cfg = study_config("study/length_generalization")
     assert results["claim"].tolist() == [c["name"] for c in OmegaConf.to_container(cfg.claims)]
-    assert set(results["verdict"]) <= set(C.VERDICTS)
+    assert set(results["verdict"]) <= set(VERDICTS)
     two_sided = results["b"].notna()
     assert (results.loc[two_sided, "a_n"] == 2).all() and (results.loc[two_sided, "b_n"] == 2).all()
     # a ratio claim counts the runs whose denominator is not zero (two training steps may score 0)

@@ -16,9 +16,9 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from analysis.collect import collect
-from analysis.report import build_report
-from analysis.summary import summarise_task
+from analysis.data.collect import collect
+from analysis.report.build import build_report
+from analysis.report.summary import summarise_task
 from tests.test_analysis import result_dict, write_result
 
 TRAIN = [2, 12]

@@ -1,4 +1,5 @@
-"""analysis.wandb_dashboard: the specification, the wandb-workspaces report built from it, and the offline CLI."""
+"""analysis.dashboards.wandb_dashboard: the specification, the wandb-workspaces report built from it, and the
+offline CLI."""
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from analysis.wandb_dashboard import GROUP_BY, build, specification
+from analysis.dashboards.wandb_dashboard import GROUP_BY, build, specification
 from tests.conftest import ROOT
 
 
@@ -44,7 +45,8 @@ def test_wandb_workspaces_accepts_every_panel() -> None:
 
 def test_without_a_key_it_prints_the_specification_and_exits_0() -> None:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "analysis.wandb_dashboard", "--project", "attnlab", "--group", "g"],
+    done = subprocess.run([sys.executable, "-m", "analysis.dashboards.wandb_dashboard", "--project", "attnlab",
+                           "--group", "g"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == specification("attnlab", "g")

@@ -1,0 +1,94 @@
+"""Claims: a hypothesis written next to a sweep, tested on its results.
+
+    python -m analysis.claims SWEEP_DIR [...] [--claims FILE]
+
+A claim names a metric, two sides given as factor values and what it expects (its format:
+``common.claims``):
+
+- ``greater`` / ``less``: mean(a) − mean(b) is above ``margin`` (below −``margin``):
+  a one-sided Welch test of the difference against the margin.
+- ``equivalent``: |mean(a) − mean(b)| < ``margin``: two one-sided Welch tests (TOST).
+- ``ratio``: for side ``a`` alone, each run's metric at one length over its metric at
+  the length ``over`` lies within ``bounds: [low, high]`` (either may be null):
+  a one-sample t-test per bound (TOST when both are given).
+
+A side is one cell: the runs whose factor values (or ``config.<key>`` values) match,
+over seeds. A side that covers more than one cell is an error naming the keys
+that still vary, never a pool. Claims come from the runs' own config (a preset's
+``claims:`` key; tested on the runs that carry them) and from ``--claims FILE``
+(tested on every run given).
+
+Each claim is decided by two one-sided tests at its margin: the claim's own
+(H1: the claim holds) and its negation. The smaller of the two p-values is the
+claim's p; Holm's correction runs over the claims of one report; the verdict is
+**supported** or **contradicted** by the direction of that p when its corrected
+value is below alpha, else **inconclusive**, with what it lacked. The number of
+seeds that would decide an inconclusive claim comes from the power of the test
+that decides it (80%, at alpha / number of claims, Holm's strictest step), with
+the observed difference and spread taken as the truth.
+
+Exit codes: 0 every claim supported, 1 any contradicted or inconclusive, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from analysis.claims.evaluate import evaluate
+from analysis.claims.render import format_text
+from analysis.claims.scope import load_claims_file
+from analysis.command.errors import run_cli
+from analysis.command.outputs import check_out_file, writing
+from common.claims import ClaimError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m analysis.claims", description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="+", metavar="SWEEP", help="sweep folders, result.json files or globs")
+    parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
+                        help="YAML file of claims (a list, or a claims: key), tested beside those the runs carry")
+    parser.add_argument("--csv", default=None, type=Path, help="also write the table as CSV")
+    return parser
+
+
+def _write_csv(results: pd.DataFrame, path: Path) -> None:
+    with writing(path):
+        results.to_csv(path, index=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from analysis.data.collect import collect
+
+    args = _parser().parse_args(argv)
+
+    def evaluate_sweeps() -> pd.DataFrame:
+        if args.csv is not None:
+            check_out_file(args.csv, "--csv")  # a bad place fails before any result is read
+        if args.claims is not None:
+            load_claims_file(args.claims)  # a malformed file fails before any result is read
+        runs = collect(args.paths)
+        if runs.runs.empty:
+            raise ClaimError(f"no readable result.json under {', '.join(args.paths)}")
+        results = evaluate(runs, args.claims)
+        if results.empty:
+            raise ClaimError("no claims: the runs carry none (a preset's claims: key) and no --claims FILE "
+                             "was given")
+        return results
+
+    results, code = run_cli(evaluate_sweeps)
+    if code != 0:
+        return code
+    print(format_text(results))
+    if args.csv is not None:
+        _, code = run_cli(lambda: _write_csv(results, args.csv))
+        if code != 0:
+            return code
+    return 0 if (results["verdict"] == "supported").all() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,384 @@
+"""The answer first: per task, the cells ranked by the main metric inside the training range and beyond it.
+
+The procedure, stated again under every summary table:
+
+- **Main metric.** The first per-length metric in ``MAIN_METRICS`` that the task
+  reports (classification ``acc``, language modelling ``bpc``, sequence tasks
+  ``token_acc``), as its in-range and beyond-range aggregates
+  (analysis.data.ranges). A task without per-length results (or without a training
+  range) is ranked on the whole test set by the first of ``WHOLE_SET_METRICS``
+  it reports, in one column.
+- **Per column**, over the completed seeds of each cell: mean and 95%
+  t-interval; the best cell is the one with the best mean (direction from the
+  metric's name).
+- **Indistinguishable from the best.** Every other cell is compared with the
+  best by Welch's t-test (two-sided); the p-values of one column are
+  Holm-corrected together. A cell whose corrected p is at least ``ALPHA`` is
+  marked as not significantly different from the best; the others are
+  significantly worse. Samples without spread on both sides have no t
+  statistic: equal means count as p = 1, different means as p = 0. A side with
+  fewer than two seeds gets no test, and the summary says so.
+
+Cells are the report's cells: ``cell`` / ``cell_label`` when the runs frame has
+them (the configuration minus seed), otherwise (attention, position).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats import inference
+from analysis.report.document import Cell, Figure, Paragraph, Row, Section, Table, fmt
+from analysis.data.ranges import BEYOND_RANGE, IN_RANGE, SCOPE_TEXT, describe, range_metric, train_range
+
+MAIN_METRICS = ("acc", "bpc", "token_acc", "seq_acc", "loss")
+WHOLE_SET_METRICS = ("test/bleu", "test/chrf", "test/acc", "test/bpc", "test/token_acc", "test/seq_acc",
+                     "test/loss", "val/loss")
+ALPHA = inference.ALPHA
+TIE_MARK = "≈"
+RANK_COLUMNS = ["key", "label", "n", "mean", "ci_half", "rank", "best", "p", "p_holm", "tie", "worse"]
+
+
+# ---------------------------------------------------------------- cells
+
+def cell_keys(frame: pd.DataFrame) -> list[str]:
+    """The columns that name a cell: ``cell`` when the frame has it, otherwise attention and position."""
+    return ["cell"] if "cell" in frame.columns else ["attention", "position"]
+
+
+def cell_label(frame: pd.DataFrame, key: tuple) -> str:
+    """A readable name of one cell (``cell_label`` when present, otherwise ``attention+position``)."""
+    if "cell_label" in frame.columns:
+        labels = frame.loc[frame["cell"] == key[0], "cell_label"].dropna()
+        if len(labels):
+            return str(labels.iloc[0])
+    return "+".join(str(k) for k in key)
+
+
+def _key(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def by_key(ranking: pd.DataFrame) -> dict[tuple, pd.Series]:
+    """Rows of a ranking keyed by cell (a dict: pandas would turn tuple keys into a MultiIndex)."""
+    return {row["key"]: row for _, row in ranking.iterrows()}
+
+
+# ---------------------------------------------------------------- the test against the best
+
+def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Welch p of a vs b; NaN with fewer than two values on a side; p = 1 / 0 for spread-free samples."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        return math.nan
+    if a.var() == 0.0 and b.var() == 0.0:
+        # No spread on either side: t is 0/0 or ±inf; scipy gives NaN for equal means.
+        return 1.0 if a.mean() == b.mean() else 0.0
+    return float(inference.welch(a, b)["p"])
+
+
+def rank_cells(frame: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.DataFrame:
+    """One row per cell with a completed value of ``metric``, best first.
+
+    Columns: key (tuple), label, n, mean, ci_half, rank (1 = best; equal means share
+    a rank), best, p and p_holm (Welch against the best cell, Holm over the
+    column), tie (not significantly different from the best), worse
+    (significantly worse). ``frame``: the runs of one task.
+    """
+    better = inference.direction(metric) or "higher"
+    keys = cell_keys(frame)
+    done = inference.completed(frame, metric)
+    rows = []
+    for key, group in done.groupby(keys, sort=True):
+        values = group[metric].to_numpy(float)
+        mean, half, n = inference.mean_ci(values)
+        rows.append({"key": _key(key), "label": cell_label(frame, _key(key)), "n": n, "mean": mean,
+                     "ci_half": half, "values": values})
+    if not rows:
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    table = pd.DataFrame(rows)
+    table = table.sort_values(["mean", "label"], ascending=[better == "lower", True], kind="stable")
+    table = table.reset_index(drop=True)
+    signed = table["mean"] if better == "lower" else -table["mean"]
+    table["rank"] = signed.rank(method="min").astype(int)
+    table["best"] = table.index == 0
+    best_values = table.loc[0, "values"]
+    p = [math.nan] + [welch_p(v, best_values) for v in table["values"].iloc[1:]]
+    table["p"] = p
+    table["p_holm"] = [math.nan, *inference.holm(p[1:])] if len(p) > 1 else [math.nan]
+    tested = np.isfinite(table["p_holm"].to_numpy(float))
+    table["tie"] = tested & (table["p_holm"] >= alpha)
+    table["worse"] = tested & (table["p_holm"] < alpha)
+    return table[RANK_COLUMNS]
+
+
+# ---------------------------------------------------------------- what to rank
+
+@dataclass
+class Column:
+    """One ranked column of a summary: a metric over one length range (or the whole test set)."""
+
+    metric: str
+    title: str
+    scope_text: str
+    ranking: pd.DataFrame
+
+
+@dataclass
+class TaskSummary:
+    task: str
+    main: str                      # the per-length metric name (token_acc), or the whole-set metric
+    columns: list[Column] = field(default_factory=list)
+    train: tuple[int, int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def order(self) -> list[tuple]:
+        """Cell keys in table order: by the last column's rank (beyond range when present), then the first's."""
+        if not self.columns:
+            return []
+        ranks = [{k: r["rank"] for k, r in by_key(c.ranking).items()} for c in self.columns]
+        keys = list(dict.fromkeys(k for c in self.columns for k in c.ranking["key"]))
+        worst = len(keys) + 1
+        return sorted(keys, key=lambda k: tuple(r.get(k, worst) for r in reversed(ranks)))
+
+    def labels(self) -> dict[tuple, str]:
+        """Cell key -> readable label."""
+        return {k: lab for c in self.columns for k, lab in zip(c.ranking["key"], c.ranking["label"])}
+
+    def significant(self) -> int:
+        """How many (column, cell) pairs are significantly worse than their column's best."""
+        return int(sum(int(c.ranking["worse"].sum()) for c in self.columns))
+
+
+def _finite(frame: pd.DataFrame, metric: str) -> bool:
+    return metric in frame.columns and bool(
+        np.isfinite(inference.completed(frame, metric)[metric].to_numpy(float)).any())
+
+
+def common_train_range(frame: pd.DataFrame) -> tuple[int, int] | None:
+    """The training range most runs of the task share (the report states it)."""
+    ranges = [r for r in (train_range(v) for v in frame["train_lengths"]) if r is not None]
+    return max(set(ranges), key=ranges.count) if ranges else None
+
+
+def summarise_task(frame: pd.DataFrame, by_length: pd.DataFrame, task: str,
+                   main: str | None = None) -> TaskSummary | None:
+    """The ranked columns of one task; None when the task has no metric with a direction to rank by."""
+    runs = frame[frame["task"] == task]
+    train = common_train_range(runs)
+    lengths = sorted(by_length.loc[by_length["task"] == task, "length"].unique().tolist())
+    candidates = [main] if main else list(MAIN_METRICS)
+    for name in candidates:
+        scoped = [(scope, range_metric(scope, name)) for scope in (IN_RANGE, BEYOND_RANGE)]
+        present = [(scope, m) for scope, m in scoped if _finite(runs, m)]
+        if not present:
+            continue
+        summary = TaskSummary(task, name, train=train)
+        for scope, metric in present:
+            summary.columns.append(Column(metric, SCOPE_TEXT[scope], describe(scope, lengths, train),
+                                          rank_cells(runs, metric)))
+        if len(present) == 1 and present[0][0] == IN_RANGE:
+            summary.notes.append(f"No evaluation length of {task} lies beyond its training range "
+                                 f"({describe(IN_RANGE, lengths, train)}), so there is no beyond-range column.")
+        return summary
+    whole = [main] if main else list(WHOLE_SET_METRICS)
+    for metric in whole:
+        if _finite(runs, metric) and inference.direction(metric):
+            summary = TaskSummary(task, metric, train=train)
+            summary.columns.append(Column(metric, "whole test set", "no per-length evaluation",
+                                          rank_cells(runs, metric)))
+            summary.notes.append(f"{task} reports no per-length results with a training range, so its cells "
+                                 f"are ranked by {metric} over the whole test set.")
+            return summary
+    return None
+
+
+# ---------------------------------------------------------------- rendering
+
+def _value_cell(row: pd.Series | None) -> Cell:
+    if row is None:
+        return Cell("—", kind="missing")
+    count = f"(n={int(row['n'])})"
+    spread = f" ± {fmt(row['ci_half'])}" if int(row["n"]) > 1 and math.isfinite(row["ci_half"]) else ""
+    text = f"{fmt(row['mean'])}{spread} {count} #{int(row['rank'])}"
+    if row["tie"]:
+        return Cell(f"{text} {TIE_MARK}", kind="tie")
+    return Cell(text, best=bool(row["best"]))
+
+
+def _testable(column: Column) -> bool:
+    return bool(np.isfinite(column.ranking["p"].to_numpy(float)).any())
+
+
+def _answer(summary: TaskSummary) -> str:
+    """One sentence per column: the best cell, how many are indistinguishable from it, how many are worse."""
+    parts = []
+    for column in summary.columns:
+        ranking = column.ranking
+        if ranking.empty:
+            continue
+        best = ranking.iloc[0]
+        head = f"{column.title.capitalize()}: {best['label']} is best ({fmt(best['mean'])})"
+        others = len(ranking) - 1
+        if not others:
+            parts.append(head + ", the only cell.")
+        elif not _testable(column):
+            parts.append(head + ".")
+        else:
+            ties = ranking.loc[ranking["tie"], "label"].tolist()
+            worse = int(ranking["worse"].sum())
+            untested = others - len(ties) - worse
+            the_others = "the other cell is" if others == 1 else f"the other {others} are"
+            if len(ties) == others:
+                text = f"{the_others} not significantly different from it"
+            elif worse == others:
+                text = f"{the_others} significantly worse"
+            else:
+                text = (f"{worse} of {others} significantly worse"
+                        + (f"; not significantly different: {', '.join(ties)}" if ties else "")
+                        + (f"; {untested} untested (one seed)" if untested else ""))
+            parts.append(f"{head}; {text}.")
+    if len(parts) and not any(_testable(c) for c in summary.columns):
+        parts.append("With one seed per cell no difference can be tested.")
+    return " ".join(parts)
+
+
+def _procedure(summary: TaskSummary) -> str:
+    scopes = "; ".join(f"{c.title}: {summary.main} averaged over {c.scope_text}" if c.title != "whole test set"
+                       else f"{c.metric} over the whole test set" for c in summary.columns)
+    better = inference.direction(summary.columns[0].metric) or "higher"
+    testable = any(_testable(c) for c in summary.columns)
+    if testable:
+        test = (f"★ best mean; {TIE_MARK} not significantly different from the best (Welch's t-test against the "
+                f"best cell, Holm-corrected over each column, α = {ALPHA}); unmarked cells are significantly worse")
+    else:
+        test = ("★ best mean; with one seed per cell no test is possible, so no cell is marked as "
+                "indistinguishable from the best")
+    return (f"Mean ± 95% t-interval over seeds (n = completed seeds), #rank per column, {better} is better; "
+            f"rows in order of the {summary.columns[-1].title} rank. {test}. {scopes[0].upper()}{scopes[1:]}.")
+
+
+def summary_table(summary: TaskSummary) -> Table:
+    by_column = [by_key(c.ranking) for c in summary.columns]
+    header = ["cell", *[f"{summary.main} {c.title}" if c.title != "whole test set" else c.metric
+                        for c in summary.columns]]
+    labels = summary.labels()
+    rows = [[labels[key], *[_value_cell(r.get(key)) for r in by_column]]
+            for key in summary.order]
+    return Table(header, rows)
+
+
+def untested_note(summary: TaskSummary) -> str | None:
+    """Which cells no test could reach (one seed on a side), or that none could be tested at all."""
+    if not any(_testable(c) for c in summary.columns):
+        return (f"Every cell of {summary.task} has at most one completed seed (or the best has one): no test is "
+                "possible and the ranks are those of single runs. Run more seeds (e.g. seed=0,1,2) for intervals "
+                "and tests.")
+    lone = sorted({str(r["label"]) for c in summary.columns for _, r in c.ranking.iloc[1:].iterrows()
+                   if not math.isfinite(r["p"])})
+    return f"Not tested, fewer than two seeds: {', '.join(lone)}." if lone else None
+
+
+def summary_section(summary: TaskSummary, figure: Figure | None) -> Section:
+    """The task's first screen: the answer, the ranked table beside the length figure, the procedure."""
+    section = Section(f"Summary — {summary.task}")
+    section.add(Paragraph(_answer(summary), kind="answer"))
+    table = summary_table(summary)
+    table.caption = f"{summary.task}: cells ranked by {summary.main}"
+    notes = [Paragraph(note, kind="note") for note in [*summary.notes, untested_note(summary)] if note]
+    left = [table, Paragraph(_procedure(summary), kind="small"), *notes]
+    if figure is None:
+        return section.add(*left)
+    return section.add(Row([left, figure]))
+    return section
+
+
+def figure_data(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary) -> pd.DataFrame:
+    """Per-length values of the main metric for completed runs, with a ``label`` column in the table's order."""
+    done = frame[(frame["task"] == summary.task) & (frame["status"] == "completed")]
+    keys = cell_keys(done)
+    label_of = summary.labels()
+    runs_label = {run: label_of.get(_key(tuple(row) if len(keys) > 1 else row[0]))
+                  for run, row in zip(done["run_id"], done[keys].itertuples(index=False, name=None))}
+    data = by_length[(by_length["metric"] == summary.main) & by_length["run_id"].isin(runs_label)]
+    data = data[np.isfinite(data["value"].to_numpy(float))].copy()
+    data["label"] = data["run_id"].map(runs_label)
+    return data.dropna(subset=["label"])
+
+
+def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path,
+                 style=None) -> Figure | None:
+    """The main metric against evaluation length, one line per cell in rank order; None without per-length data.
+
+    ``style``: the report's ``analysis.report.figures.FigureStyle`` (each cell's colour and marker, the width).
+    """
+    from analysis.report.summary_figure import metric_vs_length
+
+    data = figure_data(frame, by_length, summary)
+    if data.empty:
+        return None
+    present = set(data["label"])
+    order = [label for label in (summary.labels()[k] for k in summary.order) if label in present]
+    metric_vs_length(data, order, summary.main, summary.train, f"{summary.task}: {summary.main} vs length", path,
+                     style)
+    trained = (f"shaded: training lengths {summary.train[0]}–{summary.train[1]}; "
+               if summary.train else "")
+    return Figure(path, f"{summary.task}: {summary.main} against evaluation length, a line per cell (legend in "
+                        f"table order); {trained}bands: 95% CI over seeds")
+
+
+# ---------------------------------------------------------------- hooks for the report
+
+def by_importance(metrics: Sequence[str]) -> list[str]:
+    """Metrics in reading order: the range aggregates of the main metrics, other range aggregates, test, the rest."""
+    def rank(name: str) -> tuple:
+        scope, _, base = name.partition("/")
+        if scope in (IN_RANGE, BEYOND_RANGE):
+            main = MAIN_METRICS.index(base) if base in MAIN_METRICS else len(MAIN_METRICS)
+            return (0, main, scope != IN_RANGE, name)
+        if name in WHOLE_SET_METRICS:
+            return (1, WHOLE_SET_METRICS.index(name), False, name)
+        return (2 if name.startswith("test") else 3, 0, False, name)
+
+    return sorted(metrics, key=rank)
+
+
+def summaries_frame(summaries: Sequence[TaskSummary]) -> pd.DataFrame:
+    """The numbers behind the summary tables, one row per (task, column, cell), for summary.csv."""
+    parts = []
+    for summary in summaries:
+        for column in summary.columns:
+            part = column.ranking.drop(columns=["key"]).assign(task=summary.task, metric=column.metric,
+                                                              scope=column.title)
+            parts.append(part)
+    columns = ["task", "metric", "scope", *[c for c in RANK_COLUMNS if c != "key"]]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
+def per_length_table(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary) -> Table | None:
+    """The main metric at every evaluation length (mean ± CI, n), a row per cell in the summary's order."""
+    data = figure_data(frame, by_length, summary)
+    if data.empty:
+        return None
+    lengths = sorted(int(n) for n in data["length"].unique())
+    train = summary.train
+    labels = summary.labels()
+    rows = []
+    for key in summary.order:
+        cells = data[data["label"] == labels[key]]
+        row: list = [labels[key]]
+        for n in lengths:
+            mean, half, count = inference.mean_ci(cells.loc[cells["length"] == n, "value"])
+            spread = f" ± {fmt(half)}" if count > 1 else ""
+            row.append(Cell(f"{fmt(mean)}{spread} (n={count})") if count else Cell("—", kind="missing"))
+        rows.append(row)
+    marked = [f"{n} †" if train and n > train[1] else str(n) for n in lengths]
+    return Table(["cell", *marked], rows,
+                 caption=f"{summary.task}: {summary.main} per evaluation length, mean ± 95% CI over seeds; "
+                         "† beyond the training range")

@@ -1,0 +1,171 @@
+"""The claim schema, shared by the training checks (a preset's ``claims:`` is well formed before any cell
+trains) and the analysis (``python -m analysis.claims`` tests the claims on the results).
+
+A claim names a metric, two sides given as factor values and what it expects::
+
+    claims:
+      - name: ALiBi extrapolates better than sinusoidal positions
+        metric: token_acc@32            # a metric column, or a per-length metric NAME@LENGTH
+        a: {position: alibi}
+        b: {position: sinusoidal}
+        where: {task: copy}             # optional: pins keys for both sides
+        expect: greater                 # greater | less | equivalent | ratio
+        margin: 0.0
+        source: Press et al. 2022       # optional: where the claim comes from
+        paper: ...                      # optional: the number the paper reports
+
+Standard library only: ``experiments`` and ``analysis`` both import it, and it imports neither.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+EXPECTS = ("greater", "less", "equivalent", "ratio")
+FIELDS = ("name", "metric", "a", "b", "where", "expect", "margin", "over", "bounds", "source", "paper")
+
+
+class ClaimError(ValueError):
+    """A claim that cannot be tested as written: one line naming the field."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One parsed claim; ``where`` says where it was written (``claims.yaml: claims[2]``)."""
+
+    name: str
+    metric: str
+    expect: str
+    a: tuple[tuple[str, Any], ...]
+    b: tuple[tuple[str, Any], ...] | None
+    filters: tuple[tuple[str, Any], ...] = ()
+    margin: float = 0.0
+    over: int | None = None
+    bounds: tuple[float | None, float | None] | None = None
+    source: str | None = None
+    paper: str | None = None
+    origin: str = "claims"
+
+    @property
+    def length(self) -> int | None:
+        return split_metric(self.metric)[1]
+
+    def key(self) -> str:
+        """The claim's content, without where it was written: two copies of one claim are one claim."""
+        content = {f: getattr(self, f) for f in ("name", "metric", "expect", "a", "b", "filters", "margin", "over",
+                                                  "bounds", "source", "paper")}
+        return json.dumps(content, sort_keys=True, default=str)
+
+
+def split_metric(metric: str) -> tuple[str, int | None]:
+    """``token_acc@16`` -> (``token_acc``, 16); ``test/bleu`` -> (``test/bleu``, None)."""
+    name, at, length = metric.rpartition("@")
+    if not at:
+        return metric, None
+    return name, int(length)
+
+
+def _number(value: Any, field_name: str, allowed: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise ClaimError(f"{field_name}={value!r} is not allowed; it must be {allowed}")
+    return float(value)
+
+
+def _side(value: Any, field_name: str) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(value, Mapping) or not value:
+        raise ClaimError(f"{field_name}={value!r} is not allowed; it must be a mapping of factor values, "
+                         "e.g. {position: alibi}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise ClaimError(f"{field_name} has the key {key!r}; keys are factor or config names, e.g. position")
+        if isinstance(item, (Mapping, list, tuple)) or item is None:
+            raise ClaimError(f"{field_name}.{key}={item!r} is not allowed; a factor value is a string, "
+                             "number or boolean")
+    return tuple(sorted(value.items()))
+
+
+def _text(value: Any, field_name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ClaimError(f"{field_name}={value!r} is not allowed; it must be text")
+    return str(value)
+
+
+def parse_claim(raw: Any, origin: str) -> Claim:
+    """One claim from its YAML mapping; a bad field raises ClaimError naming ``origin.field``."""
+    if not isinstance(raw, Mapping):
+        raise ClaimError(f"{origin}={raw!r} is not a claim; a claim is a mapping with metric, a, b and expect")
+    unknown = [k for k in raw if k not in FIELDS]
+    if unknown:
+        raise ClaimError(f"{origin}.{unknown[0]} is not a claim field; fields: {', '.join(FIELDS)}")
+    for required in ("metric", "a", "expect"):
+        if raw.get(required) is None:
+            raise ClaimError(f"{origin}.{required} is missing; a claim needs metric, a, b (except a ratio) and expect")
+    expect = raw["expect"]
+    if expect not in EXPECTS:
+        raise ClaimError(f"{origin}.expect={expect!r} is not allowed; choose one of {list(EXPECTS)}")
+    metric = raw["metric"]
+    if not isinstance(metric, str) or not re.fullmatch(r"[^@\s]+(@\d+)?", metric):
+        raise ClaimError(f"{origin}.metric={metric!r} is not allowed; give a metric name (test/bleu) or a "
+                         "per-length one, NAME@LENGTH (token_acc@16)")
+    a = _side(raw["a"], f"{origin}.a")
+    filters = _side(raw["where"], f"{origin}.where") if raw.get("where") is not None else ()
+    for key, _ in filters:
+        if key in dict(a) or (isinstance(raw.get("b"), Mapping) and key in raw["b"]):
+            raise ClaimError(f"{origin}.where.{key} is also set on a side; a key is pinned in where or on the sides")
+    over = bounds = b = None
+    margin = 0.0
+    if expect == "ratio":
+        for misplaced in ("b", "margin"):
+            if raw.get(misplaced) is not None:
+                raise ClaimError(f"{origin}.{misplaced} is not used by expect=ratio; a ratio claim tests side a "
+                                 "against bounds")
+        if split_metric(metric)[1] is None:
+            raise ClaimError(f"{origin}.metric={metric!r} is not allowed for expect=ratio; give the length, "
+                             "NAME@LENGTH (token_acc@32)")
+        over = raw.get("over")
+        if isinstance(over, bool) or not isinstance(over, int) or over <= 0:
+            raise ClaimError(f"{origin}.over={over!r} is not allowed; expect=ratio needs the length whose value "
+                             "is the denominator, a positive integer")
+        if over == split_metric(metric)[1]:
+            raise ClaimError(f"{origin}.over={over} is the metric's own length; a ratio needs two lengths")
+        raw_bounds = raw.get("bounds")
+        if not isinstance(raw_bounds, (list, tuple)) or len(raw_bounds) != 2 or raw_bounds == [None, None]:
+            raise ClaimError(f"{origin}.bounds={raw_bounds!r} is not allowed; expect=ratio needs [low, high], "
+                             "either may be null, e.g. [0.9, null]")
+        low, high = (None if v is None else _number(v, f"{origin}.bounds", "a pair of numbers or nulls")
+                     for v in raw_bounds)
+        if low is not None and high is not None and not low < high:
+            raise ClaimError(f"{origin}.bounds={list(raw_bounds)} is not allowed; low must be below high")
+        bounds = (low, high)
+    else:
+        for misplaced in ("over", "bounds"):
+            if raw.get(misplaced) is not None:
+                raise ClaimError(f"{origin}.{misplaced} is only used by expect=ratio")
+        if raw.get("b") is None:
+            raise ClaimError(f"{origin}.b is missing; expect={expect} compares side a with side b")
+        b = _side(raw["b"], f"{origin}.b")
+        if expect == "equivalent":
+            margin = _number(raw.get("margin"), f"{origin}.margin", "a number > 0 for expect=equivalent")
+            if margin <= 0:
+                raise ClaimError(f"{origin}.margin={raw.get('margin')!r} is not allowed; expect=equivalent needs "
+                                 "a margin > 0 (the largest difference that still counts as equal)")
+        else:
+            margin = _number(raw.get("margin", 0.0), f"{origin}.margin", "a number (0: any difference)")
+    name = _text(raw.get("name"), f"{origin}.name") or origin
+    return Claim(name=name, metric=metric, expect=expect, a=a, b=b, filters=filters, margin=margin, over=over,
+                 bounds=bounds, source=_text(raw.get("source"), f"{origin}.source"),
+                 paper=_text(raw.get("paper"), f"{origin}.paper"), origin=origin)
+
+
+def parse_claims(raw: Any, origin: str = "claims") -> list[Claim]:
+    """A list of claims (``claims:`` in a preset or a file); ``origin`` prefixes every error."""
+    if raw is None:
+        return []
+    if not isinstance(raw, (list, tuple)):
+        raise ClaimError(f"{origin}={raw!r} is not allowed; claims is a list of claims")
+    return [parse_claim(item, f"{origin}[{i}]") for i, item in enumerate(raw)]
