@@ -30,6 +30,7 @@ import pandas as pd
 
 from analysis import figures, paper, stats, summary
 from analysis.attention_section import attention_section
+from analysis.prog import prog_name
 from analysis.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.bench_cells import measure_cells
 from analysis.benchmarks import bench_section, load_bench
@@ -372,7 +373,7 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
 # ---------------------------------------------------------------- command line
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog_name("analysis.report"), description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", metavar="SWEEP_DIR", help="sweep folders, result.json files or globs")
     parser.add_argument("--out", required=True, type=Path, help="folder for the report")
     parser.add_argument("--baseline", default=None, metavar="ATTENTION+POSITION|KEY=VALUE[,KEY=VALUE]",

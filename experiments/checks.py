@@ -35,7 +35,13 @@ def check_config(cfg: DictConfig) -> None:
     from experiments.roles import check_roles
 
     check_roles(cfg)
+    from experiments import lightning_parts
+
+    lightning_parts.check_trainer(cfg.trainer)  # keys and types first: the comparisons below assume them
+    lightning_parts.check_callbacks(cfg)
+    lightning_parts.check_loggers(cfg)
     t, o, m = cfg.trainer, cfg.optim, cfg.model
+    _choice("eval.checkpoint", cfg.eval.checkpoint, ("last", "best"))
     _choice("model.arch", m.arch, ("seq2seq", "decoder", "encoder"))
     _choice("model.norm", m.norm, ("post", "pre"))
     _choice("model.pooling", m.pooling, ("mean", "cls"))
@@ -50,7 +56,7 @@ def check_config(cfg: DictConfig) -> None:
     n = cfg.eval.attention_stats_examples
     _require(n is None or n > 0,
              f"eval.attention_stats_examples={n} is not allowed; it must be a positive integer or null (all)")
-    _require(t.val_check_interval > 0,
+    _require(t.get("val_check_interval") is None or t.val_check_interval > 0,
              f"trainer.val_check_interval={t.val_check_interval} is not allowed; it must be > 0")
     for key in ("dropout", "attention_dropout"):
         value = m[key]

@@ -1,8 +1,8 @@
 """The model and optimiser settings every preset resolves to, as a run would build them.
 
-``python -m tests.preset_settings`` writes tests/fixtures/preset_settings.json; the file was
-written before the model and optimiser defaults moved into one schema, and
-tests/test_schema.py holds the code of today to it.
+``python -m tests.preset_settings`` writes tests/fixtures/preset_settings.json. The file in the
+repository was written by the code before the model and optimiser defaults moved into one schema
+(then through build.model_dict and module._model_spec); tests/test_schema.py holds today's code to it.
 """
 from __future__ import annotations
 
@@ -28,18 +28,15 @@ def presets() -> dict[str, list[str]]:
 
 def settings(overrides: list[str]) -> dict[str, Any]:
     """{"model": the runtime model spec, "optim": the optimiser spec, "grad_clip", "compile"}."""
-    from experiments.build import model_dict
-    from experiments.module import OptimSpec, _model_spec
-    from experiments.roles import expand_roles
     from omegaconf import OmegaConf
 
+    from experiments.build import model_spec
+    from experiments.roles import expand_roles
+
     cfg = expand_roles(compose(overrides))
-    model = asdict(_model_spec(model_dict(cfg, DATA)))
-    optim = OmegaConf.to_container(cfg.optim, resolve=True)
-    clip = optim.pop("grad_clip")
-    spec = asdict(OptimSpec(**optim))
-    spec["betas"] = list(spec["betas"])
-    return {"model": model, "optim": spec, "grad_clip": clip, "compile": bool(cfg.model.compile)}
+    optim = asdict(OmegaConf.to_object(cfg.optim))
+    return {"model": asdict(model_spec(cfg, DATA)), "optim": {k: v for k, v in optim.items() if k != "grad_clip"},
+            "grad_clip": optim["grad_clip"], "compile": bool(cfg.model.compile)}
 
 
 def main() -> None:
