@@ -69,7 +69,8 @@ def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
     )
 
 
-def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any]) -> Parts:
+def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any],
+             overrides: list[str] | None = None) -> Parts:
     checks.check_config(cfg)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build_datamodule(cfg, run_dir)
@@ -96,14 +97,20 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
 
     from experiments import lightning_parts
 
+    from experiments import wandb_run
+
     def start_wandb(params: dict[str, Any]) -> Any:
         return wandb_logger(
-            run_dir=run_dir, run_id=run_id, group=cfg.name, config=flat_config,
-            **{**params, "tags": [cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg),
-                                  *(params.get("tags") or [])]},
+            run_dir=run_dir, run_id=run_id, group=cfg.name,
+            config=wandb_run.run_config(cfg, flat_config, list(overrides or [])),
+            **{**params, "job_type": wandb_run.job_type(cfg),
+               "tags": [cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg),
+                        *(params.get("tags") or [])]},
         )
 
     loggers, wandb = lightning_parts.build_loggers(cfg, run_dir, start_wandb)
+    if wandb is not None:
+        wandb.log_checkpoint = bool(lightning_parts.wandb_setting(cfg, "log_checkpoint", False))
     callbacks = lightning_parts.build_callbacks(cfg, run_dir)
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
@@ -270,6 +277,10 @@ def close_wandb(wandb, result: dict[str, Any]) -> None:
                 if isinstance(value, (int, float)):
                     run.summary[f"cost/{key}"] = value
             run.summary["status"] = result["status"]
+            if result.get("run_dir"):
+                from experiments.wandb_run import log_artifacts
+
+                log_artifacts(run, result, Path(result["run_dir"]), checkpoint=getattr(wandb, "log_checkpoint", False))
         import wandb as wb
 
         wb.finish(exit_code=0 if result["status"] == "completed" else 1)

@@ -125,7 +125,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
     trainer = wandb = None
     try:
-        parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat)
+        parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat, overrides=overrides)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
