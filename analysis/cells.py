@@ -20,7 +20,10 @@ and ``t5`` 128: that difference is part of what the group's value means. A
 missing value (a key absent from a run, or null) is a value of its own when it
 is compared, so a key that exists in some runs of one group value and not in
 others does vary. ``task`` is always a grouping key and never a factor:
-factors are found within each task.
+factors are found within each task. Factors are found among the runs that
+computed something (completed or diverged): a failed run's settings never make a
+factor. A setting the built model did not use is null in its result
+(``experiments.unused``), so it never makes a factor or a cell either.
 
 **Designed factors and confounds.** Budget and provenance keys
 (``BUDGET_KEYS``, ``PROVENANCE_KEYS``: the training budget, data sizes, device
@@ -60,6 +63,7 @@ GROUPING = ("task",)
 FACTOR_ORDER = ("attention", "position")
 CELL_COLUMNS = ("cell", "cell_label")
 NO_FACTOR_LABEL = "(no varying factor)"
+FAILED = "failed"  # a run status whose settings never make a factor
 ID_LENGTH = 12
 
 
@@ -208,6 +212,14 @@ def label(config: Mapping[str, Any], factors: Sequence[str]) -> str:
     return ", ".join(parts) or NO_FACTOR_LABEL
 
 
+def computed_configs(configs: Sequence[Mapping[str, Any]], runs: pd.DataFrame) -> list[Mapping[str, Any]]:
+    """The configurations that computed something: a failed run's settings never make a factor
+    (ten failed runs of a broken command line would otherwise label every cell with ten keys)."""
+    if "status" not in runs.columns:
+        return list(configs)
+    return [c for c, status in zip(configs, runs["status"]) if status != FAILED]
+
+
 def assign_cells(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The runs frame with ``cell``, ``cell_label`` and one column per factor; and the factors, in report order.
 
@@ -216,7 +228,7 @@ def assign_cells(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """
     out = runs.copy()
     configs = [identity(row) for row in runs.to_dict("records")]
-    factors = discover_factors(configs)
+    factors = discover_factors(computed_configs(configs, runs))
     out["cell"] = pd.Series([cell_id(c) for c in configs], index=runs.index, dtype=object)
     out["cell_label"] = pd.Series([label(c, factors) for c in configs], index=runs.index, dtype=object)
     for key in factors:

@@ -63,6 +63,7 @@ from scipy import stats as sps
 from analysis import stats
 from analysis.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
 from analysis.errors import AnalysisError, run_cli
+from analysis.outputs import check_out_file, writing
 
 ALPHA = stats.ALPHA
 POWER = 0.8
@@ -384,9 +385,20 @@ def metric_values(rows: pd.DataFrame, by_length: pd.DataFrame, metric: str) -> p
     return values[np.isfinite(values.to_numpy(float))]
 
 
+def no_completed_run(scope: pd.DataFrame) -> str:
+    """``every run failed (3 runs)``, or ``no run completed (2 failed, 1 diverged)``."""
+    counts = scope["status"].value_counts()
+    if set(counts.index) == {"failed"}:
+        return f"every run failed ({len(scope)} run{'s' if len(scope) != 1 else ''})"
+    return "no run completed (" + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + ")"
+
+
 def check_metric(runs, scope: pd.DataFrame, claim: Claim) -> None:
     """An unknown metric or length is an error listing what the runs do report."""
     name, length = split_metric(claim.metric)
+    if len(scope) and not (scope["status"] == "completed").any():
+        raise ClaimError(f"{claim.origin}: {no_completed_run(scope)}, so no claim about {claim.metric} can be "
+                         "tested; the errors are in each run's result.json")
     lengths = runs.by_length[runs.by_length["run_id"].isin(set(scope["run_id"]))]
     per_length = sorted(lengths["metric"].unique())
     if length is None:
@@ -750,12 +762,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _write_csv(results: pd.DataFrame, path: Path) -> None:
+    with writing(path):
+        results.to_csv(path, index=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from analysis.collect import collect
 
     args = _parser().parse_args(argv)
 
     def evaluate_sweeps() -> pd.DataFrame:
+        if args.csv is not None:
+            check_out_file(args.csv, "--csv")  # a bad place fails before any result is read
         if args.claims is not None:
             load_claims_file(args.claims)  # a malformed file fails before any result is read
         runs = collect(args.paths)
@@ -772,7 +791,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     print(format_text(results))
     if args.csv is not None:
-        results.to_csv(args.csv, index=False)
+        _, code = run_cli(lambda: _write_csv(results, args.csv))
+        if code != 0:
+            return code
     return 0 if (results["verdict"] == "supported").all() else 1
 
 

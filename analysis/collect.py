@@ -12,6 +12,17 @@ The same configuration and seed read twice (two folders holding one run) is
 kept once, with a warning; the copies left out are in ``Runs.duplicates``.
 A file that cannot be read is skipped with a warning naming it, so one broken
 run never hides the rest of a sweep.
+
+``Runs.dropped`` says what the statistics leave out, one row per file or run
+(``source``, ``run_id``, ``status``, ``reason``): files that are not a readable
+result (truncated, ``[]``, ``{}``), failed runs, and completed runs with a NaN
+metric (named in ``reason``). Failed and NaN runs stay in ``Runs.runs`` (their
+status and errors are shown); unreadable files are not there.
+A setting the run's model did not use (``unused`` in result.json, e.g. the cross
+attention of a decoder-only model) is read as missing, so it never makes a factor
+or a cell; ``Runs.unused`` names each such setting whose asked values differed
+(the grid varied something no model read). Results written before ``unused``
+existed count every setting as used.
 """
 from __future__ import annotations
 
@@ -25,7 +36,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from analysis.cells import assign_cells, drop_duplicate_runs
+from analysis.cells import assign_cells, drop_duplicate_runs, format_value, is_missing
 from analysis.errors import CollectError
 from analysis.ranges import with_range_metrics
 from analysis.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
@@ -36,7 +47,8 @@ RESULT_FILE = "result.json"
 SUMMARY_KEY = "attnlab_result"  # where the training app puts the result dict in the W&B summary
 ID_COLUMNS = ["run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch"]
 TRAILING_COLUMNS = ["run_dir", "source", "started_at", "finished_at", "overrides", "command", "config_hash",
-                    "train_lengths", "references"]
+                    "train_lengths", "references", "unused"]
+DROPPED_COLUMNS = ["source", "run_id", "status", "reason"]
 BY_LENGTH_COLUMNS = ["run_id", "task", "attention", "position", "seed", "length", "metric", "value"]
 CURVE_COLUMNS = ["run_id", "task", "attention", "position", "seed", "step", "metric", "value"]
 REQUIRED = ("run_id", "status", "task", "attention", "position", "seed")
@@ -48,7 +60,10 @@ class Runs:
     """One row per run in ``runs``; per-length evaluations in ``by_length``; ``metrics`` names the metric columns.
 
     ``factors`` are the config keys that vary (``analysis.cells``); ``duplicates``
-    the runs read twice and left out, with the run kept in ``duplicate_of``.
+    the runs read twice and left out, with the run kept in ``duplicate_of``; ``dropped``
+    what the statistics leave out (``DROPPED_COLUMNS``: unreadable files, failed runs, NaN
+    metrics); ``unused`` {config key: the values asked} for settings that varied but that no
+    run's model used.
     """
 
     runs: pd.DataFrame
@@ -56,6 +71,8 @@ class Runs:
     metrics: list[str] = field(default_factory=list)
     factors: list[str] = field(default_factory=list)
     duplicates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DROPPED_COLUMNS))
+    unused: dict[str, list[str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -83,6 +100,27 @@ def _flatten(tree: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def unused_settings(result: Mapping[str, Any]) -> dict[str, Any]:
+    """{config key: value asked} of the settings the run's model did not use (``experiments.unused``); {} for
+    results written before runs recorded them."""
+    unused = result.get("unused")
+    if isinstance(unused, Mapping):
+        return {str(k): v for k, v in unused.items()}
+    if isinstance(unused, (list, tuple)):
+        return {str(k): None for k in unused}
+    return {}
+
+
+def _without_unused(config: Mapping[str, Any], unused: Mapping[str, Any]) -> dict[str, Any]:
+    """The flattened config with each unused key null and its sub-keys gone: what the model computed."""
+    def under(key: str) -> bool:
+        return any(key.startswith(u + ".") for u in unused)
+
+    kept = {k: v for k, v in config.items() if not under(k)}
+    kept.update({u: None for u in unused})
+    return kept
 
 
 def _metric_column(name: str) -> str:
@@ -116,7 +154,9 @@ def result_rows(
     for name, value in (result.get("metrics") or {}).items():
         row[_metric_column(str(name))] = _number(value)
     row.update(_flatten(result.get("cost") or {}, "cost."))
-    row.update(_flatten(result.get("config") or {}, "config."))
+    unused = unused_settings(result)
+    config = _flatten(result.get("config") or {}, "")
+    row.update({f"config.{k}": v for k, v in _without_unused(config, unused).items()})
     env = dict(result.get("env") or {})
     packages = env.pop("packages", None) or {}
     row.update(_flatten(env, "env."))
@@ -128,7 +168,7 @@ def result_rows(
                train_lengths=result.get("train_lengths"),
                # the BibTeX of the variants the run used, as registered (analysis.bibliography); None before
                # runs recorded them
-               references=result.get("references"))
+               references=result.get("references"), unused=unused)
 
     by_length = []
     for length, values in (result.get("by_length") or {}).items():
@@ -157,8 +197,39 @@ def _dedupe(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[
     return kept
 
 
-def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Runs:
-    """Frames from (row, by_length rows) pairs, in a stable column order: identity, metrics, cost, config, env."""
+def _left_out(runs: pd.DataFrame, metric_names: list[str]) -> list[dict[str, Any]]:
+    """The runs the statistics leave out: failed or diverged, or completed with a NaN metric of its own."""
+    left = []
+    for row in runs.to_dict("records"):
+        if row["status"] != "completed":
+            left.append({"source": row["source"], "run_id": row["run_id"], "status": row["status"],
+                         "reason": f"{row['status']}: {row['error']}" if row.get("error") else row["status"]})
+            continue
+        own = set(row.get("_metrics") or ())
+        nan = [m for m in metric_names if m in own and is_missing(row.get(m))]
+        if nan:
+            left.append({"source": row["source"], "run_id": row["run_id"], "status": row["status"],
+                         "reason": f"NaN metric(s): {', '.join(nan)}"})
+    return left
+
+
+def varied_unused(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """{config key: the values asked} for each unused setting that was given more than one value."""
+    asked: dict[str, set[str]] = {}
+    for row in rows:
+        if row["status"] == "failed":
+            continue
+        for key, value in (row.get("unused") or {}).items():
+            asked.setdefault(key, set()).add(format_value(value))
+    return {k: sorted(v) for k, v in sorted(asked.items()) if len(v) > 1}
+
+
+def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+               unreadable: list[dict[str, Any]] | None = None) -> Runs:
+    """Frames from (row, by_length rows) pairs, in a stable column order: identity, metrics, cost, config, env.
+
+    ``unreadable``: ``DROPPED_COLUMNS`` rows for files that were skipped, listed first in ``Runs.dropped``.
+    """
     records = _dedupe(records)
     rows = [row for row, _ in records]
     by_length = [b for _, lengths in records for b in lengths]
@@ -168,12 +239,20 @@ def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Ru
     columns = ID_COLUMNS + metric_names + by_prefix["cost."] + by_prefix["config."] + by_prefix["env."]
     columns += TRAILING_COLUMNS
     runs = pd.DataFrame(rows, columns=columns)
+    # which metrics each run reported itself (a NaN there is the run's, not a column it lacks)
+    runs["_metrics"] = [[m for m in metric_names if m in row] for row in rows]
     runs["seed"] = runs["seed"].astype("int64")
     for name in metric_names:
         runs[name] = runs[name].astype("float64")
     runs = runs.sort_values(["task", "attention", "position", "seed", "run_id"], kind="stable")
     runs, factors = assign_cells(runs.reset_index(drop=True))
     runs, duplicates = drop_duplicate_runs(runs)
+    unused = varied_unused(rows)
+    for key, values in unused.items():
+        warnings.warn(f"{key} was given {len(values)} values ({', '.join(values)}) in runs whose model does not use "
+                      "it; it is not a factor, and runs that differ only there are one cell", stacklevel=3)
+    dropped = pd.DataFrame([*(unreadable or []), *_left_out(runs, metric_names)], columns=DROPPED_COLUMNS)
+    runs = runs.drop(columns="_metrics")
     for dup in duplicates.itertuples(index=False):
         warnings.warn(f"{dup.source}: the same configuration and seed as run {dup.duplicate_of!r} "
                       f"(cell {dup.cell_label}, seed {dup.seed}); counted once", stacklevel=3)
@@ -182,7 +261,8 @@ def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Ru
     lengths = lengths[lengths["run_id"].isin(set(runs["run_id"]))]
     lengths["cell"] = lengths["run_id"].map(dict(zip(runs["run_id"], runs["cell"])))
     runs, metric_names = with_range_metrics(runs.reset_index(drop=True), lengths, metric_names)  # test_in_range/...
-    return Runs(runs, lengths.reset_index(drop=True), metric_names, factors, duplicates.reset_index(drop=True))
+    return Runs(runs, lengths.reset_index(drop=True), metric_names, factors,
+                duplicates.drop(columns="_metrics").reset_index(drop=True), dropped, unused)
 
 
 # ---------------------------------------------------------------- result.json files
@@ -218,15 +298,17 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
 
 def collect(paths: Iterable[str | Path]) -> Runs:
     """Read every result.json under the sweep folders (or glob patterns) into a ``Runs``."""
-    records = []
+    records, unreadable = [], []
     for file in find_results(paths):
         try:
             row, lengths = result_rows(json.loads(file.read_text()), file.parent, file)
         except (OSError, ValueError) as err:  # JSONDecodeError and BadResult are ValueErrors
             warnings.warn(f"{file}: skipped, not a readable result ({err})", stacklevel=2)
+            unreadable.append({"source": str(file), "run_id": None, "status": None,
+                               "reason": f"not a readable result ({err})"})
             continue
         records.append((row, lengths))
-    return build_runs(records)
+    return build_runs(records, unreadable)
 
 
 # ---------------------------------------------------------------- W&B
@@ -258,7 +340,7 @@ def _wandb_run_dir(offline_dir: Path) -> Path:
 
 def collect_wandb_offline(paths: Iterable[str | Path]) -> Runs:
     """Read every W&B offline run folder under the paths, building rows from the ``attnlab_result`` summary."""
-    records = []
+    records, unreadable = [], []
     for offline_dir in find_offline_runs(_expand(paths)):
         try:
             run = read_wandb_offline_run(offline_dir)
@@ -266,9 +348,10 @@ def collect_wandb_offline(paths: Iterable[str | Path]) -> Runs:
             row, lengths = result_rows(result, _wandb_run_dir(offline_dir), offline_dir)
         except (OSError, ValueError, RecordLogError) as err:
             warnings.warn(f"{offline_dir}: skipped ({err})", stacklevel=2)
+            unreadable.append({"source": str(offline_dir), "run_id": None, "status": None, "reason": str(err)})
             continue
         records.append((row, lengths))
-    return build_runs(records)
+    return build_runs(records, unreadable)
 
 
 def collect_wandb_api(project: str, entity: str | None = None, filters: Mapping[str, Any] | None = None) -> Runs:

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from analysis.errors import ReportError
-from analysis.stats import mean_ci
+from analysis.stats import band as clipped_band, mean_ci
 
 DPI = 100
 PAPER_DPI = 200  # PNGs of a paper-width figure: sharp in the HTML report too
@@ -278,8 +278,8 @@ def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence
             ax.plot(band["length"], band["mean"], marker="o", ms=3, color=colors[name], gid=line_id("level", name))
             ok = np.isfinite(band["half"].to_numpy(float))
             if ok.any():
-                ax.fill_between(band["length"][ok], (band["mean"] - band["half"])[ok],
-                                (band["mean"] + band["half"])[ok], color=colors[name], alpha=0.18, lw=0)
+                low, high = clipped_band(band["mean"][ok], band["half"][ok], metric)  # within the metric's range
+                ax.fill_between(band["length"][ok], low, high, color=colors[name], alpha=0.18, lw=0)
         ax.set_title(level, fontsize=10)
         ax.set_xlabel("evaluation length")
         ax.grid(alpha=0.3)

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.cells import GROUP_COLUMNS, format_value, is_budget, is_missing, normalise, order_factors
+from analysis.cells import FAILED, GROUP_COLUMNS, format_value, is_budget, is_missing, normalise, order_factors
 from analysis.errors import ReportError
 
 MAX_AXES = 2
@@ -188,10 +188,31 @@ def layout_keys(task_runs: pd.DataFrame, here: Sequence[str], designed: Sequence
     return [k for k in keys if k in designed] + [k for k in keys if k not in designed]
 
 
+def placed_runs(task_runs: pd.DataFrame, here: Sequence[str]) -> pd.DataFrame:
+    """The runs whose cells get a table position: every cell with a run that computed something, and a cell
+    of failed runs only where no other cell has its factor values.
+
+    Failed runs make no factors (``analysis.cells``), so failed runs of settings no completed run has read as
+    the same factor values; they are listed with the failures, not pooled into one table position.
+    """
+    if "status" not in task_runs.columns:
+        return task_runs
+    computed = set(task_runs.loc[task_runs["status"] != FAILED, "cell"])
+    taken = {_key(r.get(k) for k in here) for r in task_runs[task_runs["cell"].isin(computed)].to_dict("records")}
+    kept = set(computed)
+    for r in task_runs[~task_runs["cell"].isin(computed)].drop_duplicates("cell").to_dict("records"):
+        position = _key(r.get(k) for k in here)
+        if position not in taken:
+            taken.add(position)
+            kept.add(r["cell"])
+    return task_runs[task_runs["cell"].isin(kept)]
+
+
 def grids(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequence[str] | None = None) -> list[Grid]:
     """The tables of one task: one per combination of the factor groups that are not axes."""
     task_runs = frame[frame["task"] == task]
     here = task_factors(task_runs, factors)
+    task_runs = placed_runs(task_runs, here)
     designed = asked_factors(task_runs, here, asked)
     placed = layout_keys(task_runs, here, designed)
     folded = [k for k in here if k not in placed]

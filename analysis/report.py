@@ -38,9 +38,10 @@ from analysis.cells import assign_cells
 from analysis.claims import load_claims_file, report_claims
 from analysis.collect import Runs, collect, learning_curves
 from analysis.confounds import CONFOUND_COLUMNS, Confounds
-from analysis.document import Document, Paragraph, Section, Table, fold, to_html, to_markdown
+from analysis.document import Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
 from analysis.errors import ReportError, run_cli
 from analysis.frontier import quality_cost_section
+from analysis.outputs import check_out_dir, writing
 from analysis.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
 from analysis.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
                                      map_figures, parameter_figure, safe_name)
@@ -257,6 +258,20 @@ def _lead(doc: Document, runs: Runs, figures_dir: Path,
     return found
 
 
+def _left_out(runs: Runs) -> Section | None:
+    """The lead's note of what the statistics leave out (``Runs.dropped``) and of settings no model used."""
+    blocks: list = []
+    if len(runs.unused):
+        varied = "; ".join(f"{key} ({', '.join(values)})" for key, values in runs.unused.items())
+        blocks.append(Paragraph(f"Set but not used by the models that ran: {varied}. Not factors: runs that differ "
+                                "only there are one cell.", kind="note"))
+    if len(runs.dropped):
+        blocks.append(Paragraph(f"{len(runs.dropped)} run(s) or file(s) are left out of the statistics:",
+                                kind="note"))
+        blocks.append(Bullets([f"{r.source}: {r.reason}" for r in runs.dropped.itertuples(index=False)]))
+    return Section("Left out", blocks) if blocks else None
+
+
 def _prepare_out(out: Path) -> Path:
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
@@ -274,8 +289,9 @@ def _filtered(runs: Runs, where: Sequence[str] | None) -> Runs:
     frame, factors = assign_cells(kept.drop(columns=[c for c in runs.factors if c in kept.columns
                                                       and c not in ("attention", "position")]))
     lengths = runs.by_length[runs.by_length["run_id"].isin(set(frame["run_id"]))]
+    dropped = runs.dropped[runs.dropped["run_id"].isna() | runs.dropped["run_id"].isin(set(frame["run_id"]))]
     return Runs(frame.reset_index(drop=True), lengths.reset_index(drop=True), runs.metrics, factors,
-                runs.duplicates)
+                runs.duplicates, dropped.reset_index(drop=True), runs.unused)
 
 
 def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None = None,
@@ -293,7 +309,20 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     ``figure_width`` draws every figure that many inches wide with paper fonts (3.3: one
     column, 6.9: two); ``figure_formats`` are the figure files written (png always);
     ``paper_files=False`` leaves out latex/, references.bib and methods.*.
+
+    ``out`` is checked first: a file, or a place that cannot be written, is an error before any
+    sweep is read; a full disk met while writing is one error naming the path.
     """
+    check_out_dir(out)
+    with writing(out):
+        return _build_report(paths, out, baseline, bench, metrics, factors, where, claims, figure_width,
+                             figure_formats, paper_files)
+
+
+def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None,
+                  bench: str | Path | bool | None, metrics: Sequence[str] | None, factors: Sequence[str] | None,
+                  where: Sequence[str] | None, claims: str | Path | None, figure_width: float | None,
+                  figure_formats: Sequence[str], paper_files: bool) -> Path:
     if baseline is not None:
         parse_baseline(baseline)  # a malformed option fails before any file is read
     if where:
@@ -328,6 +357,9 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
 
     doc = Document("attnlab ablation report",
                    subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
+    left_out = _left_out(runs)
+    if left_out is not None:
+        doc.lead.append(left_out)  # first: every number below is over the runs that are left
     task_summaries = _lead(doc, runs, figures_dir, colors)
     if claims_block is not None:
         doc.lead.append(claims_block)  # the hypotheses and their verdicts, right after the per-task answers

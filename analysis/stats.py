@@ -28,6 +28,31 @@ HIGHER_IS_BETTER = {"acc", "accuracy", "bleu", "chrf", "f1", "exact", "em", "auc
 LOWER_IS_BETTER = {"loss", "ppl", "perplexity", "bpc", "nll", "error", "err", "wer", "cer", "mse", "mae"}
 
 
+# The values a metric can take, by name token: accuracies are fractions, BLEU and chrF percentages,
+# losses and perplexities non-negative. A t-interval knows none of this (n=2 reaches far below 0).
+FRACTIONS = {"acc", "accuracy", "f1", "exact", "em", "auc", "precision", "recall"}
+PERCENTAGES = {"bleu", "chrf"}
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """(lowest, highest) value ``metric`` can take; (-inf, inf) when the name does not say."""
+    tokens = set(re.split(r"[/_.\-\s]+", metric.lower()))
+    if tokens & FRACTIONS:
+        return 0.0, 1.0
+    if tokens & PERCENTAGES:
+        return 0.0, 100.0
+    if tokens & LOWER_IS_BETTER:
+        return 0.0, math.inf
+    return -math.inf, math.inf
+
+
+def band(mean: np.ndarray, half: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) edges of mean ± half drawn within the metric's range (``metric_range``)."""
+    low, high = metric_range(metric)
+    mean, half = np.asarray(mean, dtype=float), np.asarray(half, dtype=float)
+    return np.clip(mean - half, low, high), np.clip(mean + half, low, high)
+
+
 def direction(metric: str) -> str | None:
     """``"higher"`` or ``"lower"`` is better for this metric; None when the name does not say."""
     tokens = set(re.split(r"[/_.\-\s]+", metric.lower()))

@@ -233,10 +233,11 @@ def _answer(summary: TaskSummary) -> str:
             ties = ranking.loc[ranking["tie"], "label"].tolist()
             worse = int(ranking["worse"].sum())
             untested = others - len(ties) - worse
+            the_others = "the other cell is" if others == 1 else f"the other {others} are"
             if len(ties) == others:
-                text = f"the other {others} are not significantly different from it"
+                text = f"{the_others} not significantly different from it"
             elif worse == others:
-                text = f"the other {others} are significantly worse"
+                text = f"{the_others} significantly worse"
             else:
                 text = (f"{worse} of {others} significantly worse"
                         + (f"; not significantly different: {', '.join(ties)}" if ties else "")

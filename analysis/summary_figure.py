@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis.figures import FigureStyle, line_id, palette, save, style_of
-from analysis.stats import mean_ci
+from analysis.stats import band as clipped_band, mean_ci
 
 DPI = 100
 WIDTH, HEIGHT = 6.2, 4.0  # inches: about 620 px, half of a wide report page
@@ -44,7 +44,8 @@ def metric_vs_length(data: pd.DataFrame, order: Sequence[str], metric: str, trai
         ax.plot(x, mean, marker=marker, ms=4, lw=1.6, color=color, label=label, gid=line_id("cell", label))
         ok = np.isfinite(half)
         if ok.any():
-            ax.fill_between(x[ok], (mean - half)[ok], (mean + half)[ok], color=color, alpha=0.15, lw=0)
+            low, high = clipped_band(mean[ok], half[ok], metric)  # within the metric's range: accuracy in [0, 1]
+            ax.fill_between(x[ok], low, high, color=color, alpha=0.15, lw=0)
     ax.set_xlabel("evaluation length")
     ax.set_ylabel(metric)
     ax.set_xticks(sorted(data["length"].unique()))

@@ -1,7 +1,9 @@
 """Assembling one run from its config: task, model, loggers, trainer; and reading it out afterwards."""
 from __future__ import annotations
 
+import errno
 import logging
+import math
 import os
 import resource
 import subprocess
@@ -14,6 +16,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import checks
@@ -92,7 +95,12 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     if cfg.model.compile:
         on_cpu = cfg.trainer.accelerator == "cpu" or (cfg.trainer.accelerator == "auto"
                                                       and not torch.cuda.is_available())
-        compile_model(module.model, "cpu" if on_cpu else "cuda")
+        compile_model(module.model, "cpu" if on_cpu else "cuda", cfg.model.compile_mode)
+        # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
+        datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
+    # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
+    module.divergence_every = math.gcd(max(cfg.trainer.log_every_n_steps, 1),
+                                       max(cfg.trainer.checkpoint_every_n_steps, 1))
     params = count_parameters(module.model)
 
     from experiments import lightning_parts
@@ -187,14 +195,23 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB -> MB (Linux)
 
 
-def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float) -> dict[str, Any]:
-    tokens = int(module.tokens_seen) * max(trainer.world_size, 1)
+def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float,
+         compile_seconds: float | None = None) -> dict[str, Any]:
+    """``train_seconds`` is the whole fit (compilation, validation, checkpoints included) and
+    ``fit_tokens_per_second`` its rate; ``tokens_per_second`` is the steady state: the tokens of
+    the timed steps after warm-up over their time (``callbacks.StepTimer``)."""
+    world = max(trainer.world_size, 1)
+    tokens = int(module.tokens_seen) * world
     timer = next((c for c in trainer.callbacks if isinstance(c, StepTimer)), None)
+    steps = timer.summary() if timer is not None else {}
+    steady = steps.pop("steady_tokens_per_second", None)
     return {
         # the time of one training step, robust to warm-up and to a loaded machine (callbacks.StepTimer)
-        **(timer.summary() if timer is not None else {}),
+        **steps,
         "train_seconds": train_seconds,
-        "tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,
+        "compile_seconds": compile_seconds,
+        "tokens_per_second": steady * world if steady is not None else None,
+        "fit_tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,
         "peak_memory_mb": peak_memory_mb(module.device),
         "steps": int(trainer.global_step),
         "world_size": int(trainer.world_size),
@@ -215,8 +232,14 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
         return {"status": "diverged", "error": str(err), "diverged_at_step": err.step}
     if isinstance(err, user_error_types()):
         return {"status": "failed", "error": str(err), "user_error": True}
-    if isinstance(err, KeyboardInterrupt):
-        return {"status": "failed", "error": "interrupted"}
+    output = output_problem(err)
+    if output is not None:  # a full disk, an unwritable folder: one line, no traceback to write there
+        return {"status": "failed", "error": output, "output_error": True}
+    if isinstance(err, KeyboardInterrupt) or isinstance(err.__context__, KeyboardInterrupt):
+        # Lightning turns Ctrl-C inside fit/validate/test into sys.exit(1)
+        return {"status": "failed", "error": interruption(trainer, run_dir, "Ctrl-C (SIGINT)"), "interrupted": True}
+    if isinstance(err, SIGTERMException):
+        return {"status": "failed", "error": interruption(trainer, run_dir, "SIGTERM"), "interrupted": True}
     if isinstance(err, SystemExit):
         # SIGTERM (Lightning) or a SLURM time limit / preemption (submitit requeues, then exits):
         # the requeued job finds this result unfinished and resumes from checkpoints/last.ckpt.
@@ -227,6 +250,30 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
 
 
+def interruption(trainer: L.Trainer | None, run_dir: Path, how: str) -> str:
+    """``interrupted by Ctrl-C (SIGINT) at step 37/100; its checkpoint of step 30 is kept (<path>)``."""
+    from experiments.checkpointing import checkpoint_step
+
+    where = f" at step {trainer.global_step}/{trainer.max_steps}" if trainer is not None else " before training"
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    try:
+        kept = f"its checkpoint of step {checkpoint_step(ckpt)} is kept ({ckpt})"
+    except (OSError, RuntimeError, KeyError):
+        kept = "no checkpoint was written yet"
+    return f"interrupted by {how}{where}; {kept}"
+
+
+def output_problem(err: BaseException) -> str | None:
+    """``<path>: no space left on the device`` when writing an output failed (disk, permissions), else None."""
+    from experiments.files import describe
+
+    for cause in (err, err.__cause__, err.__context__):
+        if isinstance(cause, OSError) and cause.errno is not None and cause.errno in OUTPUT_ERRNOS:
+            return str(cause) if type(cause).__name__ == "OutputError" else describe(cause, cause.filename or "?")
+    return None
+
+
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM)
 STATS_FILE = "attention_stats.npz"
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
 
 
@@ -16,7 +17,23 @@ def _require(ok: bool, message: str) -> None:
 
 
 def _choice(key: str, value, allowed: tuple[str, ...]) -> None:
-    _require(value in allowed, f"{key}={value} is not allowed; choose one of {list(allowed)}")
+    if value in allowed:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(str(value), allowed, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise ConfigError(f"{key}={value} is not allowed; choose one of {list(allowed)}{hint}")
+
+
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+def check_logger(cfg: DictConfig) -> None:
+    """W&B takes another mode with a multi-line warning and then trains without logging: refuse it here."""
+    wandb = (cfg.get("logger") or {}).get("wandb")
+    if wandb is not None and "mode" in wandb:
+        _choice("logger.wandb.mode", wandb.mode, WANDB_MODES)
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -35,6 +52,7 @@ def check_config(cfg: DictConfig) -> None:
     from experiments.roles import check_roles
 
     check_roles(cfg)
+    check_logger(cfg)
     from experiments import lightning_parts
 
     lightning_parts.check_trainer(cfg.trainer)  # keys and types first: the comparisons below assume them
@@ -47,6 +65,7 @@ def check_config(cfg: DictConfig) -> None:
     _choice("model.pooling", m.pooling, ("mean", "cls"))
     _choice("model.embedding", m.embedding, ("scaled", "gpt2"))
     _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
+    _choice("model.compile_mode", m.compile_mode, COMPILE_MODES)
     _choice("backend", cfg.backend, ("auto", "math", "sdpa", "xformers", "banded"))
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
@@ -62,6 +81,10 @@ def check_config(cfg: DictConfig) -> None:
         value = m[key]
         _require(0 <= value < 1, f"model.{key}={value} is not allowed; it must be in [0, 1)")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is not allowed; it must be >= 0")
+    _require(cfg.jobs_per_gpu >= 1, f"jobs_per_gpu={cfg.jobs_per_gpu} is not allowed; it must be >= 1")
+    _require(cfg.jobs_per_gpu == 1 or "ddp" not in str(t.strategy),
+             f"jobs_per_gpu={cfg.jobs_per_gpu} with trainer.strategy={t.strategy}: a DDP cell uses whole GPUs; "
+             "set jobs_per_gpu=1")
     if "ddp" in str(t.strategy):
         devices = t.devices
         many = (isinstance(devices, int) and devices > 1) or t.num_nodes > 1 or devices in ("auto", -1) \

@@ -44,6 +44,9 @@ class ModelConf(ModelOptions):
     decoder_attention: Any = None
     cross_attention: Any = None
     compile: bool = False
+    # with compile: default | reduce-overhead (CUDA graphs; fixed-shape batches) | max-autotune
+    compile_mode: str = "default"
+    compile_mode: str = "default"  # default | reduce-overhead (CUDA graphs) | max-autotune
 
 
 @dataclass
@@ -132,6 +135,7 @@ class Config:
     resume: bool = True
     objective: str = "val/loss"
     num_threads: int = 0
+    jobs_per_gpu: int = 1
     # modules imported before anything is built, so variants they register can be named
     plugins: list[str] = field(default_factory=list)
     # set by a test or a fault-injection run: raise inside training at this step

@@ -1,28 +1,38 @@
 """``python -m experiments.gpu_check`` (``make gpu-check``): is this CUDA machine running attnlab right?
 
-One command, sized for under ten minutes on one GPU, each check recorded as pass, fail or skipped
-(with the reason) and none stopping the others:
+One command, sized for under eight minutes on one GPU (``--budget``: commands stop there and
+later checks are skipped), each check recorded as pass, fail or skipped (with the reason) and
+none stopping the others:
 
 - ``kernels-fp32`` / ``kernels-bf16``: every attention type with a fused path, with every
   position encoding, equals its math path through SDPA's flash and memory-efficient
-  kernels (each forced alone) and xformers when installed; outputs and input gradients.
+  kernels (each forced alone) and xformers where a call of it runs (otherwise every xformers
+  case is skipped, with the first line of the reason); outputs and input gradients.
   fp32: |fused - math| <= 1e-4 + 1e-4 |math| (TF32 off). bf16: the fused kernel's largest
   error against the fp32 math path is at most 3x the math path's own error in bf16, plus
   1e-3: a kernel is as exact as the precision allows, not more (PyTorch's own flash tests
   judge kernels the same way). A kernel that does not take a case (flash with a mask or a
-  score bias, flash in fp32) counts as not applicable, not as a failure.
+  score bias, flash in fp32) counts as not applicable, not as a failure; a case that raises
+  fails alone, by name, and the others are still judged.
 - ``train-bf16``: a short run under ``trainer=gpu`` (bf16 autocast); ``train-compile``: the
-  same with ``model.compile=true``; ``ddp``: ``trainer=ddp`` on every visible GPU;
+  same with ``model.compile=true``; ``train-cudagraphs``: with ``model.compile_mode=reduce-overhead``;
+  each reports its steady step time and tokens/s beside the whole fit's;
+- ``ddp``: ``trainer=ddp`` on every visible GPU (skipped on fewer than two);
 - ``mfu``: ``python -m experiments.bench mfu --device cuda --bf16`` (goal: 40% on an H100);
-- ``quick-grid``: ``experiment=quick`` on the GPU (``--quick-steps`` per cell).
+- ``peers``: ``python -m experiments.bench peers`` on a GPU shape (B 32, T 512, d 512, 6+6 layers);
+- ``quick-grid`` / ``quick-grid-k``: ``experiment=quick`` on the GPU (``--quick-steps`` per cell),
+  one cell at a time, then ``--jobs-per-gpu`` cells at a time per GPU, side by side.
 
-Writes one JSON summary (``--out``) and prints a table. The exit code is 1 when a check failed.
+Writes the JSON summary (``--out``, refused in one line before any work when it cannot be
+written) after every check, so a run cut short keeps what finished, and prints a table. The
+exit code is 1 when a check failed.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -37,10 +47,15 @@ import torch
 from experiments.result import environment, now_iso, write_json_atomic
 
 CHECKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {}
+# When the whole check must end (time.monotonic()); main sets it from --budget.
+DEADLINE = {"at": float("inf")}
 ROOT = Path(__file__).resolve().parents[1]
 FP32_TOL = {"atol": 1e-4, "rtol": 1e-4}
 LOW_PRECISION_FUDGE, LOW_PRECISION_FLOOR = 3.0, 1e-3
 # The run every training check starts from: a small model, a few hundred steps.
+# peers on a GPU: B 32, T 512, d 512, 6+6 layers (bf16); uncompiled, to stay within the budget
+PEERS_GPU_SHAPE = ["--batch", "32", "--length", "512", "--d-model", "512", "--heads", "8", "--layers", "6",
+                   "--ffn", "2048", "--no-compile", "--repeats", "5", "--batches", "4"]
 SHORT_RUN = ["task=reverse", "model.d_model=64", "model.ffn_dim=128", "trainer.max_steps=200",
              "trainer.val_check_interval=100", "trainer.progress_bar=false", "logger=none",
              "eval.attention_maps=false", "task.train_size=2000", "task.val_size=128", "task.test_size=64"]
@@ -51,7 +66,11 @@ class Skip(Exception):
 
 
 class CheckFailed(Exception):
-    """A check that ran and found something wrong; the message says what, in one line."""
+    """A check that ran and found something wrong; the message says what, in one line; ``data`` what it measured."""
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.data = data or {}
 
 
 @dataclass
@@ -79,7 +98,7 @@ def run_check(name: str, fn: Callable[[], dict[str, Any]]) -> Outcome:
     except Skip as why:
         outcome = Outcome(name, "skipped", str(why))
     except CheckFailed as err:
-        outcome = Outcome(name, "fail", str(err))
+        outcome = Outcome(name, "fail", str(err), data=err.data)
     except Exception as err:  # noqa: BLE001 - an unexpected error fails this check only
         lines = traceback.format_exception_only(err)
         outcome = Outcome(name, "fail", lines[-1].strip(), data={"traceback": traceback.format_exc()})
@@ -118,7 +137,8 @@ def within_tolerance(fused: list[torch.Tensor], reference: list[torch.Tensor], d
 
 
 def kernel_choices(device: torch.device) -> list[tuple[str, str, Any]]:
-    """(label, backend, SDPA kernel to force or None) for what this device offers."""
+    """(label, backend, SDPA kernel to force or None) for what this device offers; xformers only
+    where a call of it runs (``variants.kernels.xformers_unavailable``)."""
     from variants.kernels import xformers_available
 
     if device.type != "cuda":
@@ -178,9 +198,13 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
     """Every fused attention type x position encoding x call x kernel against the fp32 math path."""
     from variants import ATTENTION, POSITION
 
+    from variants.kernels import xformers_unavailable
+
     fused_types = [n for n in ATTENTION.names() if {"sdpa", "xformers"} & set(ATTENTION.get(n).backends)]
-    counts = {"pass": 0, "fail": 0, "not applicable": 0}
+    counts = {"pass": 0, "fail": 0, "not applicable": 0, "skipped": 0}
     failures, worst = [], {}
+    # every xformers case is skipped, with the reason, where xformers cannot run
+    xformers_skip = xformers_unavailable() if device.type == "cuda" else None
     previous_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must be fp32
     try:
@@ -196,23 +220,35 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
                                                **a_params)
                         fast.load_state_dict(math.state_dict())
                         kernels.append((label, fast.to(device).eval(), kernel))
+                skipped_kernels = int(xformers_skip is not None and "xformers" in ATTENTION.get(attention).backends)
                 for position in POSITION.names():
                     for p_params in POSITION.variations(position):
                         torch.manual_seed(0)
                         pos = POSITION.build(position, d_model=d_model, num_heads=heads, **p_params).to(device)
                         for call in CALLS:
-                            reference = layer_run(math, pos, call, device, torch.float32)
-                            math_low = None if dtype == torch.float32 else layer_run(math, pos, call, device, dtype)
+                            counts["skipped"] += skipped_kernels
+                            name = f"{attention}{_params(a_params)}+{position}{_params(p_params)}/{call}"
+                            try:
+                                reference = layer_run(math, pos, call, device, torch.float32)
+                                math_low = None if dtype == torch.float32 else layer_run(math, pos, call, device,
+                                                                                          dtype)
+                            except Exception as err:  # noqa: BLE001 - the case fails alone, for every kernel
+                                counts["fail"] += len(kernels)
+                                failures += [f"{name}/{label}: the math path raised {_first_line(err)}"
+                                             for label, _, _ in kernels]
+                                continue
                             for label, fast, kernel in kernels:
-                                case = f"{attention}{_params(a_params)}+{position}{_params(p_params)}/{call}/{label}"
+                                case = f"{name}/{label}"
                                 try:
                                     with forced(kernel):
                                         got = layer_run(fast, pos, call, device, dtype)
-                                except RuntimeError as err:
+                                except Exception as err:  # noqa: BLE001 - one case that raises fails alone
                                     if "No available kernel" in str(err):  # e.g. flash with a mask, or in fp32
                                         counts["not applicable"] += 1
-                                        continue
-                                    raise
+                                    else:
+                                        counts["fail"] += 1
+                                        failures.append(f"{case}: raised {_first_line(err)}")
+                                    continue
                                 ok, error, allowed = within_tolerance(got, reference, dtype, math_low)
                                 counts["pass" if ok else "fail"] += 1
                                 if error > worst.get("error", -1):
@@ -221,7 +257,11 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
                                     failures.append(f"{case}: error {error:.2e} > {allowed:.2e}")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous_tf32
-    return {"counts": counts, "failures": failures, "worst": worst}
+    return {"counts": counts, "failures": failures, "worst": worst, "skipped_because": xformers_skip}
+
+
+def _first_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
 
 
 def _params(params: dict[str, Any]) -> str:
@@ -235,8 +275,11 @@ def kernels_outcome(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
         raise CheckFailed("no fused kernel took any case")
     detail = (f"{counts['pass']} cases equal the math path, {counts['not applicable']} not applicable; "
               f"largest error {found['worst'].get('error', 0):.2e} ({found['worst'].get('case')})")
+    if counts["skipped"]:
+        detail += f"; {counts['skipped']} xformers cases skipped: {found['skipped_because']}"
     if found["failures"]:
-        raise CheckFailed(f"{counts['fail']} cases differ from the math path, e.g. {found['failures'][0]}")
+        raise CheckFailed(f"{counts['fail']} of {counts['fail'] + counts['pass']} cases fail "
+                          f"({'; '.join(found['failures'][:3])}); {counts['pass']} equal the math path", found)
     return {"detail": detail, **found}
 
 
@@ -256,7 +299,9 @@ def _kernels_bf16(args: argparse.Namespace) -> dict[str, Any]:
 
 # -- training runs, the benchmark and the grid, each a command as a user would type it --------------------
 def run_command(command: list[str], out_dir: Path, timeout: float) -> subprocess.CompletedProcess:
+    """Run ``command`` from the repository root, for at most ``timeout`` seconds and never past the deadline."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    timeout = min(timeout, max(DEADLINE["at"] - time.monotonic(), 1.0))
     try:
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -279,7 +324,10 @@ def training_run(name: str, overrides: list[str], args: argparse.Namespace) -> d
         raise CheckFailed(f"{result['status']}: {result.get('error')}")
     metrics, cost = result["metrics"], result["cost"]
     return {"detail": f"{cost.get('steps')} steps, val/loss {metrics.get('val/loss', float('nan')):.3f}, "
-                      f"{cost.get('tokens_per_second', 0):,.0f} tokens/s on {result['env'].get('device')}",
+                      f"step {cost.get('step_ms') or float('nan'):.1f} ms, "
+                      f"{cost.get('tokens_per_second') or 0:,.0f} tokens/s steady "
+                      f"({cost.get('fit_tokens_per_second') or 0:,.0f} over the whole fit, "
+                      f"{cost.get('compile_seconds') or 0:.0f} s compiling) on {result['env'].get('device')}",
             "metrics": metrics, "cost": cost, "precision": result["config"].get("trainer.precision")}
 
 
@@ -295,10 +343,19 @@ def _train_compile(args: argparse.Namespace) -> dict[str, Any]:
     return training_run("train-compile", ["trainer=gpu", "model.compile=true"], args)
 
 
+@check("train-cudagraphs")
+def _train_cudagraphs(args: argparse.Namespace) -> dict[str, Any]:
+    need_cuda()
+    return training_run("train-cudagraphs", ["trainer=gpu", "model.compile=true",
+                                             "model.compile_mode=reduce-overhead"], args)
+
+
 @check("ddp")
 def _ddp(args: argparse.Namespace) -> dict[str, Any]:
     need_cuda()
     gpus = torch.cuda.device_count()
+    if gpus < 2:
+        raise Skip(f"DDP needs at least 2 GPUs; {gpus} visible")
     data = training_run("ddp", ["trainer=ddp", "trainer.accelerator=gpu", f"trainer.devices={gpus}"], args)
     if data["cost"].get("world_size") != gpus:
         raise CheckFailed(f"world size {data['cost'].get('world_size')}, expected {gpus} (every visible GPU)")
@@ -320,21 +377,67 @@ def _mfu(args: argparse.Namespace) -> dict[str, Any]:
             "mfu": mfu, "achieved_tflops": found["achieved_tflops"], "device": found["device"]}
 
 
-@check("quick-grid")
-def _quick_grid(args: argparse.Namespace) -> dict[str, Any]:
+@check("peers")
+def _peers(args: argparse.Namespace) -> dict[str, Any]:
+    """The suite's steps against torch.nn.Transformer and x-transformers on a GPU-sized shape
+    (the CPU default, width 64 and batch 64 x 16 tokens, would time kernel launches only)."""
     need_cuda()
-    sweep_dir = Path(args.work) / "quick"
+    out = Path(args.work) / "peers" / "peers.json"
+    proc = run_command([sys.executable, "-m", "experiments.bench", "peers", "--device", "cuda", "--bf16",
+                        *PEERS_GPU_SHAPE, "--out", str(out)], out.parent, args.timeout)
+    if proc.returncode != 0 or not out.exists():
+        raise CheckFailed(f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}")
+    found = json.loads(out.read_text())
+    ratios = {f"{name}: {key}": value for name, comparison in found["comparisons"].items()
+              if isinstance(comparison, dict)  # a comparison skipped here (x-transformers missing) has no ratios
+              for key, value in (comparison.get("ratios") or {}).items() if isinstance(value, (int, float))}
+    return {"detail": "; ".join(f"{k} {v:.2f}x" for k, v in ratios.items()), "ratios": ratios,
+            "targets": found.get("targets")}
+
+
+def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict[str, Any]:
+    """``experiment=quick`` on the GPU into its own folder; wall seconds and the cells' results."""
+    sweep_dir = Path(args.work) / name
     command = [sys.executable, "-m", "experiments.train", "-m", "experiment=quick", "trainer=gpu",
                f"trainer.max_steps={args.quick_steps}", "logger=none", "trainer.progress_bar=false",
-               f"hydra.sweep.dir={sweep_dir}"]
+               "resume=false", *parallel, f"hydra.sweep.dir={sweep_dir}"]
+    began = time.perf_counter()
     proc = run_command(command, sweep_dir, args.timeout)
+    seconds = time.perf_counter() - began
     found = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("result.json"))]
     done = [r for r in found if r["status"] == "completed"]
     if proc.returncode != 0 or not found or len(done) != len(found):
         bad = [f"{r['attention']}+{r['position']}: {r['status']}" for r in found if r["status"] != "completed"]
         raise CheckFailed(f"exit {proc.returncode}; {len(done)}/{len(found)} cells completed {bad[:3]}")
-    return {"detail": f"{len(done)} cells completed ({args.quick_steps} steps each)",
+    step_ms = sorted(r["cost"].get("step_ms") or float("nan") for r in done)
+    return {"detail": f"{len(done)} cells x {args.quick_steps} steps in {seconds:.0f} s wall "
+                      f"(median step {step_ms[len(step_ms) // 2]:.1f} ms)",
+            "wall_seconds": seconds, "steps": args.quick_steps,
             "cells": {f"{r['attention']}+{r['position']}": r["metrics"].get("test/token_acc") for r in done}}
+
+
+GRID_TIMES: dict[str, float] = {}
+
+
+@check("quick-grid")
+def _quick_grid(args: argparse.Namespace) -> dict[str, Any]:
+    """One cell at a time."""
+    need_cuda()
+    data = quick_grid(args, "quick-1", [])
+    GRID_TIMES["one"] = data["wall_seconds"]
+    return {**data, "detail": f"1 cell at a time: {data['detail']}"}
+
+
+@check("quick-grid-k")
+def _quick_grid_k(args: argparse.Namespace) -> dict[str, Any]:
+    """K cells at a time on every GPU (``jobs_per_gpu``, experiments/gpu_share.py)."""
+    need_cuda()
+    k, gpus = args.jobs_per_gpu, torch.cuda.device_count()
+    data = quick_grid(args, f"quick-{k}", ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={k * gpus}",
+                                           f"jobs_per_gpu={k}"])
+    speedup = GRID_TIMES.get("one", float("nan")) / data["wall_seconds"]
+    return {**data, "jobs_per_gpu": k, "speedup": speedup,
+            "detail": f"{k} cells at a time per GPU: {data['detail']}, {speedup:.2f}x the 1-at-a-time wall time"}
 
 
 # -- the summary ----------------------------------------------------------------------------------------------
@@ -352,22 +455,48 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def out_problem(path: Path) -> str | None:
+    """Why the JSON summary cannot be written at ``path``, or None."""
+    if path.is_dir():
+        return "is a folder; give a file, e.g. --out gpu_check.json"
+    folder = path.parent
+    if not folder.exists():
+        return f"its folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"cannot be written here (no write permission in {folder})"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.gpu_check", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary")
     parser.add_argument("--work", type=Path, default=Path("gpu_check"), help="runs' folders")
     parser.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run these checks only")
-    parser.add_argument("--quick-steps", type=int, default=300, help="steps per cell of the quick grid")
+    parser.add_argument("--quick-steps", type=int, default=200, help="steps per cell of the quick grid")
+    parser.add_argument("--jobs-per-gpu", type=int, default=4, help="cells at a time per GPU in quick-grid-k")
     parser.add_argument("--timeout", type=float, default=240, help="seconds each command may take")
+    parser.add_argument("--budget", type=float, default=480,
+                        help="seconds for the whole check: commands stop at it and later checks are skipped")
     args = parser.parse_args(argv)
-    if args.quick_steps < 1 or args.timeout <= 0:
-        parser.error(f"--quick-steps={args.quick_steps} and --timeout={args.timeout} must be positive")
+    if min(args.quick_steps, args.jobs_per_gpu) < 1 or min(args.timeout, args.budget) <= 0:
+        parser.error(f"--quick-steps={args.quick_steps}, --jobs-per-gpu={args.jobs_per_gpu}, "
+                     f"--timeout={args.timeout} and --budget={args.budget} must be positive")
+    problem = out_problem(args.out)
+    if problem:
+        print(f"gpu_check: --out={args.out} {problem}", file=sys.stderr)
+        return 2
+    DEADLINE["at"] = time.monotonic() + args.budget
     outcomes = []
     for name in args.only or CHECKS:
-        outcome = run_check(name, lambda fn=CHECKS[name]: fn(args))
+        if time.monotonic() >= DEADLINE["at"]:
+            outcome = Outcome(name, "skipped", f"the {args.budget:.0f} s budget of the whole check is spent")
+        else:
+            outcome = run_check(name, lambda fn=CHECKS[name]: fn(args))
         print(f"[gpu-check] {name}: {outcome.status} {outcome.detail}", flush=True)
         outcomes.append(outcome)
-    write_json_atomic(args.out, summary(outcomes))
+        write_json_atomic(args.out, summary(outcomes))  # a check cut short later loses nothing before it
     print(table(outcomes))
     print(f"wrote {args.out}")
     return 1 if any(o.status == "fail" for o in outcomes) else 0

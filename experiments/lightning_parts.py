@@ -37,6 +37,7 @@ SET_BY_RUN = {
     "enable_checkpointing": "the callbacks group (callbacks=none: no checkpoints)",
 }
 TENSORBOARD = "lightning.pytorch.loggers.TensorBoardLogger"
+CSV = "lightning.pytorch.loggers.CSVLogger"
 WANDB = "lightning.pytorch.loggers.WandbLogger"
 # keys of the W&B node that are attnlab's, not WandbLogger's
 OWN_WANDB_KEYS = ("log_attention_maps", "log_checkpoint")
@@ -104,13 +105,11 @@ def _type_name(annotation: Any) -> str:
 
 # -- callbacks ------------------------------------------------------------------------------------
 def _progress(cfg: DictConfig) -> Any:
-    from lightning.pytorch.callbacks import RichProgressBar
-
     from experiments.callbacks import PlainProgress
+    from experiments.progress import StepProgressBar
 
-    if progress_bar(cfg):
-        return RichProgressBar()
-    return PlainProgress(every=max(int(cfg.trainer.log_every_n_steps or 1), 1))
+    every = max(int(cfg.trainer.log_every_n_steps or 1), 1)
+    return StepProgressBar(every=every) if progress_bar(cfg) else PlainProgress(every=every)
 
 
 def _last_validation(cfg: DictConfig) -> Any:
@@ -222,6 +221,9 @@ def build_loggers(cfg: DictConfig, run_dir: Path, wandb_run: Callable[[dict[str,
                 loggers.append(wandb)
             continue
         extra = {"save_dir": str(run_dir)} if "save_dir" in node and node.save_dir is None else {}
+        if node._target_ == CSV:
+            # the same keywords; a resumed run keeps its rows before the checkpoint (experiments/loggers.py)
+            extra["_target_"] = "experiments.loggers.HistoryCSVLogger"
         loggers.append(instantiate(node, **extra))
     return loggers, wandb
 
@@ -240,6 +242,9 @@ def build_trainer(cfg: DictConfig, run_dir: Path, *, loggers: list[Any], callbac
     node = OmegaConf.to_container(cfg.trainer, resolve=True)
     for key in OWN_TRAINER_KEYS:
         node.pop(key, None)
+    from experiments import gpu_share
+
+    node["devices"] = gpu_share.trainer_devices(node.get("devices", "auto"))  # jobs_per_gpu: the job's GPU
     interval, max_steps = node.get("val_check_interval"), node.get("max_steps", -1)
     if isinstance(interval, int) and isinstance(max_steps, int) and max_steps > 0:
         node["val_check_interval"] = max(1, min(interval, max_steps))  # a short run still validates

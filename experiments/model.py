@@ -213,6 +213,16 @@ class Stack(nn.Module):
         return self.final_norm(x)
 
 
+# The spec fields that only one part of the model reads: a model that does not build the part
+# leaves them unused (``Transformer.unused_settings``).
+PART_FIELDS = {
+    "encoder": ("encoder_attention", "encoder_layers"),
+    "decoder": ("decoder_attention", "decoder_layers", "tie_embeddings"),
+    "cross attention": ("cross_attention",),
+    "classifier": ("pooling",),
+}
+
+
 class Transformer(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -239,6 +249,22 @@ class Transformer(nn.Module):
         if spec.arch == "encoder":
             self.cls = nn.Parameter(torch.randn(1, 1, d) * d**-0.5) if spec.pooling == "cls" else None
             self.classifier = nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Linear(d, spec.num_classes))
+
+    def built_parts(self) -> set[str]:
+        """The parts of ``PART_FIELDS`` this model built, read off its modules (not off ``spec.arch``)."""
+        layers = list(self.decoder.layers) if self.decoder is not None else []
+        parts = {"encoder": self.encoder is not None, "decoder": self.decoder is not None,
+                 "cross attention": any(layer.cross_attn is not None for layer in layers),
+                 "classifier": hasattr(self, "classifier")}
+        return {part for part, built in parts.items() if built}
+
+    def unused_settings(self) -> dict[str, str]:
+        """{spec field: why it is unused} for the fields no built part reads, e.g. on a decoder-only model
+        ``{"cross_attention": "this model builds no cross attention", ...}``: a run records them as unused, and
+        the analysis never makes them factors."""
+        built = self.built_parts()
+        return {name: f"this model builds no {part}" for part, fields in PART_FIELDS.items() if part not in built
+                for name in fields}
 
     # -- encoder ---------------------------------------------------------------------------------
     def encode(self, src: Tensor, maps: list[Tensor] | None = None) -> tuple[Tensor, Tensor]:

@@ -72,6 +72,10 @@ class Seq2SeqModule(L.LightningModule):
         self.generate_at_test, self.bleu = generate, bleu
         self.eval_lengths = [int(n) for n in (eval_lengths or [])]
         self.tokens_seen = 0
+        # steps between reads of the divergence flag (the training app: every logging and checkpoint step)
+        self.divergence_every = 1
+        self.cudagraph_steps = False  # set by the training app for model.compile_mode=reduce-overhead
+        self._bad_loss: Tensor | None = None
         self.reinforce_spec = self.optim_spec.reinforce()
         # One baseline per stack whose hard layers train by REINFORCE (none for other models).
         self.baselines = torch.nn.ModuleDict({
@@ -128,6 +132,9 @@ class Seq2SeqModule(L.LightningModule):
         return (per_tok * mask).sum() / mask.sum().clamp(min=1), per
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        if self.cudagraph_steps:
+            # model.compile_mode=reduce-overhead: a new step may reuse the CUDA graphs' output memory
+            torch.compiler.cudagraph_mark_step_begin()
         if self.baselines:
             batch = repeat_batch(batch, self.reinforce_spec.samples)
         logits, targets, src = self._io(batch)
@@ -135,13 +142,35 @@ class Seq2SeqModule(L.LightningModule):
         if self.baselines:
             costs = self._token_losses(logits, targets, self.optim_spec.label_smoothing).detach()
             loss = loss + self._reinforce(costs, targets, src)
-        if not torch.isfinite(loss):
-            raise DivergedError(self.global_step, float(loss.detach()))
+        self._watch_divergence(loss)
         # Counted on the device and read once at the end: int() here would sync a GPU every step.
         seen = targets.ne(IGNORE).sum() + (src.ne(self.spec.pad_id).sum() if src is not None else 0)
         self.tokens_seen = self.tokens_seen + seen.detach()
-        self.log("train/loss", loss, prog_bar=True)
+        # Not a progress-bar metric: Lightning turns those into numbers (.item()) after every step,
+        # which would stall the GPU each step. The bar and the log lines read ``callback_metrics``
+        # at ``log_every_n_steps``.
+        self.log("train/loss", loss)
         return loss
+
+    def _watch_divergence(self, loss: Tensor) -> None:
+        """Remember the first non-finite loss on the device; read it every ``divergence_every`` steps.
+
+        ``bool(isfinite(loss))`` on every step would make the host wait for the GPU each step.
+        The step and value of the first bad loss stay exact however late they are read; the
+        training app reads them at every logging and checkpointing step, so no checkpoint is
+        written after a divergence it has not seen.
+        """
+        loss = loss.detach().float()
+        if self._bad_loss is None:
+            self._bad_loss = loss.new_tensor([-1.0, 0.0])  # (first bad step, its loss); once per run
+        first = torch.isfinite(loss).logical_not() & self._bad_loss[0].lt(0)
+        self._bad_loss = torch.where(first, torch.stack((loss.new_full((), float(self.global_step)), loss)),
+                                     self._bad_loss)
+        done = self.global_step + 1
+        if done % max(self.divergence_every, 1) == 0 or done >= self.max_steps:
+            step, value = self._bad_loss.tolist()
+            if step >= 0:
+                raise DivergedError(int(step), value)
 
     def _token_losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
         """Per-position losses c (B, T), 0 where nothing is scored; a classifier's (B,) becomes (B, 1)."""

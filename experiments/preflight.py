@@ -167,7 +167,7 @@ def preflight(argv: list[str]) -> None:
 
     from omegaconf import OmegaConf
 
-    from experiments.checks import check_claims, check_config
+    from experiments.checks import check_claims, check_config, check_logger
     from experiments.config import register_configs
     from experiments.roles import expand_roles
 
@@ -183,6 +183,7 @@ def preflight(argv: list[str]) -> None:
             check_names(key, values)
         cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
         check_claims(cfg)  # a malformed claim in a preset stops the sweep before its first cell
+        check_logger(cfg)  # W&B would warn in four lines and train without logging
         check_lightning(cfg)
         expand_roles(cfg)
         if not multirun:

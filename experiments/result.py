@@ -9,7 +9,6 @@ import platform
 import socket
 import subprocess
 import sys
-import tempfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -19,7 +18,7 @@ SCHEMA = 1
 STATUSES = ("completed", "diverged", "failed")
 # Keys that do not change what is computed: left out of the config hash.
 HASH_EXCLUDE_PREFIXES = ("logger.", "trainer.progress_bar", "trainer.log_every_n_steps", "resume", "name",
-                         "fail_at_step", "num_threads", "claims")
+                         "fail_at_step", "num_threads", "jobs_per_gpu", "claims")
 PACKAGES = ("torch", "lightning", "hydra-core", "wandb", "pandas", "numpy", "torchmetrics", "tokenizers",
             "sacrebleu", "attnlab")
 
@@ -104,19 +103,14 @@ def _finite(value: Any) -> Any:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write to a temp file in the same folder, fsync, rename: readers see the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_finite(payload), f, indent=2, sort_keys=False, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write to a temp file in the same folder, fsync, rename: readers see the old file or the new one.
+
+    The file gets the mode the umask gives (experiments.files.atomic_write); an OSError becomes
+    a one-line ``OutputError`` naming the path (a full disk: "no space left on the device").
+    """
+    from experiments.files import atomic_write
+
+    atomic_write(path, lambda f: json.dump(_finite(payload), f, indent=2, sort_keys=False, default=str))
 
 
 def read_result(path: Path) -> dict[str, Any] | None:

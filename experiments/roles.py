@@ -14,7 +14,7 @@ and recorded, so every form gives the same run and the same ``result.json``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -87,9 +87,12 @@ def role_labels(cfg: DictConfig) -> dict[str, str | None]:
     return {role: label(node) for role, node in role_variants(cfg).items()}
 
 
-def used_variants(cfg: DictConfig) -> dict[str, list[str]]:
-    """Registry kind -> the names a run uses: its task, position and every attention type of any role."""
-    roles = [str(node["name"]) for node in role_variants(cfg).values() if node is not None]
+def used_variants(cfg: DictConfig, unused: Iterable[str] = ()) -> dict[str, list[str]]:
+    """Registry kind -> the names a run uses: its task, position and every attention type of any role,
+    but a role whose config key is in ``unused`` (``model.cross_attention`` of a decoder-only model)."""
+    skip = set(unused)
+    roles = [str(node["name"]) for role, node in role_variants(cfg).items()
+             if node is not None and f"model.{role}" not in skip]
     return {"attention": [str(cfg.attention.name), *roles], "position": [str(cfg.position.name)],
             "task": [str(cfg.task.name)]}
 

@@ -250,19 +250,22 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        metric = str(OmegaConf.select(config, "objective") or "val/loss")
         counts: dict[str, int] = {}
-        bad, earlier = [], 0
+        bad, earlier, cells = [], 0, []
         for path in sorted(sweep_dir.rglob("result.json")):
             if path.stat().st_mtime < _LAST.get("started", 0):
                 earlier += 1  # an earlier sweep's cell that this one skipped or does not include
                 continue
             try:
-                status = json.loads(path.read_text()).get("status", "failed")
+                result = json.loads(path.read_text())
             except (OSError, ValueError):
-                status = "failed"
+                result = {}
+            status = result.get("status", "failed")
             counts[status] = counts.get(status, 0) + 1
             if status != "completed":
                 bad.append(f"{path.parent.name}: {status}")
+            cells.append(cell_line(result, status, metric, path.parent))
         from experiments.slurm import LOST
 
         bad += LOST  # SLURM jobs that ended without writing their cell's result (none with other launchers)
@@ -272,6 +275,19 @@ class SweepSummary(Callback):
                  time.time() - _LAST.get("started", time.time()), earlier)
         if bad:
             log.warning("cells that did not complete: %s", "; ".join(bad))
+        for line in cells:  # one line per cell, then what to run next
+            print(line)
+        if cells:
+            print(f"report  python -m analysis.report {sweep_dir} --out {sweep_dir / 'report'}")
+
+
+def cell_line(result: dict[str, Any], status: str, metric: str, folder: Path) -> str:
+    """``completed  val/loss 3.7955  <folder>``; a cell that did not complete says why instead."""
+    value = (result.get("metrics") or {}).get(metric)
+    shown = f"{metric} {value:.4f}" if isinstance(value, (int, float)) else f"{metric} -"
+    if status != "completed":
+        shown = str(result.get("error") or "no result")[:80]
+    return f"{status:<9}  {shown}  {folder}"
 
 
 def exit_code_for_last_multirun() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -25,11 +26,14 @@ from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
-from experiments.quiet import quiet_library_warnings
+from experiments.files import OutputError, check_free_space
+from experiments.gpu_share import shared_gpu
+from experiments.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
                                 variant_references, write_json_atomic)
 from experiments.roles import expand_roles, role_labels, used_variants
 from experiments.sweep import set_threads, threads_per_process
+from experiments.unused import record_unused
 
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
@@ -77,6 +81,7 @@ def quiet_lightning_handlers() -> None:
     if logging.getLogger().handlers:
         for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
             logging.getLogger(name).handlers.clear()
+    quiet_lightning_info()
 
 
 def resolved(cfg: DictConfig) -> tuple[dict[str, Any], str]:
@@ -113,6 +118,8 @@ def new_result(cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[
 def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
     from experiments import build, lightning_parts
+    from experiments.checkpointing import checkpoint_bytes, checkpoint_step
+    from experiments.loggers import keep_history, metrics_csv
 
     began = time.perf_counter()
     quiet_library_warnings()
@@ -129,14 +136,28 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
-        result["references"] = variant_references(used_variants(cfg))
+        record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
+        result["references"] = variant_references(used_variants(cfg, result["unused"]))
         ckpt = run_dir / "checkpoints" / "last.ckpt"
         resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
+        if not cfg.trainer.fast_dev_run and not resume_from:
+            # a disk too small for one checkpoint fails now, not at the first checkpoint
+            check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
         if resume_from:
             log.info("resuming from %s", resume_from)
+        if trainer.is_global_zero:
+            # metrics.csv keeps the rows before the checkpoint; W&B (the same run id) keeps what it logged
+            logged = keep_history(metrics_csv(run_dir), checkpoint_step(ckpt) if resume_from else 0)
+            if wandb is not None and resume_from:
+                wandb.logged_until = logged
+        from experiments.compiling import compile_seconds_so_far, compiled_since
+
+        compiled_before = compile_seconds_so_far() if cfg.model.compile else None
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
         train_seconds = time.perf_counter() - start
+        # the fit's compiling (forward, backward, the evaluation graphs), a part of train_seconds
+        compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
         tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
@@ -151,7 +172,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
-        result["cost"].update(build.cost(trainer, module, train_seconds))
+        result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
+        result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
         result["cost"]["test_seconds"] = module.test_seconds
         if module.collect_attention_stats:
             result["cost"]["attention_stats_seconds"] = module.stats_seconds
@@ -210,8 +232,20 @@ def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float)
         result["cost"]["steps"] = int(trainer.global_step)
     rank_zero = trainer.is_global_zero if trainer is not None else is_rank_zero()
     if rank_zero:
-        write_json_atomic(run_dir / RESULT, result)
+        try:
+            write_json_atomic(run_dir / RESULT, result)
+        except OutputError as err:
+            result["result_unwritten"] = str(err)  # said once, by hydra_entry
         build.close_wandb(wandb, result)
+
+
+def resume_command(run_dir: Path, multirun: bool) -> str:
+    """The command that resumes this run: a single run in its own folder (each new one gets a
+    new timestamped folder), a sweep as it was (its cells' folders are fixed)."""
+    args = sys.argv[1:]
+    if not multirun:
+        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={run_dir}"]
+    return " ".join(["python -m experiments.train", *map(shlex.quote, args)])
 
 
 def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
@@ -241,14 +275,36 @@ def hydra_entry(cfg: DictConfig) -> float:
         result = train_in_child(cfg, run_dir, overrides, threads)
     else:
         set_threads(threads)
-        result = train(cfg, run_dir, overrides)
+        try:
+            with shared_gpu(cfg, hc, multirun):  # jobs_per_gpu > 1: this job's GPU slot
+                result = train(cfg, run_dir, overrides)
+        except OutputError as err:  # run_state.json could not be written: nothing has started
+            print(f"attnlab: {err}", file=sys.stderr)
+            if multirun:
+                return BAD_OBJECTIVE
+            sys.exit(1)
+        except (KeyboardInterrupt, SystemExit) as err:
+            if is_rank_zero():  # one line: where it stopped, what is kept (result.json), how to go on
+                said = (read_result(run_dir / RESULT) or {}).get("error") or "interrupted"
+                print(f"attnlab: {said}; resume: {resume_command(run_dir, multirun)}", file=sys.stderr)
+            if isinstance(err, KeyboardInterrupt) or isinstance(err.__context__, KeyboardInterrupt):
+                sys.exit(130)  # the shell's code for Ctrl-C, for the whole sweep too
+            raise
     if not is_rank_zero():
         # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
         # Lightning's watchdog kill rank 0 before it writes the result.
         return objective(result, cfg.objective)
     status = result["status"]
-    if status != "completed":
-        message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
+    if status != "completed" or result.get("result_unwritten"):
+        if result.get("result_unwritten"):
+            message = f"{status}, but the result could not be written: {result['result_unwritten']}"
+            if result.get("error"):
+                message = f"{status}: {result['error']}; the result could not be written either"
+        else:
+            message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
+        if status == "failed" and not result.get("user_error") and cfg.resume \
+                and (run_dir / "checkpoints" / "last.ckpt").exists():
+            message += f"; resume: {resume_command(run_dir, multirun)}"
         print(f"attnlab: {message}", file=sys.stderr)
         if not multirun:
             # One line for the user; the traceback, if any, is in error.log beside the result.

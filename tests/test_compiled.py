@@ -104,4 +104,7 @@ def test_training_app_runs_with_model_compile(tmp_path) -> None:
     result = train(compose(overrides), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert result["config"]["model.compile"] is True
+    # compiling is a part of the fit's time, not of the steady steps'
+    assert 0 < result["cost"]["compile_seconds"] < result["cost"]["train_seconds"]
+    assert result["cost"]["compile_mode"] == "default"
     assert all(v == v for v in result["metrics"].values())  # no NaN

@@ -62,7 +62,7 @@ def test_cpu_sdpa_equals_the_math_path_for_every_encoding(dtype) -> None:
     # every variation of multihead (grouped KV heads among them) against every encoding variation
     cases = (len(ATTENTION.variations("multihead")) * sum(len(POSITION.variations(p)) for p in POSITION.names())
              * len(gpu_check.CALLS))
-    assert found["counts"] == {"pass": cases, "fail": 0, "not applicable": 0}, found["failures"][:3]
+    assert found["counts"] == {"pass": cases, "fail": 0, "not applicable": 0, "skipped": 0}, found["failures"][:3]
 
 
 def test_a_kernel_off_by_five_percent_fails_the_bf16_comparison(monkeypatch) -> None:
@@ -117,3 +117,190 @@ def test_a_failing_check_is_recorded_and_the_others_still_run(tmp_path, monkeypa
 def test_run_check_never_raises() -> None:
     outcome = run_check("x", lambda: 1 / 0)
     assert outcome.status == "fail" and outcome.detail == "ZeroDivisionError: division by zero"
+
+
+# -- what a real machine throws at the check ----------------------------------------------------------------
+def fake_xformers(monkeypatch, op) -> None:
+    """An installed xformers whose ``memory_efficient_attention`` is ``op``; CUDA 'visible', probed on the CPU."""
+    import importlib.machinery
+    import sys
+    import types
+
+    import variants.kernels as kernels
+
+    package = types.ModuleType("xformers")
+    package.__spec__ = importlib.machinery.ModuleSpec("xformers", None)
+    ops = types.ModuleType("xformers.ops")
+    ops.memory_efficient_attention = op
+    package.ops = ops
+    monkeypatch.setitem(sys.modules, "xformers", package)
+    monkeypatch.setitem(sys.modules, "xformers.ops", ops)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(kernels, "_PROBE_DEVICE", "cpu")
+    kernels.xformers_unavailable.cache_clear()
+
+
+@pytest.fixture
+def fresh_probe():
+    import variants.kernels as kernels
+
+    kernels.xformers_unavailable.cache_clear()
+    yield
+    kernels.xformers_unavailable.cache_clear()  # the next test probes the real machine again
+
+
+def test_an_xformers_that_imports_but_cannot_run_is_unavailable_and_refused_in_one_line(monkeypatch,
+                                                                                       fresh_probe) -> None:
+    from variants.checks import VariantConfigError
+    from variants.kernels import check_backend, xformers_available, xformers_unavailable
+
+    def broken(q, k, v, **kwargs):
+        raise NotImplementedError("No operator found for `memory_efficient_attention_forward` with inputs:\n"
+                                  "     query       : shape=(1, 8, 1, 16) (torch.float16)\n`cutlassF` is not built")
+
+    fake_xformers(monkeypatch, broken)
+    reason = xformers_unavailable()
+    assert not xformers_available()
+    assert "\n" not in reason and "NotImplementedError: No operator found" in reason
+    assert "xformers" not in [label for label, _, _ in gpu_check.kernel_choices(torch.device("cuda"))]
+    with pytest.raises(VariantConfigError) as err:
+        check_backend("xformers", ("auto", "math", "sdpa", "xformers"), "multihead")
+    assert "\n" not in str(err.value) and reason in str(err.value) and "['auto', 'math', 'sdpa']" in str(err.value)
+    assert check_backend("auto", ("auto", "math", "sdpa", "xformers"), "multihead") == "sdpa"  # never chosen
+
+
+def test_an_xformers_whose_call_runs_is_available(monkeypatch, fresh_probe) -> None:
+    from variants.kernels import xformers_available
+
+    fake_xformers(monkeypatch, lambda q, k, v, **kwargs: q)
+    assert xformers_available()
+    assert "xformers" in [label for label, _, _ in gpu_check.kernel_choices(torch.device("cuda"))]
+
+
+def test_a_kernel_case_that_raises_fails_alone_by_name_and_the_others_are_judged(monkeypatch) -> None:
+    import variants.attention.soft as soft  # multihead's fused path goes through soft's
+
+    exact = soft.fused_attention
+
+    def cross_breaks(q, k, v, **kwargs):
+        if q.shape[2] != k.shape[2]:  # only the cross call has queries and keys of different lengths
+            raise NotImplementedError("No operator found for this input\nsecond line")
+        return exact(q, k, v, **kwargs)
+
+    intact = kernel_cases(torch.device("cpu"), torch.float32, attentions=["multihead"], d_model=32, heads=2)
+    monkeypatch.setattr(soft, "fused_attention", cross_breaks)
+    found = kernel_cases(torch.device("cpu"), torch.float32, attentions=["multihead"], d_model=32, heads=2)
+    assert found["counts"]["fail"] > 0 and found["counts"]["not applicable"] == 0
+    # the other cases were all judged, and pass as before
+    assert found["counts"]["pass"] + found["counts"]["fail"] == intact["counts"]["pass"]
+    assert found["counts"]["pass"] >= 2 * intact["counts"]["pass"] // len(gpu_check.CALLS)
+    assert all("/cross/sdpa: raised NotImplementedError: No operator found for this input" in f
+               for f in found["failures"])
+    with pytest.raises(CheckFailed) as err:
+        monkeypatch.setattr(gpu_check, "kernel_cases", lambda device, dtype: found)
+        gpu_check.kernels_outcome(torch.device("cpu"), torch.float32)
+    assert "/cross/sdpa" in str(err.value) and err.value.data["counts"] == found["counts"]
+
+
+def test_ddp_is_skipped_with_its_reason_on_one_gpu(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+
+    def no_run(*args, **kwargs):
+        raise CheckFailed("trainer.strategy=ddp with trainer.devices=1: DDP needs more than one process")
+
+    monkeypatch.setattr(gpu_check, "training_run", no_run)
+    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10)
+    outcome = run_check("ddp", lambda: gpu_check.CHECKS["ddp"](args))
+    assert outcome.status == "skipped" and outcome.detail == "DDP needs at least 2 GPUs; 1 visible"
+
+
+@pytest.mark.parametrize("where", ["a folder", "in a missing folder", "under a file"])
+def test_an_out_that_cannot_be_written_is_refused_in_one_line_before_any_check(tmp_path, monkeypatch, capsys,
+                                                                              where) -> None:
+    ran = []
+    monkeypatch.setattr(gpu_check, "CHECKS", {"a": lambda args: ran.append("a") or {}})
+    (tmp_path / "file").write_text("")
+    out = {"a folder": tmp_path, "in a missing folder": tmp_path / "missing" / "s.json",
+           "under a file": tmp_path / "file" / "s.json"}[where]
+    assert gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work")]) == 2
+    printed = capsys.readouterr().err.strip()
+    assert not ran and len(printed.splitlines()) == 1 and printed.startswith(f"gpu_check: --out={out} ")
+
+
+def test_the_summary_is_written_as_each_check_finishes_and_the_budget_skips_the_rest(tmp_path, monkeypatch) -> None:
+    import time
+
+    out = tmp_path / "summary.json"
+    seen_by_second = []
+
+    def first(args):
+        return {"detail": "done"}
+
+    def second(args):
+        seen_by_second.append(json.loads(out.read_text()))  # what a run cut short here would keep
+        time.sleep(0.3)
+        return {}
+
+    monkeypatch.setattr(gpu_check, "CHECKS", {"first": first, "second": second, "third": lambda args: {}})
+    assert gpu_check.main(["--out", str(out), "--work", str(tmp_path), "--budget", "0.2"]) == 0
+    assert [(c["name"], c["status"]) for c in seen_by_second[0]["checks"]] == [("first", "pass")]
+    checks = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
+    assert checks["second"]["status"] == "pass"
+    assert checks["third"]["status"] == "skipped" and "budget" in checks["third"]["detail"]
+
+
+def fake_commands(monkeypatch, write) -> list[list[str]]:
+    """run_command that records each command and lets ``write`` leave its outputs; one 'GPU'."""
+    import subprocess
+
+    commands: list[list[str]] = []
+
+    def run(command, out_dir, timeout):
+        commands.append(command)
+        write(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(gpu_check, "run_command", run)
+    return commands
+
+
+def test_peers_runs_on_a_gpu_shape_and_records_its_ratios(tmp_path, monkeypatch) -> None:
+    def write(command):
+        out = Path(command[command.index("--out") + 1])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"comparisons": {
+            "seq2seq": {"ratios": {"eager / torch.nn.Transformer": 1.14}},
+            "decoder": {"skipped": "x-transformers is not installed"}}, "targets": []}))
+
+    commands = fake_commands(monkeypatch, write)
+    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10)
+    outcome = run_check("peers", lambda: gpu_check.CHECKS["peers"](args))
+    assert outcome.status == "pass", outcome.detail
+    command = commands[0]  # not the CPU default shape (width 64, batch 64 x 16 tokens): launches, not kernels
+    assert command[command.index("--device") + 1] == "cuda" and "--d-model" in command and "--length" in command
+    assert int(command[command.index("--d-model") + 1]) >= 512 and int(command[command.index("--length") + 1]) >= 512
+    assert outcome.data["ratios"] == {"seq2seq: eager / torch.nn.Transformer": 1.14}
+
+
+def test_the_quick_grid_is_timed_one_and_k_cells_at_a_time(tmp_path, monkeypatch) -> None:
+    def write(command):
+        sweep = Path(next(a for a in command if a.startswith("hydra.sweep.dir=")).split("=", 1)[1])
+        for cell in ("soft+learned", "local+rope"):
+            attention, position = cell.split("+")
+            (sweep / cell).mkdir(parents=True, exist_ok=True)
+            (sweep / cell / "result.json").write_text(json.dumps({
+                "status": "completed", "attention": attention, "position": position,
+                "metrics": {"test/token_acc": 1.0}, "cost": {"step_ms": 5.0}}))
+
+    commands = fake_commands(monkeypatch, write)
+    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3)
+    one = run_check("quick-grid", lambda: gpu_check.CHECKS["quick-grid"](args))
+    many = run_check("quick-grid-k", lambda: gpu_check.CHECKS["quick-grid-k"](args))
+    assert one.status == many.status == "pass", (one.detail, many.detail)
+    assert not any("launcher" in a for a in commands[0])  # one cell at a time: the basic launcher
+    assert {"hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "jobs_per_gpu=3"} <= set(commands[1])
+    assert commands[0][-1] != commands[1][-1], "each grid in its own folder, or the second would skip its cells"
+    assert many.data["speedup"] == pytest.approx(one.data["wall_seconds"] / many.data["wall_seconds"])

@@ -1,9 +1,12 @@
 """Reliability: bad input caught up front, nothing lost on a crash, divergence recorded, reproducible runs."""
 from __future__ import annotations
 
+import csv
 import errno
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -72,6 +75,8 @@ BAD_INPUTS = [
     ("unknown attention parameter", ["+attention.windw=4"], ["windw", "accepted"]),
     ("unknown norm", ["model.norm=middle"], ["model.norm=middle", "post"]),
     ("unknown schedule", ["optim.schedule=linear"], ["optim.schedule=linear", "cosine"]),
+    ("W&B mode typo", ["logger.wandb.mode=onlinee"],
+     ["logger.wandb.mode=onlinee", "'offline', 'disabled'", "did you mean 'online'"]),
     ("xformers on CPU", ["backend=xformers"], ["backend='xformers'", "CUDA"]),
     ("hard attention with SDPA", ["attention=hard", "backend=sdpa"], ["backend='sdpa'", "hard"]),
     ("DDP with one device", ["trainer=ddp", "trainer.devices=1"], ["trainer.devices=1", "DDP"]),
@@ -159,11 +164,12 @@ def cli(overrides: list[str], run_dir: Path) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    straight = cli(RESUME, tmp_path / "straight")
+    logged = [*RESUME, "trainer.log_every_n_steps=5"]  # rows before the checkpoints, to be kept
+    straight = cli(logged, tmp_path / "straight")
     assert straight.wait(timeout=300) == 0, straight.stderr.read()
 
     killed_dir = tmp_path / "killed"
-    victim = cli([*RESUME, "trainer.max_steps=60"], killed_dir)
+    victim = cli([*logged, "trainer.max_steps=60"], killed_dir)
     ckpt = killed_dir / "checkpoints" / "last.ckpt"
     deadline = time.time() + 300
     while not ckpt.exists() and time.time() < deadline and victim.poll() is None:
@@ -177,7 +183,7 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
     assert 0 < step_at_kill < 60
     killed_id = json.loads((killed_dir / "run_state.json").read_text())["run_id"]
 
-    resumed = cli(RESUME, killed_dir)
+    resumed = cli(logged, killed_dir)
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
     a = json.loads((tmp_path / "straight" / "result.json").read_text())
     b = json.loads((killed_dir / "result.json").read_text())
@@ -188,6 +194,48 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
     assert b["run_id"] == killed_id and a["run_id"] != b["run_id"]
     log = (killed_dir / "train.log").read_text()
     assert "resuming from" in log
+    # The learning curve is the uninterrupted run's: the rows before the kill kept, each step once.
+    assert csv_rows(killed_dir) == csv_rows(tmp_path / "straight")
+
+
+def csv_rows(run_dir: Path) -> list[tuple[int, tuple[str, ...]]]:
+    """(step, the metrics logged in that row) of each row of metrics.csv, in order."""
+    with (run_dir / "csv" / "metrics.csv").open(newline="") as f:
+        return [(int(row["step"]), tuple(k for k, v in row.items() if v and k not in ("step", "epoch")))
+                for row in csv.DictReader(f)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resumes(tmp_path: Path) -> None:
+    run_dir, every = tmp_path / "run", 5
+    overrides = [*TINY, "trainer.max_steps=200", "trainer.val_check_interval=50", "trainer.checkpoint_every_n_steps=10",
+                 f"trainer.log_every_n_steps={every}"]
+    victim = cli(overrides, run_dir)
+    ckpt, deadline = run_dir / "checkpoints" / "last.ckpt", time.time() + 300
+    while not ckpt.exists() and time.time() < deadline and victim.poll() is None:
+        time.sleep(0.05)
+    assert ckpt.exists(), "no checkpoint appeared before the run ended"
+    victim.send_signal(signal.SIGINT)
+    assert victim.wait(timeout=60) == 130
+    lines = victim.stderr.read().strip().splitlines()
+    assert len(lines) == 1, lines
+    kept = torch.load(ckpt, weights_only=True)["global_step"]
+    assert re.match(rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/200; its checkpoint of step {kept} "
+                    rf"is kept \({re.escape(str(ckpt))}\); resume: python -m experiments.train ", lines[0]), lines[0]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "failed" and result["error"].startswith("interrupted by Ctrl-C"), result["error"]
+    assert "SIGTERM" not in result["error"]
+
+    command = shlex.split(lines[0].split("; resume: ", 1)[1])
+    assert command[:3] == ["python", "-m", "experiments.train"] and f"hydra.run.dir={run_dir}" in command
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    resumed = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run_dir / "result.json").read_text())["cost"]["steps"] == 200
+    assert f"resuming from {ckpt}" in (run_dir / "train.log").read_text()
+    train_steps = [step for step, metrics in csv_rows(run_dir) if "train/loss" in metrics]
+    assert train_steps == list(range(every - 1, 200, every)), train_steps  # every logged step, once
 
 
 def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
@@ -248,6 +296,24 @@ def test_wandb_failing_mid_run_warns_once_and_the_run_completes(tmp_path: Path, 
     assert SafeWandbLogger.broken is False, "the class default stays; only the failing instance is switched off"
 
 
+def test_a_resumed_run_logs_each_step_to_wandb_once(tmp_path: Path, monkeypatch) -> None:
+    """The resumed attempt continues the same W&B run, whose history already has the steps up to the
+    failure: those after the checkpoint are not logged a second time."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    logged: list[tuple[int, tuple[str, ...]]] = []
+    monkeypatch.setattr(WandbLogger, "log_metrics",
+                        lambda self, metrics, step=None: logged.append((step, tuple(sorted(metrics)))))
+    overrides = [*TINY, "logger=default", "trainer.max_steps=12", "trainer.log_every_n_steps=1",
+                 "trainer.checkpoint_every_n_steps=5", "trainer.val_check_interval=12"]
+    failed = train(compose([*overrides, "fail_at_step=8"]), tmp_path, overrides)
+    assert failed["status"] == "failed" and max(step for step, _ in logged) == 7
+    resumed = train(compose(overrides), tmp_path, overrides)
+    assert resumed["status"] == "completed" and resumed["run_id"] == failed["run_id"]
+    train_steps = [step for step, keys in logged if "train/loss" in keys]
+    assert train_steps == list(range(12)), train_steps
+
+
 def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path: Path,
                                                                                       monkeypatch) -> None:
     import experiments.checkpointing as ckpt_io
@@ -266,7 +332,7 @@ def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_chec
     result = train(compose(overrides), tmp_path, overrides)
     monkeypatch.setattr(ckpt_io.torch, "save", real_save)
     assert result["status"] == "failed"
-    assert "No space left on device" in result["error"] and "checkpoint" in result["error"]
+    assert result["error"] == f"{tmp_path / 'checkpoints' / 'last.ckpt'}: no space left on the device"
     last = tmp_path / "checkpoints" / "last.ckpt"
     state = torch.load(last, weights_only=True)
     assert state["global_step"] == 2

@@ -117,6 +117,24 @@ def test_a_failing_cell_is_recorded_and_the_others_complete(tmp_path: Path) -> N
     assert by_lr[-1]["status"] == "failed" and "optim.lr" in by_lr[-1]["error"] and by_lr[-1]["user_error"]
 
 
+LIGHTNING_BANNERS = ("GPU available", "TPU available", "litlogger", "`Trainer.fit` stopped", "was configured so")
+
+
+@pytest.mark.slow
+def test_a_multirun_is_quiet_and_ends_with_one_line_per_cell_and_the_report_command(tmp_path: Path) -> None:
+    proc, sweep_dir = multirun(tmp_path, *QUIET, "optim.lr=1e-3,-1")
+    out = proc.stdout + proc.stderr
+    assert not [line for line in out.splitlines() if any(b in line for b in LIGHTNING_BANNERS)]
+    by_lr = {r["config"]["optim.lr"]: (folder, r) for folder, r in results(sweep_dir).items()}
+    tail = proc.stdout.strip().splitlines()[-3:]
+    ok_dir, ok = by_lr[1e-3]
+    bad_dir, bad = by_lr[-1]
+    expected = {f"completed  val/loss {ok['metrics']['val/loss']:.4f}  {ok_dir}",
+                f"failed     {bad['error'][:80]}  {bad_dir}"}
+    assert set(tail[:2]) == expected, tail
+    assert tail[2] == f"report  python -m analysis.report {sweep_dir} --out {sweep_dir / 'report'}"
+
+
 def cell_with(sweep_dir: Path, override: str) -> Path | None:
     """The cell folder whose overrides include ``override`` (long override lists name folders by hash)."""
     for saved in sweep_dir.glob("*/.hydra/overrides.yaml"):

@@ -136,3 +136,58 @@ def test_bad_options_are_one_line_errors(argv, fragment, capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Any measurement fails the test: a refused command must stop before its first point."""
+    from experiments.bench import decode, scaling
+
+    def started(*args, **kwargs):
+        raise AssertionError("the benchmark started measuring before refusing its options")
+
+    monkeypatch.setattr(scaling, "run_series", started)
+    monkeypatch.setattr(decode, "_measure", started)
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["scaling", "--lengths", "0"], "--lengths=0 is not allowed; it must be >= 1"),
+    (["scaling", "--lengths", "64", "-64"], "--lengths=-64 is not allowed"),
+    (["scaling", "--repeats", "0"], "--repeats=0 is not allowed"),
+    (["decode", "--prompts", "0"], "--prompts=0 is not allowed"),
+    (["scaling", "--out", "{file}/b.json"], "is a file, not a folder"),
+    (["scaling", "--out", "/proc/x/b.json"], "cannot create the folder /proc/x"),
+    (["scaling", "--out", "{tmp}"], "is a folder"),
+    (["scaling", "--figure", "{file}/f.png"], "--figure"),
+    (["decode", "--out", "{file}/d.json"], "is a file, not a folder"),
+])
+def test_bad_sizes_and_outputs_are_refused_before_any_work(argv, fragment, tmp_path, capsys, no_work):
+    (tmp_path / "file").write_text("")
+    argv = [a.format(file=tmp_path / "file", tmp=tmp_path) for a in argv]
+    with pytest.raises(SystemExit) as info:
+        bench.main([*argv, "--attention", "soft"] if argv[0] == "scaling" else argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1, err
+
+
+def test_scaling_writes_its_results_as_it_goes(tmp_path, monkeypatch):
+    """An interruption after the first series leaves that series in --out (complete: false)."""
+    from experiments.bench import scaling
+
+    real, calls = scaling.run_series, []
+
+    def interrupted_second(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scaling, "run_series", interrupted_second)
+    out = tmp_path / "scaling.json"
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["scaling", "--attention", "soft", "multihead", "--backend", "math", "--lengths", "16",
+                    "--repeats", "1", "--warmup", "0", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert data["complete"] is False
+    assert [(r["attention"], r["T"], r["status"]) for r in data["records"]] == [("soft", 16, "ok")]

@@ -14,6 +14,7 @@ computes softmax(scale * q k^T + bias, masked by ``allowed``) v.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import torch
@@ -26,8 +27,35 @@ BACKENDS = ("auto", "math", "sdpa", "xformers", "banded", "running_sum")
 _AUTO_ORDER = ("sdpa", "banded", "running_sum")
 
 
+# Where the xformers probe runs (a test points it at the CPU to probe a mocked xformers).
+_PROBE_DEVICE = "cuda"
+
+
+@functools.lru_cache(maxsize=1)
+def xformers_unavailable() -> str | None:
+    """Why xformers cannot run here, in one line, or None when it can (probed once per process).
+
+    Importing is not enough: an xformers built for another torch imports, then has no
+    operator for any input (``NotImplementedError: No operator found for
+    memory_efficient_attention_forward``). So the probe runs one tiny call.
+    """
+    if not torch.cuda.is_available():
+        return "xformers needs a CUDA device and none is visible"
+    if importlib.util.find_spec("xformers") is None:
+        return "the xformers package is not installed (pip install 'attnlab[gpu]')"
+    try:
+        import xformers.ops as xops
+
+        q = torch.zeros(1, 8, 1, 16, dtype=torch.float16, device=_PROBE_DEVICE)  # (B, T, H, D)
+        xops.memory_efficient_attention(q, q, q)
+    except Exception as err:  # noqa: BLE001 - whatever stops it, xformers is not usable here
+        first = (str(err).strip().splitlines() or [""])[0]
+        return f"xformers is installed but a memory_efficient_attention call fails: {type(err).__name__}: {first}"
+    return None
+
+
 def xformers_available() -> bool:
-    return torch.cuda.is_available() and importlib.util.find_spec("xformers") is not None
+    return xformers_unavailable() is None
 
 
 def check_backend(backend: str, supported: tuple[str, ...], attention: str) -> str:
@@ -39,10 +67,7 @@ def check_backend(backend: str, supported: tuple[str, ...], attention: str) -> s
         )
     if backend == "xformers" and not xformers_available():
         here = [b for b in supported if b != "xformers"]
-        raise VariantConfigError(
-            "backend='xformers' needs a CUDA device and the xformers package (pip install 'attnlab[gpu]'); "
-            f"allowed here: {here}"
-        )
+        raise VariantConfigError(f"backend='xformers' cannot run here: {xformers_unavailable()}; allowed here: {here}")
     if backend == "auto":
         return next((b for b in _AUTO_ORDER if b in supported), "math")
     return backend

@@ -23,6 +23,8 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from experiments.files import OutputError
+
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -78,6 +80,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        check_arguments(args)
         return COMMANDS[args.command].run(args)
     except ValueError as err:  # user errors are ValueError subclasses naming the option and what is allowed
         parser.exit(2, f"{parser.prog} {args.command}: error: {err}\n")
+    except OutputError as err:  # an output written as results come in could not be (disk full)
+        parser.exit(1, f"{parser.prog} {args.command}: error: {err}\n")
+
+
+# Counts and sizes of every command: none may be below 1 (a length of 0 times nothing, -64 fails per point).
+POSITIVE = ("lengths", "long_lengths", "prompts", "length", "tokens", "batch", "long_batch", "d_model", "heads",
+            "layers", "ffn", "repeats", "rounds", "inner", "batches", "window", "gemm_size", "threads",
+            "gen_tokens", "gen_prompt", "gen_batch", "gen_repeats")
+OUTPUTS = ("out", "figure")  # files a command writes
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Before any work: sizes and counts >= 1, and every output file writable (one line each)."""
+    from experiments.files import OutputError, check_output_path
+
+    for name in POSITIVE:
+        value = getattr(args, name, None)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        bad = [v for v in values if isinstance(v, (int, float)) and v < 1]
+        if bad:
+            raise ValueError(f"--{name.replace('_', '-')}={bad[0]} is not allowed; it must be >= 1")
+    for name in OUTPUTS:
+        path = getattr(args, name, None)
+        if path is not None:
+            try:
+                check_output_path(path, f"--{name}")
+            except OutputError as err:
+                raise ValueError(str(err)) from None

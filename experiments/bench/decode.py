@@ -15,7 +15,6 @@ cache, and the bytes the cache holds after the prompt.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from experiments.bench import command
 from experiments.bench.generation import generation_model, random_prompt
 from experiments.bench.measure import CLOCKS, side_by_side
 from experiments.bench.scaling import BenchArgumentError, parse_params
+from experiments.result import write_json_atomic
 from variants import ATTENTION, KVCache
 
 
@@ -76,18 +76,23 @@ def decode(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     rows = []
+    settings = {k: getattr(args, k) for k in ("tokens", "d_model", "heads", "layers", "rounds", "clock")}
+
+    def save(complete: bool) -> None:  # after every row, so an interrupted run keeps what it measured
+        if args.out is not None:
+            write_json_atomic(args.out, {"rows": rows, "settings": settings, "threads": torch.get_num_threads(),
+                                         "complete": complete})
+
     try:
         for (name, params), label in zip(variants, args.variant):
             for prompt_len in args.prompts:
                 rows.append(_measure(name, params, label, prompt_len, args, device))
                 _print_row(rows[-1])
+                save(complete=False)
+        save(complete=True)
     finally:
         torch.set_num_threads(threads)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        settings = {k: getattr(args, k) for k in ("tokens", "d_model", "heads", "layers", "rounds", "clock")}
-        args.out.write_text(json.dumps({"rows": rows, "settings": settings,
-                                        "threads": torch.get_num_threads()}, indent=2) + "\n")
         print(f"wrote {args.out}")
     return 0
 

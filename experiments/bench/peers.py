@@ -480,21 +480,27 @@ def peers(args: argparse.Namespace) -> int:
     load_before = load()
     results: dict[str, Any] = {}
     run = {"seq2seq": seq2seq_comparison, "decoder": decoder_comparison, "generation": generation_comparison}
+
+    def report(targets: list[dict[str, Any]] | None) -> dict[str, Any]:
+        return {
+            "benchmark": "peers", "device": describe_device(device), "torch": torch.__version__,
+            "settings": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                            if k not in ("command",)}, "size": asdict(size)},
+            "load_average": {"before": load_before, "after": load()},
+            "comparisons": results, "targets": targets, "env": environment(describe_device(device)),
+            "complete": targets is not None,
+        }
+
     for name in COMPARISONS:
         if name in args.only:
             results[name] = run[name](args, size, device)
             print_comparison(name, results[name])
+            if args.out is not None:  # as it goes, so an interrupted run keeps what it measured
+                write_json_atomic(args.out, report(None))
     targets = check_targets(results)
     print_targets(targets)
-    report = {
-        "benchmark": "peers", "device": describe_device(device), "torch": torch.__version__,
-        "settings": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                        if k not in ("command",)}, "size": asdict(size)},
-        "load_average": {"before": load_before, "after": load()},
-        "comparisons": results, "targets": targets, "env": environment(describe_device(device)),
-    }
     if args.out is not None:
-        write_json_atomic(args.out, report)
+        write_json_atomic(args.out, report(targets))
         print(f"wrote {args.out}")
     return 0
 

@@ -17,9 +17,7 @@ import argparse
 import ast
 import contextlib
 import gc
-import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -28,6 +26,7 @@ import torch
 
 from experiments.bench import command
 from experiments.bench.measure import CLOCKS, Measurement, cpu_memory_limit, is_out_of_memory, loglog_slope, measure
+from experiments.result import write_json_atomic
 from variants import ATTENTION, POSITION
 from variants.kernels import BACKENDS, xformers_available
 
@@ -188,13 +187,11 @@ def device_name(device: torch.device) -> str:
 
 
 def write_json(path: Path, device: torch.device, records: list[dict[str, Any]], exps: list[dict[str, Any]],
-               settings: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+               settings: dict[str, Any], complete: bool = True) -> None:
+    """Atomically; called after every series, so an interrupted run keeps what it measured (complete: false)."""
     data = {"device": device_name(device), "torch": torch.__version__, "records": records, "exponents": exps,
-            "settings": settings}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+            "settings": settings, "complete": complete}
+    write_json_atomic(path, data)
 
 
 def plot(records: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -336,6 +333,13 @@ def _scaling(args: argparse.Namespace, shape: Shape) -> int:
     if unused:
         raise BenchArgumentError(f"--attention-param {unused} is accepted by none of {args.attention}")
 
+    settings = {"d_model": shape.d_model, "heads": args.heads, "batch": shape.batch, "causal": shape.causal,
+                "dtype": args.dtype, "repeats": args.repeats, "warmup": args.warmup,
+                "attention_params": attention_params, "position_params": position_params,
+                "threads": torch.get_num_threads() if shape.device.type == "cpu" else None,
+                "time": f"median {args.clock} ms of forward + backward",
+                "peak_mb": ("torch.cuda.max_memory_allocated above the start" if shape.device.type == "cuda" else
+                            "peak bytes of live tensors created during forward + backward (TorchDispatchMode)")}
     records: list[dict[str, Any]] = []
     print(f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
           f"batch={shape.batch}, causal={shape.causal}, dtype={args.dtype}")
@@ -348,17 +352,13 @@ def _scaling(args: argparse.Namespace, shape: Shape) -> int:
                 records += run_series(attention, position, backend, args.lengths, shape, attention_params,
                                       position_params, warmup=args.warmup, repeats=args.repeats,
                                       max_seconds=args.max_seconds)
+                if args.out is not None:
+                    write_json(args.out, shape.device, records, exponents(records, args.fit_points), settings,
+                               complete=False)
     exps = exponents(records, args.fit_points)
     for e in exps:
         print(f"exponent {e['attention']}/{e['position']}/{e['backend']}: {e['exponent']:.2f} "
               f"over T={e['T_range'][0]}..{e['T_range'][1]}")
-    settings = {"d_model": shape.d_model, "heads": args.heads, "batch": shape.batch, "causal": shape.causal,
-                "dtype": args.dtype, "repeats": args.repeats, "warmup": args.warmup,
-                "attention_params": attention_params, "position_params": position_params,
-                "threads": torch.get_num_threads() if shape.device.type == "cpu" else None,
-                "time": f"median {args.clock} ms of forward + backward",
-                "peak_mb": ("torch.cuda.max_memory_allocated above the start" if shape.device.type == "cuda" else
-                            "peak bytes of live tensors created during forward + backward (TorchDispatchMode)")}
     if args.out is not None:
         write_json(args.out, shape.device, records, exps, settings)
         print(f"wrote {args.out}")

@@ -25,8 +25,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +37,7 @@ from experiments.bench import command
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
 from experiments.bench.scaling import (BenchArgumentError, Shape, configured, device_name, heads_for, make_step,
                                        measure_point, shared_arguments)
+from experiments.result import write_json_atomic
 
 GLOBAL = ("soft", "multihead")
 
@@ -152,6 +151,9 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
         print(f"  {name} T={T} B={batch}: {_show(m)}")
         measured.append({"name": name, "T": T, "batch": batch, "status": m.status, "ms": m.ms,
                          "peak_mb": m.peak_mb, "runs": m.runs})
+        if args.out is not None:  # as it goes, so an interrupted run keeps what it measured
+            write_json_atomic(args.out, {"device": device_name(shape.device), "torch": torch.__version__,
+                                         "measurements": measured, "complete": False})
     print(f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
           f"batch={shape.batch}, causal={shape.causal}, clock={args.clock}")
 
@@ -225,7 +227,6 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
                   f"({b['products_share_of_math']:.0%} of math), at the best rate {b['floor_ms']:.1f} ms: "
                   f"no exact kernel beats {b['largest_speedup']:.2f}x; measured {b['measured_speedup']:.2f}x")
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         data = {"device": device_name(shape.device), "torch": torch.__version__, "measurements": measured,
                 "targets": [{"name": t.name, "value": t.value, "goal": t.goal, "met": t.met} for t in found],
                 "gemm_flops_per_second": rate, "speedup_bounds": bounds,
@@ -233,9 +234,7 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
                              "causal": shape.causal,
                              "clock": args.clock, "threads": torch.get_num_threads(), "window": args.window,
                              "gemm_size": args.gemm_size}}
-        tmp = args.out.with_suffix(args.out.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, args.out)
+        write_json_atomic(args.out, {**data, "complete": True})
         print(f"wrote {args.out}")
     return 0
 

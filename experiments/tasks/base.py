@@ -200,6 +200,9 @@ class TaskDataModule(L.LightningDataModule):
         for name in needed.get(stage or "", tuple(SPLIT_STREAMS)):
             self.split(name)
 
+    #: pad training batches to a few bucket lengths (``fixed_shape_buckets``); the training app sets it
+    fixed_shapes = False
+
     def collate(self, examples: list[Example]) -> dict[str, torch.Tensor]:
         return pad_collate(examples, pad_id=self.pad_id)
 
@@ -212,8 +215,16 @@ class TaskDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         examples = self.split("train")
+        collate = partial(pad_collate, pad_id=self.pad_id, buckets=self.fixed_shape_buckets())
         return self._loader(ExampleDataset(examples), ResumableLoader, batch_size=self.batch_size,
-                            sampler=self.train_order(shuffled(len(examples)), len(examples)))
+                            sampler=self.train_order(shuffled(len(examples)), len(examples)), collate_fn=collate)
+
+    def fixed_shape_buckets(self) -> dict[str, int] | None:
+        """{key: longest} of the sequences training pads to a bucket length when ``fixed_shapes`` is on
+        (set by the training app for CUDA graphs), else None: each batch as long as its longest example."""
+        if not self.fixed_shapes or self.kind == "lm":  # an lm window is always context + 1 long
+            return None
+        return {"src": self.max_source_length(), "tgt": self.max_target_length()}
 
     def train_order(self, draw, length: int) -> ResumableOrder:
         """The training sampler: seeded per epoch, resumable mid-epoch, sharded by rank (see ``sampling``)."""

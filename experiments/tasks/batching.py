@@ -25,13 +25,29 @@ class ExampleDataset(Dataset):
         return self.examples[index]
 
 
-def pad_collate(examples: list[Example], pad_id: int = 0) -> dict[str, Tensor]:
-    """Stack examples into a batch; sequences are right-padded with ``pad_id``."""
+def bucket_length(length: int, longest: int, smallest: int = 8) -> int:
+    """``length`` rounded up to a power of two (at least ``smallest``), never past ``longest``."""
+    bucket = smallest
+    while bucket < length:
+        bucket *= 2
+    return max(length, min(bucket, longest))
+
+
+def pad_collate(examples: list[Example], pad_id: int = 0, buckets: dict[str, int] | None = None) -> dict[str, Tensor]:
+    """Stack examples into a batch; sequences are right-padded with ``pad_id``.
+
+    ``buckets`` ({key: longest}) pads those keys further, to their ``bucket_length``: a few fixed
+    shapes instead of one per batch, which CUDA graphs (``model.compile_mode=reduce-overhead``)
+    need. The extra positions are ``pad_id``, so the masks keep them out of attention and loss.
+    """
     batch: dict[str, Tensor] = {}
     for key in examples[0]:
         values = [e[key] for e in examples]
         if isinstance(values[0], Tensor):
             batch[key] = pad_sequence(values, batch_first=True, padding_value=pad_id)  # (B, longest)
+            if buckets and key in buckets:
+                extra = bucket_length(batch[key].shape[1], buckets[key]) - batch[key].shape[1]
+                batch[key] = torch.nn.functional.pad(batch[key], (0, extra), value=pad_id)  # (B, bucket)
         else:
             batch[key] = torch.tensor(values, dtype=torch.long)  # (B,)
     return batch

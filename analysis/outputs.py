@@ -1,0 +1,93 @@
+"""Where the analysis writes: output paths checked before any work, and write errors as one line.
+
+A report that reads a sweep and draws its figures for a minute, then finds that
+``--out`` is a file, is a minute lost; a full disk ends in ``OSError 28``. Both
+become an ``AnalysisError`` here, which the command lines print as one line and
+exit 2 (``analysis.errors.run_cli``).
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from analysis.errors import AnalysisError
+
+# Write errors that are the place's fault, not the program's: said in one line.
+PLACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                errno.EPERM: "operation not permitted"}
+
+
+class OutputError(AnalysisError):
+    """An output path that cannot be written: not a folder, not writable, or the disk is full."""
+
+
+def _probe(folder: Path, option: str, shown: Path) -> None:
+    """Write and remove a small file in ``folder``: the only test that holds for root and odd file systems."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise OutputError(f"{option} {shown}: cannot write there ({err.strerror or err})") from None
+
+
+def check_out_dir(path: str | Path, option: str = "--out") -> None:
+    """``path`` is, or can be made, a writable folder; nothing is left behind by the check."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{option} {path} is a file, not a folder; give a folder for the outputs")
+    created = []
+    for folder in (*reversed(path.parents), path):
+        if folder.exists():
+            if not folder.is_dir():
+                raise OutputError(f"{option} {path}: {folder} is a file, not a folder")
+            continue
+        try:
+            folder.mkdir()
+        except OSError as err:
+            _remove(created)
+            raise OutputError(f"{option} {path}: cannot create {folder} ({err.strerror or err})") from None
+        created.append(folder)
+    try:
+        _probe(path, option, path)
+    finally:
+        _remove(created)
+
+
+def check_out_file(path: str | Path, option: str) -> None:
+    """``path`` can be written as a file: its folder exists and is writable, and it is not a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{option} {path} is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise OutputError(f"{option} {path}: the folder {folder} {what}")
+    _probe(folder, option, path)
+
+
+def _remove(created: list[Path]) -> None:
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+@contextlib.contextmanager
+def writing(where: str | Path) -> Iterator[None]:
+    """Turn a full disk (or a read-only, forbidden place) met while writing under ``where`` into one line."""
+    try:
+        yield
+    except OSError as err:
+        reason = PLACE_ERRORS.get(err.errno)
+        if reason is None:
+            raise
+        path = err.filename or where
+        remedy = "free some space or write elsewhere" if err.errno in (errno.ENOSPC, errno.EDQUOT) else \
+            "write elsewhere"
+        raise OutputError(f"{reason} writing {path}; {remedy}") from None
+
+
+__all__ = ["OutputError", "check_out_dir", "check_out_file", "writing"]

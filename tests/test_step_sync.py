@@ -1,0 +1,152 @@
+"""No host synchronisation inside a training step, except at logging steps.
+
+On a GPU every read of a device tensor on the host (``.item()``, ``bool()``, ``float()``,
+``.tolist()``, ``.cpu()``) waits for all queued kernels, so a small model's GPU idles while
+Python prepares the next step. On CPU nothing waits, so these tests count the reads through
+mocks: the training step may read only at ``trainer.log_every_n_steps``.
+"""
+from __future__ import annotations
+
+import statistics
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from experiments.callbacks import StepTimer
+from tests.conftest import TINY, compose
+
+HOST_READS = ("item", "__bool__", "__float__", "__int__", "__index__", "tolist", "cpu", "numpy")
+LOG_EVERY, STEPS = 5, 20
+
+
+# Host tensors on a GPU run too: the data pipeline builds batches before they move to the device.
+HOST_SIDE = ("torch/utils/data/", "experiments/tasks/")
+
+
+class ReadCounter(L.Callback):
+    """Counts host reads of tensors per training step (by the step the batch completes), validation aside."""
+
+    def __init__(self) -> None:
+        self.reads: Counter[int] = Counter()
+        self.where: dict[int, list[str]] = {}
+        self.step: int | None = None
+        self.trainer = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.step, self.trainer = trainer.global_step + 1, trainer
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self.step = None
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        self.step = trainer.global_step
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.step = None
+
+    def host_counter(self, tensor: torch.Tensor) -> bool:
+        """AdamW keeps its step counts on the host (capturable=False): reading them waits for nothing."""
+        return any(s.get("step") is tensor for opt in self.trainer.optimizers for s in opt.state.values())
+
+    def count(self, tensor: torch.Tensor, name: str) -> None:
+        if self.step is None:
+            return
+        frame = traceback.extract_stack()[-3]
+        if any(part in frame.filename for part in HOST_SIDE) or self.host_counter(tensor):
+            return
+        self.reads[self.step] += 1
+        self.where.setdefault(self.step, []).append(f"{name} in {Path(frame.filename).name}:{frame.lineno}")
+
+
+@pytest.fixture
+def counter(monkeypatch) -> ReadCounter:
+    found = ReadCounter()
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def read(self, *args, _original=original, _name=name, **kwargs):
+            found.count(self, _name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, read)
+
+    def synchronize(*args, **kwargs) -> None:
+        if found.step is not None:
+            found.reads[found.step] += 1
+            found.where.setdefault(found.step, []).append("torch.cuda.synchronize")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    return found
+
+
+@pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
+def test_training_steps_read_nothing_from_the_device_between_logging_steps(tmp_path, counter, arch) -> None:
+    from experiments.build import assemble
+
+    overrides = [*TINY, f"model.arch={arch}", f"trainer.max_steps={STEPS}", f"trainer.log_every_n_steps={LOG_EVERY}",
+                 f"trainer.val_check_interval={STEPS}", f"trainer.checkpoint_every_n_steps={STEPS}"]
+    parts = assemble(compose(overrides), tmp_path, run_id="sync", flat_config={})
+    parts.trainer.callbacks.append(counter)
+    parts.trainer.fit(parts.module, datamodule=parts.datamodule)
+    assert parts.trainer.global_step == STEPS
+    logging_steps = set(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
+    stalls = {step: counter.where[step] for step in counter.reads if step not in logging_steps}
+    assert not stalls, f"host reads of device tensors inside training steps: {stalls}"
+    # the counter sees the reads it should: logging steps read the loss for the logger and the log line
+    assert all(counter.reads[step] > 0 for step in logging_steps)
+
+
+class FakeEvent:
+    """A CUDA event on CPU: ``record`` notes the clock, ``elapsed_time`` is in milliseconds."""
+
+    clock = 0.0
+    synchronized = 0
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.at = FakeEvent.clock
+
+    def synchronize(self) -> None:
+        FakeEvent.synchronized += 1
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return end.at - self.at
+
+
+class CudaModule:
+    device = torch.device("cuda")
+
+    def __init__(self) -> None:
+        self.tokens_seen = 0
+
+
+def test_step_timer_on_cuda_synchronises_once_per_logging_interval(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(FakeEvent, "synchronized", 0)
+    device_syncs = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: device_syncs.append(a))
+
+    class Trainer:
+        log_every_n_steps = 20
+
+    timer, module, trainer = StepTimer(), CudaModule(), Trainer()
+    durations = [7.0 + (i % 3) for i in range(100)]  # ms of GPU time per step
+    for i, ms in enumerate(durations):
+        timer.on_train_batch_start(trainer, module, None, i)
+        FakeEvent.clock += ms
+        module.tokens_seen = module.tokens_seen + torch.tensor(50)
+        timer.on_train_batch_end(trainer, module, None, None, i)
+        FakeEvent.clock += 100.0  # data loading, logging: outside the step
+    assert not device_syncs, "the step timer must not synchronise the whole device"
+    assert FakeEvent.synchronized == len(durations) // Trainer.log_every_n_steps
+    summary = timer.summary()
+    assert timer.times_ms == durations
+    kept = durations[StepTimer.WARMUP_STEPS:]
+    assert summary["step_ms"] == statistics.median(kept)
+    assert summary["steady_tokens_per_second"] == pytest.approx(50 * len(kept) / (sum(kept) / 1000))
