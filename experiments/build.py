@@ -7,7 +7,6 @@ import math
 import os
 import resource
 import subprocess
-import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,18 +16,16 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from experiments import checks, gpu_share
-from experiments.callbacks import FailAtStep, LastValidation, PlainProgress, StepTimer
+from experiments import checks
+from experiments.callbacks import FailAtStep, LastValidation, StepTimer
 from experiments.checkpointing import AtomicCheckpointIO
 from experiments.compiling import compile_model
-from experiments.loggers import csv_logger, wandb_logger
-from experiments.model import count_parameters
+from experiments.loggers import wandb_logger
+from experiments.model import ModelSpec, VariantSpec, count_parameters
 from experiments.module import DivergedError, Seq2SeqModule
-from experiments.progress import StepProgressBar
 from experiments.roles import role_labels
 
 log = logging.getLogger("attnlab")
@@ -62,32 +59,28 @@ def build_datamodule(cfg: DictConfig, run_dir: Path):
     return TASKS.build(name, seed=cfg.seed, **params)
 
 
-def model_dict(cfg: DictConfig, datamodule) -> dict[str, Any]:
-    m = OmegaConf.to_container(cfg.model, resolve=True)
-    m.pop("compile", None)
-    m.pop("compile_mode", None)
-    model = {
-        **m,
-        "vocab_size": int(datamodule.vocab_size),
-        "attention": variant(OmegaConf.to_container(cfg.attention, resolve=True)),
-        "position": variant(OmegaConf.to_container(cfg.position, resolve=True)),
-        "num_classes": int(getattr(datamodule, "num_classes", 0) or 0),
-        "backend": cfg.backend,
-        "pad_id": datamodule.pad_id, "bos_id": datamodule.bos_id, "eos_id": datamodule.eos_id,
-    }
-    for role in ("encoder_attention", "decoder_attention", "cross_attention"):
-        model[role] = variant(model[role]) if model[role] is not None else None
-    return model
+def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
+    """The Transformer's spec: ``cfg.model`` as its typed schema object, plus what the task decides."""
+    chosen = OmegaConf.to_object(cfg.model)  # a ModelConf (experiments/config.py), defaults filled in
+    node = lambda key: OmegaConf.to_container(cfg[key], resolve=True)  # noqa: E731 - a group node, resolved
+    roles = {role: None if getattr(chosen, role) is None else VariantSpec.of(getattr(chosen, role))
+             for role in ("encoder_attention", "decoder_attention", "cross_attention")}
+    return ModelSpec.of(
+        chosen, **roles, vocab_size=int(datamodule.vocab_size), attention=VariantSpec.of(node("attention")),
+        position=VariantSpec.of(node("position")), num_classes=int(getattr(datamodule, "num_classes", 0) or 0),
+        backend=cfg.backend, pad_id=datamodule.pad_id, bos_id=datamodule.bos_id, eos_id=datamodule.eos_id,
+    )
 
 
-def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any]) -> Parts:
+def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any],
+             overrides: list[str] | None = None) -> Parts:
     checks.check_config(cfg)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build_datamodule(cfg, run_dir)
     checks.check_task_fit(cfg, datamodule)
     module = Seq2SeqModule(
-        model=model_dict(cfg, datamodule),
-        optim={k: v for k, v in OmegaConf.to_container(cfg.optim, resolve=True).items() if k != "grad_clip"},
+        model=model_spec(cfg, datamodule),
+        optim=OmegaConf.to_object(cfg.optim),  # an OptimConf: the module's OptimSpec
         task_kind=datamodule.kind,
         max_steps=cfg.trainer.max_steps,
         eval_lengths=list(getattr(datamodule, "eval_lengths", []) or []),
@@ -110,54 +103,33 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
                                        max(cfg.trainer.checkpoint_every_n_steps, 1))
     params = count_parameters(module.model)
 
-    loggers: list[Any] = [csv_logger(run_dir)]
-    wandb = None
-    if cfg.logger.wandb.enabled and cfg.trainer.fast_dev_run is False:
-        wandb = wandb_logger(
-            run_dir=run_dir, run_id=run_id, group=cfg.name,
-            tags=[cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg), *cfg.logger.wandb.tags],
-            config=flat_config, mode=cfg.logger.wandb.mode, project=cfg.logger.wandb.project,
-            entity=cfg.logger.wandb.entity,
-        )
-        if wandb is not None:
-            loggers.append(wandb)
+    from experiments import lightning_parts
 
-    t = cfg.trainer
-    progress = t.progress_bar if t.progress_bar is not None else sys.stdout.isatty()
-    callbacks: list[Any] = [
-        ModelCheckpoint(dirpath=str(run_dir / "checkpoints"), filename="step{step}", save_last=True, save_top_k=0,
-                        every_n_train_steps=max(t.checkpoint_every_n_steps, 1), auto_insert_metric_name=False),
-    ]
-    every = max(t.log_every_n_steps, 1)
-    callbacks.append(StepProgressBar(every=every) if progress else PlainProgress(every=every))
-    callbacks.append(LastValidation())
-    callbacks.append(StepTimer())
+    from experiments import wandb_run
+
+    def start_wandb(params: dict[str, Any]) -> Any:
+        return wandb_logger(
+            run_dir=run_dir, run_id=run_id, group=cfg.name,
+            config=wandb_run.run_config(cfg, flat_config, list(overrides or [])),
+            **{**params, "job_type": wandb_run.job_type(cfg),
+               "tags": [cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg),
+                        *(params.get("tags") or [])]},
+        )
+
+    loggers, wandb = lightning_parts.build_loggers(cfg, run_dir, start_wandb)
+    if wandb is not None:
+        wandb.log_checkpoint = bool(lightning_parts.wandb_setting(cfg, "log_checkpoint", False))
+    callbacks = lightning_parts.build_callbacks(cfg, run_dir)
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
-    trainer = L.Trainer(
-        accelerator=t.accelerator, devices=gpu_share.trainer_devices(t.devices),  # jobs_per_gpu: the job's GPU
-        num_nodes=t.num_nodes, strategy=t.strategy,
-        precision=t.precision, max_steps=t.max_steps, val_check_interval=_val_interval(cfg),
-        check_val_every_n_epoch=None, limit_val_batches=t.limit_val_batches, limit_test_batches=t.limit_test_batches,
-        deterministic=t.deterministic, fast_dev_run=t.fast_dev_run, log_every_n_steps=t.log_every_n_steps,
-        accumulate_grad_batches=t.accumulate_grad_batches, gradient_clip_val=cfg.optim.grad_clip or None,
-        num_sanity_val_steps=t.num_sanity_val_steps, enable_progress_bar=progress, enable_model_summary=False,
-        logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO(), *cluster_plugins()],
-        default_root_dir=str(run_dir),
-        # The datamodule shards by rank itself: exact mid-epoch resumption, and every
-        # validation and test example evaluated once (see experiments.tasks.sampling).
-        use_distributed_sampler=False,
-    )
+    trainer = lightning_parts.build_trainer(cfg, run_dir, loggers=loggers, callbacks=callbacks,
+                                            plugins=[AtomicCheckpointIO(), *cluster_plugins()])
     return Parts(trainer=trainer, module=module, datamodule=datamodule, wandb=wandb, params=params)
 
 
 def role_tags(cfg: DictConfig) -> list[str]:
     """``cross_attention=local(window=4)`` for each role with a variant of its own (W&B caps a tag at 64)."""
     return [f"{role}={name}"[:64] for role, name in role_labels(cfg).items() if name is not None]
-
-
-def _val_interval(cfg: DictConfig) -> int:
-    return max(1, min(int(cfg.trainer.val_check_interval), int(cfg.trainer.max_steps)))
 
 
 def cluster_starts_ranks() -> bool:
@@ -352,6 +324,10 @@ def close_wandb(wandb, result: dict[str, Any]) -> None:
                 if isinstance(value, (int, float)):
                     run.summary[f"cost/{key}"] = value
             run.summary["status"] = result["status"]
+            if result.get("run_dir"):
+                from experiments.wandb_run import log_artifacts
+
+                log_artifacts(run, result, Path(result["run_dir"]), checkpoint=getattr(wandb, "log_checkpoint", False))
         import wandb as wb
 
         wb.finish(exit_code=0 if result["status"] == "completed" else 1)

@@ -29,8 +29,9 @@ WANDB_MODES = ("online", "offline", "disabled")
 
 def check_logger(cfg: DictConfig) -> None:
     """W&B takes another mode with a multi-line warning and then trains without logging: refuse it here."""
-    if cfg.logger.wandb.enabled:
-        _choice("logger.wandb.mode", cfg.logger.wandb.mode, WANDB_MODES)
+    wandb = (cfg.get("logger") or {}).get("wandb")
+    if wandb is not None and "mode" in wandb:
+        _choice("logger.wandb.mode", wandb.mode, WANDB_MODES)
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -51,7 +52,13 @@ def check_config(cfg: DictConfig) -> None:
 
     check_roles(cfg)
     check_logger(cfg)
+    from experiments import lightning_parts
+
+    lightning_parts.check_trainer(cfg.trainer)  # keys and types first: the comparisons below assume them
+    lightning_parts.check_callbacks(cfg)
+    lightning_parts.check_loggers(cfg)
     t, o, m = cfg.trainer, cfg.optim, cfg.model
+    _choice("eval.checkpoint", cfg.eval.checkpoint, ("last", "best"))
     _choice("model.arch", m.arch, ("seq2seq", "decoder", "encoder"))
     _choice("model.norm", m.norm, ("post", "pre"))
     _choice("model.pooling", m.pooling, ("mean", "cls"))
@@ -67,7 +74,7 @@ def check_config(cfg: DictConfig) -> None:
     n = cfg.eval.attention_stats_examples
     _require(n is None or n > 0,
              f"eval.attention_stats_examples={n} is not allowed; it must be a positive integer or null (all)")
-    _require(t.val_check_interval > 0,
+    _require(t.get("val_check_interval") is None or t.val_check_interval > 0,
              f"trainer.val_check_interval={t.val_check_interval} is not allowed; it must be > 0")
     for key in ("dropout", "attention_dropout"):
         value = m[key]

@@ -2,89 +2,104 @@
 
 Variant and task groups stay open dictionaries (each entry has its own
 parameters, checked by its registry); everything else is typed, so
-``optim.lr=abc`` or ``trainer.max_stepz=5`` fails at composition.
+``optim.lr=abc`` fails at composition. ``trainer``, ``callbacks`` and ``logger`` are open too: they
+hold the keywords of Lightning's classes, checked against those classes' signatures before a run
+(``experiments/lightning_parts.py``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
-
+# the learning-rate schedules experiments.module implements (optim.schedule)
+SCHEDULES = ("inverse_sqrt", "cosine", "constant")
 
 @dataclass
-class ModelConf:
-    arch: str = "seq2seq"
+class ModelOptions:
+    """The Transformer a user chooses (``model.*``): the one home of each default.
+
+    The defaults are a small Transformer that trains on CPU in minutes (``model=small``);
+    ``conf/model/base.yaml`` overrides them with the paper's base model. The runtime spec
+    (``experiments.model.ModelSpec``) extends this class with what the data decides.
+    """
+
+    arch: str = "seq2seq"  # seq2seq | decoder | encoder
     d_model: int = 64
     encoder_layers: int = 2
     decoder_layers: int = 2
     ffn_dim: int = 256
     dropout: float = 0.1
     attention_dropout: float = 0.0
-    norm: str = "post"
+    norm: str = "post"  # post (the paper's) | pre
     tie_embeddings: bool = True
-    pooling: str = "mean"
-    embedding: str = "scaled"  # scaled (std d^-1/2, x sqrt(d) at the input) | gpt2 (std 0.02, no scale)
-    # per-role attention: null = the ``attention`` group; a registry name or {name: .., <params>}
+    pooling: str = "mean"  # encoder only: mean | cls
+    embedding: str = "scaled"  # scaled (the paper: std d^-1/2, x sqrt(d) at the input) | gpt2 (std 0.02, no scale)
+
+
+@dataclass
+class ModelConf(ModelOptions):
+    """``model`` in the config: the options, each role's attention as a config node, and compilation."""
+
+    # per-role attention: null = the ``attention`` group; or the group placed at the role,
+    # attention@model.cross_attention=local model.cross_attention.window=4 (experiments/roles.py)
     encoder_attention: Any = None
     decoder_attention: Any = None
     cross_attention: Any = None
     compile: bool = False
+    # with compile: default | reduce-overhead (CUDA graphs; fixed-shape batches) | max-autotune
+    compile_mode: str = "default"
     compile_mode: str = "default"  # default | reduce-overhead (CUDA graphs) | max-autotune
 
 
 @dataclass
 class OptimConf:
+    """``optim``: AdamW, the learning-rate schedule, gradient clipping and REINFORCE's options.
+
+    The module trains with this object itself (``experiments.module.OptimSpec`` is this class).
+    """
+
     lr: float = 1e-3
     weight_decay: float = 0.01
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
     warmup_steps: int = 100
-    schedule: str = "inverse_sqrt"
-    min_lr_ratio: float = 0.1
+    schedule: str = "inverse_sqrt"  # inverse_sqrt | cosine | constant
+    min_lr_ratio: float = 0.1  # cosine: the final learning rate as a fraction of lr
     label_smoothing: float = 0.0
+    # the largest gradient norm (0: no clipping); trainer.gradient_clip_val follows it
     grad_clip: float = 1.0
-    reinforce_weight: float = 1.0
-    reinforce_baseline_decay: float = 0.9
+    # REINFORCE hard attention (attention.estimator=reinforce); experiments/reinforce.py, docs/reinforce.md
+    reinforce_weight: float = 1.0  # the score-function term's weight (1 = the unbiased estimator)
+    reinforce_baseline_decay: float = 0.9  # moving_average only
+    # sequence | position (a decoder query is credited with the loss from its position on)
     reinforce_reward: str = "position"
+    # position: weight discount^(s - t) of a later position's loss (1 = unbiased; 0, each query
+    # its own position's loss: measured fastest, docs/reinforce.md)
     reinforce_discount: float = 0.0
+    # none | moving_average | learned | leave_one_out (per query position)
     reinforce_baseline: str = "moving_average"
-    reinforce_samples: int = 1
-    reinforce_entropy: float = 0.0
+    reinforce_samples: int = 1  # k samples of every example per step (leave_one_out needs k >= 2)
+    reinforce_entropy: float = 0.0  # weight of the entropy bonus
 
+    def reinforce(self):
+        """The REINFORCE options as ``experiments.reinforce.ReinforceSpec``."""
+        from experiments.reinforce import ReinforceSpec
 
-@dataclass
-class TrainerConf:
-    accelerator: str = "cpu"
-    devices: Any = 1
-    num_nodes: int = 1
-    strategy: str = "auto"
-    precision: str = "32-true"
-    max_steps: int = 1000
-    val_check_interval: int = 200
-    limit_val_batches: Optional[float] = None
-    limit_test_batches: Optional[float] = None
-    checkpoint_every_n_steps: int = 200
-    deterministic: bool = False
-    fast_dev_run: bool = False
-    log_every_n_steps: int = 20
-    accumulate_grad_batches: int = 1
-    progress_bar: Optional[bool] = None  # null: a rich bar in a terminal, log lines otherwise
-    num_sanity_val_steps: int = 0
+        return ReinforceSpec(weight=self.reinforce_weight, reward=self.reinforce_reward,
+                             discount=self.reinforce_discount,
+                             baseline=self.reinforce_baseline, baseline_decay=self.reinforce_baseline_decay,
+                             samples=self.reinforce_samples, entropy=self.reinforce_entropy)
 
+    def validate(self) -> None:
+        from variants.checks import VariantConfigError, one_of, positive, probability
 
-@dataclass
-class WandbConf:
-    enabled: bool = True
-    mode: str = "offline"
-    project: str = "attnlab"
-    entity: Optional[str] = None
-    tags: list[str] = field(default_factory=list)
-
-
-@dataclass
-class LoggerConf:
-    wandb: WandbConf = field(default_factory=WandbConf)
-    log_attention_maps: bool = True
+        positive("optim.lr", self.lr)
+        if self.weight_decay < 0:
+            raise VariantConfigError(f"optim.weight_decay={self.weight_decay} is not allowed; it must be >= 0")
+        if self.warmup_steps < 0:
+            raise VariantConfigError(f"optim.warmup_steps={self.warmup_steps} is not allowed; it must be >= 0")
+        one_of("optim.schedule", self.schedule, SCHEDULES)
+        probability("optim.label_smoothing", self.label_smoothing)
+        self.reinforce().validate()
 
 
 @dataclass
@@ -95,6 +110,8 @@ class EvalConf:
     attention_stats: bool = True
     # the first N test examples of each evaluation length feed the statistics (null: all)
     attention_stats_examples: Optional[int] = 16
+    # the weights that are tested: last (the final ones) | best (callbacks=best_checkpoint's)
+    checkpoint: str = "last"
 
 
 @dataclass
@@ -104,8 +121,14 @@ class Config:
     position: Any = None
     model: ModelConf = field(default_factory=ModelConf)
     optim: OptimConf = field(default_factory=OptimConf)
-    trainer: TrainerConf = field(default_factory=TrainerConf)
-    logger: LoggerConf = field(default_factory=LoggerConf)
+    # lightning.Trainer's keywords (+ attnlab's progress_bar, checkpoint_every_n_steps), and the
+    # Lightning callbacks and loggers by name: open nodes, checked against the classes they build
+    # (experiments/lightning_parts.py), so every keyword those classes take can be set
+    trainer: Any = None
+    callbacks: Any = None
+    logger: Any = None
+    # attnlab's own callbacks, by name (experiments.lightning_parts.OWN_CALLBACKS)
+    own_callbacks: list[str] = field(default_factory=lambda: ["progress", "last_validation", "step_timer"])
     eval: EvalConf = field(default_factory=EvalConf)
     name: str = "default"
     seed: int = 0
@@ -124,4 +147,6 @@ class Config:
 
 
 def register_configs() -> None:
+    from hydra.core.config_store import ConfigStore
+
     ConfigStore.instance().store(name="attnlab_schema", node=Config)

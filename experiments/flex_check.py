@@ -25,7 +25,7 @@ CALLS = ("self", "causal", "cross")
 def flex_run(layer, pos, call: str, device: torch.device, dtype: torch.dtype, seed: int = 1) -> list[torch.Tensor]:
     """One call pattern (element 1's last 5 keys padded, except in the causal call): the output and, on
     CUDA, the input's gradient, as fp32."""
-    from experiments.gpu_check import precision
+    from experiments.kernel_compare import precision
 
     gen = torch.Generator().manual_seed(seed)
     B, T, S, D = 2, 150, 140, layer.w_q.in_features  # past one 128-row block, so block skipping shows
@@ -48,7 +48,7 @@ def flex_run(layer, pos, call: str, device: torch.device, dtype: torch.dtype, se
 
 def flex_cases(device: torch.device, dtype: torch.dtype, d_model: int = 64, heads: int = 4) -> dict[str, Any]:
     """Every flex pair against the fp32 math path: counts, failures, the largest error."""
-    from experiments.gpu_check import _params, within_tolerance
+    from experiments.kernel_compare import _params, within_tolerance
     from variants import ATTENTION, POSITION
     from variants.checks import VariantConfigError
 

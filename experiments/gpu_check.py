@@ -47,14 +47,13 @@ from typing import Any
 
 import torch
 
+from experiments.kernel_compare import _params, precision, within_tolerance
 from experiments.result import environment, now_iso, write_json_atomic
 
 CHECKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {}
 # When the whole check must end (time.monotonic()); main sets it from --budget.
 DEADLINE = {"at": float("inf")}
 ROOT = Path(__file__).resolve().parents[1]
-FP32_TOL = {"atol": 1e-4, "rtol": 1e-4}
-LOW_PRECISION_FUDGE, LOW_PRECISION_FLOOR = 3.0, 1e-3
 # The run every training check starts from: a small model, a few hundred steps.
 # peers on a GPU: B 32, T 512, d 512, 6+6 layers (bf16); uncompiled, to stay within the budget
 PEERS_GPU_SHAPE = ["--batch", "32", "--length", "512", "--d-model", "512", "--heads", "8", "--layers", "6",
@@ -115,30 +114,6 @@ def need_cuda() -> None:
 
 
 # -- comparing a kernel with the math path ---------------------------------------------------------------
-def max_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    return (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
-
-
-def within_tolerance(fused: list[torch.Tensor], reference: list[torch.Tensor], dtype: torch.dtype,
-                     math_low: list[torch.Tensor] | None = None) -> tuple[bool, float, float]:
-    """(ok, error, allowed) of a fused kernel's tensors against the fp32 math path's.
-
-    fp32: elementwise ``|fused - ref| <= atol + rtol |ref|``. Lower precision: the largest
-    error may be ``LOW_PRECISION_FUDGE`` times the math path's own error at that precision
-    (``math_low``) plus ``LOW_PRECISION_FLOOR``.
-    """
-    error = max(max_error(f, r) for f, r in zip(fused, reference, strict=True))
-    if dtype == torch.float32:
-        ok = all(torch.allclose(f.double(), r.double(), **FP32_TOL) for f, r in zip(fused, reference, strict=True))
-        scale = max(r.double().abs().max().item() for r in reference)
-        return ok, error, FP32_TOL["atol"] + FP32_TOL["rtol"] * scale
-    if math_low is None:
-        raise ValueError("a lower-precision comparison needs the math path's own error at that precision")
-    own = max(max_error(m, r) for m, r in zip(math_low, reference, strict=True))
-    allowed = LOW_PRECISION_FUDGE * own + LOW_PRECISION_FLOOR
-    return error <= allowed, error, allowed
-
-
 def kernel_choices(device: torch.device) -> list[tuple[str, str, Any]]:
     """(label, backend, SDPA kernel to force or None) for what this device offers; xformers only
     where a call of it runs (``variants.kernels.xformers_unavailable``)."""
@@ -167,13 +142,6 @@ def forced(kernel: Any) -> Iterator[None]:
 
 
 CALLS = ("self", "causal", "cross")
-
-
-def precision(device: torch.device, dtype: torch.dtype):
-    """fp32 as is; a lower precision as training uses it: fp32 weights under autocast."""
-    if dtype == torch.float32:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype)
 
 
 def layer_run(layer, pos, call: str, device: torch.device, dtype: torch.dtype, seed: int = 1) -> list[torch.Tensor]:
@@ -265,10 +233,6 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
 
 def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
-
-
-def _params(params: dict[str, Any]) -> str:
-    return "(" + ",".join(f"{k}={v}" for k, v in params.items()) + ")" if params else ""
 
 
 def kernels_outcome(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:

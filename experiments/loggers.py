@@ -124,12 +124,15 @@ def _step(row: dict[str, str]) -> int | None:
 
 
 def wandb_logger(*, run_dir: Path, run_id: str, group: str, tags: list[str], config: dict[str, Any],
-                 mode: str, project: str, entity: str | None) -> SafeWandbLogger | None:
-    """Start the W&B run now, so a failure to start is caught before training."""
+                 mode: str, project: str, entity: str | None, **init: Any) -> SafeWandbLogger | None:
+    """Start the W&B run now, so a failure to start is caught before training.
+
+    ``init``: any other keyword of WandbLogger / ``wandb.init`` (job_type, notes, ...), from ``logger.wandb``.
+    """
     try:
         logger = SafeWandbLogger(project=project, entity=entity, group=group, tags=tags, mode=mode,
                                  save_dir=str(run_dir), id=run_id, resume="allow", config=config,
-                                 reinit="finish_previous")
+                                 reinit="finish_previous", **init)
         from experiments.wandb_tables import define_metrics
 
         define_metrics(logger.experiment)

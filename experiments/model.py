@@ -15,12 +15,13 @@ hooks: decoder and encoder positions do not share an index space.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from experiments.config import ModelOptions
 from experiments.elementwise import Dropout, ReLU
 from variants import ATTENTION, POSITION, AttentionLayer, KVCache, PositionEncoding
 from variants.checks import VariantConfigError, one_of, positive, probability
@@ -52,23 +53,23 @@ class VariantSpec:
     name: str
     params: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, node: Any) -> "VariantSpec":
+        """A group node (``{name: local, window: 4}``) or a bare registry name."""
+        if isinstance(node, str):
+            return cls(node)
+        params = dict(node)
+        return cls(params.pop("name"), params)
 
-@dataclass
-class ModelSpec:
-    arch: str
+
+@dataclass(kw_only=True)
+class ModelSpec(ModelOptions):
+    """What the Transformer is built from: the user's options (``ModelOptions``, with their
+    defaults) and what the run decides: the task's vocabulary and special tokens, the variants."""
+
     vocab_size: int
     attention: VariantSpec
     position: VariantSpec
-    d_model: int = 64
-    encoder_layers: int = 2
-    decoder_layers: int = 2
-    ffn_dim: int = 256
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    norm: str = "post"
-    tie_embeddings: bool = True
-    pooling: str = "mean"
-    embedding: str = "scaled"
     num_classes: int = 0
     backend: str = "auto"
     # per-role attention; None means "the same as ``attention``"
@@ -78,6 +79,11 @@ class ModelSpec:
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
+
+    @classmethod
+    def of(cls, options: ModelOptions, **decided: Any) -> "ModelSpec":
+        """The spec of ``options`` (a ``ModelConf`` from the config, say) with what the run decided."""
+        return cls(**{f.name: getattr(options, f.name) for f in fields(ModelOptions)}, **decided)
 
     def validate(self) -> None:
         one_of("model.arch", self.arch, ARCHS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict
 from typing import Any
 
 import lightning as L
@@ -20,13 +20,11 @@ from torchmetrics import MeanMetric, SumMetric
 
 from experiments import attention_stats
 from experiments.batches import IGNORE, REPEATED, concat_io, lm_io, prompt_rows, seq2seq_io
+from experiments.config import SCHEDULES, OptimConf
 from experiments.model import ModelSpec, Transformer
-from experiments.reinforce import (Baseline, ReinforceSpec, mean_entropy, repeat_batch, returns, stack_log_probs,
-                                   surrogate)
+from experiments.reinforce import Baseline, mean_entropy, repeat_batch, returns, stack_log_probs, surrogate
 from variants.attention.hard import reinforce_layers
-from variants.checks import VariantConfigError, one_of, positive, probability
 
-SCHEDULES = ("inverse_sqrt", "cosine", "constant")
 
 
 class DivergedError(RuntimeError):
@@ -37,38 +35,8 @@ class DivergedError(RuntimeError):
         self.step = step
 
 
-@dataclass
-class OptimSpec:
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.98)
-    warmup_steps: int = 100
-    schedule: str = "inverse_sqrt"
-    min_lr_ratio: float = 0.1
-    label_smoothing: float = 0.0
-    reinforce_weight: float = 1.0
-    reinforce_baseline_decay: float = 0.9
-    reinforce_reward: str = "position"
-    reinforce_discount: float = 0.0
-    reinforce_baseline: str = "moving_average"
-    reinforce_samples: int = 1
-    reinforce_entropy: float = 0.0
-
-    def reinforce(self) -> ReinforceSpec:
-        return ReinforceSpec(weight=self.reinforce_weight, reward=self.reinforce_reward,
-                             discount=self.reinforce_discount,
-                             baseline=self.reinforce_baseline, baseline_decay=self.reinforce_baseline_decay,
-                             samples=self.reinforce_samples, entropy=self.reinforce_entropy)
-
-    def validate(self) -> None:
-        positive("optim.lr", self.lr)
-        if self.weight_decay < 0:
-            raise VariantConfigError(f"optim.weight_decay={self.weight_decay} is not allowed; it must be >= 0")
-        if self.warmup_steps < 0:
-            raise VariantConfigError(f"optim.warmup_steps={self.warmup_steps} is not allowed; it must be >= 0")
-        one_of("optim.schedule", self.schedule, SCHEDULES)
-        probability("optim.label_smoothing", self.label_smoothing)
-        self.reinforce().validate()
+# The optimiser's options: the config's ``optim`` node as a typed object (one schema, experiments/config.py)
+OptimSpec = OptimConf
 
 
 def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
@@ -87,13 +55,16 @@ def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
 class Seq2SeqModule(L.LightningModule):
     """Trains any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
 
-    def __init__(self, model: dict[str, Any], optim: dict[str, Any], task_kind: str, max_steps: int,
+    def __init__(self, model: ModelSpec, optim: OptimSpec, task_kind: str, max_steps: int,
                  eval_lengths: list[int] | None = None, sep_id: int = 3, generate: bool = True,
                  bleu: bool = False) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        self.spec = _model_spec(model)
-        self.optim_spec = OptimSpec(**optim)
+        # In the checkpoint as plain data (a checkpoint loads with torch.load(weights_only=True));
+        # the loggers already have the whole resolved config (result.flatten).
+        self.save_hyperparameters(ignore=["model", "optim"], logger=False)
+        self.hparams.update(model=asdict(model), optim=asdict(optim))
+        self.spec = model
+        self.optim_spec = optim
         self.optim_spec.validate()
         self.model = Transformer(self.spec)
         self.task_kind, self.max_steps, self.sep_id = task_kind, max_steps, sep_id
@@ -501,17 +472,6 @@ def _reinforcing(stack: torch.nn.Module | None) -> bool:
 
     return stack is not None and any(isinstance(m, HardAttention) and m.estimator == "reinforce"
                                      for m in stack.modules())
-
-
-def _model_spec(model: dict[str, Any]) -> ModelSpec:
-    from experiments.model import VariantSpec
-
-    fields = dict(model)
-    for key in ("attention", "position", "encoder_attention", "decoder_attention", "cross_attention"):
-        value = fields.get(key)
-        if isinstance(value, dict):
-            fields[key] = VariantSpec(value["name"], dict(value.get("params", {})))
-    return ModelSpec(**fields)
 
 
 def gather_sums(sums: dict[Any, dict[str, Tensor]]) -> dict[Any, dict[str, Tensor]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("task", "attention", "position", "model", "trainer", "logger", "experiment", "hparams_search",
+GROUPS = ("task", "attention", "position", "model", "trainer", "callbacks", "logger", "experiment", "hparams_search",
           "variant_param")
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
@@ -109,14 +109,41 @@ def _one_line(err: BaseException) -> str:
     return f"{message} (key: {full_key})" if full_key and full_key not in message else message
 
 
+# Hydra's flags: those after which nothing of attnlab's config runs, and those that take a value
+NOT_RUNNING = ("--help", "-h", "--hydra-help", "--version", "--shell-completion", "-sc",
+               "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun")
+WITH_VALUE = ("--cfg", "-c", "--package", "-p")
+INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def overrides_of(argv: list[str]) -> list[str] | None:
+    """The overrides of a command line without Hydra's flags (``--cfg job``, ``--info``, ``-m``, ``--resolve``);
+    None when a flag means attnlab's config is not what runs (``--help``, ``-cn other``)."""
+    args, rest = [], list(argv)
+    while rest:
+        arg = rest.pop(0)
+        flag = arg.split("=", 1)[0]
+        if flag in NOT_RUNNING:
+            return None
+        if flag in WITH_VALUE:
+            if "=" not in arg and rest:
+                rest.pop(0)
+        elif flag in ("--info", "-i"):
+            if "=" not in arg and rest and rest[0] in INFO_TOPICS:
+                rest.pop(0)
+        elif not arg.startswith("-"):
+            args.append(arg)
+    return args
+
+
 def preflight(argv: list[str]) -> None:
     """Raise PreflightError (one line) when the command line cannot work."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     multirun = any(a in MULTIRUN_FLAGS for a in argv)
-    args = [a for a in argv if a not in MULTIRUN_FLAGS]
-    if any(a.startswith("-") for a in args):
-        return  # --cfg, --help, -cp ...: Hydra's own business
+    args = overrides_of(argv)
+    if args is None:
+        return  # --help, another config (-cp, -cn): nothing of attnlab's runs
     parser = OverridesParser.create()
     try:
         overrides = parser.parse_overrides(args)
@@ -127,8 +154,16 @@ def preflight(argv: list[str]) -> None:
             from variants.discovery import import_plugins
 
             import_plugins([str(m) for m in (override.value() or [])])  # they may register new names
+    from experiments.checks import ConfigError
+    from experiments.extras import check_choice
+
     for override in overrides:
+        try:
+            check_choice(override.get_key_element(), _values(override))
+        except ConfigError as err:
+            raise PreflightError(str(err)) from None
         check_names(override.get_key_element(), _values(override))
+        check_trainer_override(override.get_key_element())
 
     from omegaconf import OmegaConf
 
@@ -149,10 +184,56 @@ def preflight(argv: list[str]) -> None:
         cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
         check_claims(cfg)  # a malformed claim in a preset stops the sweep before its first cell
         check_logger(cfg)  # W&B would warn in four lines and train without logging
+        check_lightning(cfg)
         expand_roles(cfg)
         if not multirun:
             check_config(cfg)
             _build_variants(cfg)
+
+
+def check_trainer_override(key: str) -> None:
+    """``trainer.<key>`` must be a keyword of lightning.Trainer (or attnlab's own): one line, nearest match.
+    A key that has moved says where to."""
+    key = key.lstrip("+~")
+    from experiments.lightning_parts import MOVED
+
+    if key in MOVED:
+        raise PreflightError(MOVED[key])
+    if key.startswith("trainer.") and key.count(".") == 1:
+        from experiments.checks import ConfigError
+        from experiments.lightning_parts import check_trainer_key
+
+        try:
+            check_trainer_key(key.split(".", 1)[1], check_value=False)
+        except ConfigError as err:
+            raise PreflightError(str(err)) from None
+
+
+def check_lightning(cfg) -> None:
+    """The Trainer's keys and value types, the callbacks and the loggers of a composed config."""
+    from experiments.checks import ConfigError
+    from experiments import lightning_parts
+
+    try:
+        lightning_parts.check_trainer(cfg.trainer)
+        lightning_parts.check_callbacks(cfg)
+        lightning_parts.check_loggers(cfg)
+    except ConfigError as err:
+        raise PreflightError(str(err)) from None
+
+
+def _trainer_key_error(overrides: list[str]) -> PreflightError | None:
+    """A Trainer keyword the trainer config does not list, set without ``+``."""
+    for line in overrides:
+        key, _, value = line.partition("=")
+        if key.startswith("trainer.") and key.count(".") == 1:
+            from experiments.lightning_parts import trainer_keywords
+
+            name = key.split(".", 1)[1]
+            if name in trainer_keywords():
+                return PreflightError(f"{key}={value}: the trainer config does not list {name!r}; "
+                                      f"add it with +{key}={value}")
+    return None
 
 
 def _first(override) -> str | None:
@@ -171,7 +252,8 @@ def _compose(overrides: list[str]):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             return compose(config_name="config", overrides=overrides, return_hydra_config=True)
     except Exception as err:  # noqa: BLE001 - every composition error becomes one line
-        raise _role_parameter_error(overrides) or PreflightError(_one_line(err)) from None
+        raise (_role_parameter_error(overrides) or _trainer_key_error(overrides)
+               or PreflightError(_one_line(err))) from None
 
 
 def _role_parameter_error(overrides: list[str]) -> PreflightError | None:

@@ -108,7 +108,7 @@ def new_result(cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[
 
 def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
-    from experiments import build
+    from experiments import build, lightning_parts
     from experiments.checkpointing import checkpoint_bytes, checkpoint_step
     from experiments.loggers import keep_history, metrics_csv
 
@@ -123,7 +123,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
     trainer = wandb = None
     try:
-        parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat)
+        parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat, overrides=overrides)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
@@ -151,8 +151,16 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
-        val = build.final_validation(trainer, module, datamodule)
-        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, verbose=False))
+        tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
+        if tested is None:
+            val = build.final_validation(trainer, module, datamodule)
+        else:
+            log.info("testing the best weights (eval.checkpoint=best): %s", tested)
+            result["tested_checkpoint"] = str(Path(tested).relative_to(run_dir)) if Path(tested).is_relative_to(
+                run_dir) else tested
+            val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested,
+                                                        verbose=False))
+        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
         result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
@@ -163,7 +171,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
             if trainer.is_global_zero:
                 result["attention_stats"] = build.save_attention_stats(module, run_dir)
         if cfg.eval.attention_maps and trainer.is_global_zero:
-            build.save_attention_maps(module, datamodule, run_dir, wandb if cfg.logger.log_attention_maps else None)
+            maps_to_wandb = lightning_parts.wandb_setting(cfg, "log_attention_maps", True)
+            build.save_attention_maps(module, datamodule, run_dir, wandb if maps_to_wandb else None)
         result["status"] = "completed"
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
         build.release_ddp_ranks(trainer)
@@ -301,7 +310,24 @@ def hydra_entry(cfg: DictConfig) -> float:
     return objective(result, cfg.objective)
 
 
+def version() -> str:
+    """attnlab's version: the installed distribution's, else pyproject.toml's (a source checkout)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("attnlab")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
 def main() -> None:
+    if "--version" in sys.argv[1:]:
+        # Hydra's own --version names Hydra's version
+        print(f"attnlab {version()} (hydra-core {__import__('hydra').__version__})")
+        sys.exit(0)
     register_configs()
     os.environ.setdefault("WANDB_SILENT", "true")
     from experiments.preflight import PreflightError, preflight

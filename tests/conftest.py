@@ -20,7 +20,7 @@ TINY = [
     "attention.num_heads=2", "trainer.max_steps=2", "trainer.val_check_interval=2",
     "trainer.limit_val_batches=1", "trainer.progress_bar=false",
     "task.train_size=64", "task.val_size=16", "task.test_size=8", "task.batch_size=8",
-    "eval.attention_maps=false", "logger=none",
+    "eval.attention_maps=false", "logger=csv",
 ]
 
 

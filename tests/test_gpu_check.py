@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from experiments import gpu_check
-from experiments.gpu_check import (FP32_TOL, LOW_PRECISION_FLOOR, LOW_PRECISION_FUDGE, CheckFailed, Skip,
-                                   kernel_cases, run_check, within_tolerance)
+from experiments.gpu_check import CheckFailed, Skip, kernel_cases, run_check
+from experiments.kernel_compare import FP32_TOL, LOW_PRECISION_FLOOR, LOW_PRECISION_FUDGE, within_tolerance
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from tests.conftest import TINY, compose
 

@@ -32,12 +32,11 @@ def yaml_of(name: str) -> dict:
 
 def built(overrides: list[str]):
     """The Transformer a run with these overrides trains."""
-    from experiments.build import model_dict
-    from experiments.module import _model_spec
+    from experiments.build import model_spec
     from experiments.model import Transformer
 
     cfg = expand_roles(compose(overrides))
-    return cfg, Transformer(_model_spec(model_dict(cfg, DATA)))
+    return cfg, Transformer(model_spec(cfg, DATA))
 
 
 def test_role_parameters_from_the_command_line_reach_the_built_layers():

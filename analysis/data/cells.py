@@ -38,62 +38,26 @@ once: ``drop_duplicate_runs`` keeps one and reports the others.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-CONFIG_PREFIX = "config."
-SEED_KEY = "seed"
-# Keys (whole dotted components: "name" is not "name_of_x") that never change what a run computes.
-NOISE_PREFIXES = ("logger", "trainer.progress_bar", "trainer.log_every_n_steps", "trainer.checkpoint_every_n_steps",
-                  "resume", "name", "fail_at_step", "num_threads", "objective", "eval.attention_maps", "hydra",
-                  "claims")  # what the analysis tests (analysis/claims/), not what a run computes
+from common.cell_identity import (CONFIG_PREFIX, GROUP_COLUMNS, ID_LENGTH, NOISE_PREFIXES, SEED_KEY, cell_id,
+                                  factor_name, identity, is_missing, is_noise, normalise)
+
+
 # Budget: how long and on how much data a run trained or was evaluated.
 BUDGET_KEYS = ("trainer.max_steps", "trainer.max_epochs", "trainer.max_time", "trainer.limit_train_batches",
                "trainer.limit_val_batches", "trainer.limit_test_batches", "trainer.fast_dev_run",
                "trainer.accumulate_grad_batches", "task.train_size", "task.val_size", "task.test_size")
 # Provenance: where and with which kernels a run was computed.
 PROVENANCE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.num_nodes", "trainer.strategy", "backend")
-# The result's own columns for the registry groups; config.<group>.name is the same value.
-GROUP_COLUMNS = ("task", "attention", "position")
 GROUPING = ("task",)
 FACTOR_ORDER = ("attention", "position")
 CELL_COLUMNS = ("cell", "cell_label")
 NO_FACTOR_LABEL = "(no varying factor)"
 FAILED = "failed"  # a run status whose settings never make a factor
-ID_LENGTH = 12
-
-
-def is_noise(key: str) -> bool:
-    """True for a flattened config key (without ``config.``) that does not change the computation."""
-    return any(key == p or key.startswith(p + ".") for p in NOISE_PREFIXES)
-
-
-def is_missing(value: Any) -> bool:
-    if value is None:
-        return True
-    try:
-        return bool(isinstance(value, float) and math.isnan(value))
-    except TypeError:
-        return False
-
-
-def normalise(value: Any) -> Any:
-    """A hashable, JSON-stable value: lists as JSON text, integral floats as ints (4.0 from a NaN column is 4)."""
-    if is_missing(value):
-        return None
-    if hasattr(value, "item") and not isinstance(value, (list, tuple, dict, str)):
-        value = value.item()  # numpy scalars
-    if isinstance(value, bool) or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, sort_keys=True, default=str)
-    return str(value)
 
 
 def format_value(value: Any) -> str:
@@ -106,41 +70,6 @@ def format_value(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
-
-
-def factor_name(config_key: str) -> str:
-    """``attention.name`` -> ``attention``; any other key keeps its dotted path."""
-    if config_key.endswith(".name") and len(config_key) > len(".name"):
-        return config_key[: -len(".name")]
-    return config_key
-
-
-def identity(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The configuration of one run that defines its cell: config minus seed and noise, registry groups by name.
-
-    ``row`` is a runs-frame row (``config.<key>`` columns and the result's task,
-    attention and position). Missing values are left out, so a key that is absent
-    and one that is null are the same configuration.
-    """
-    config: dict[str, Any] = {}
-    for column, value in row.items():
-        if not isinstance(column, str) or not column.startswith(CONFIG_PREFIX):
-            continue
-        key = column[len(CONFIG_PREFIX):]
-        if key == SEED_KEY or is_noise(key):
-            continue
-        value = normalise(value)
-        if value is not None:
-            config[factor_name(key)] = value
-    for group in GROUP_COLUMNS:  # always known, also for results whose config lacks the group's name
-        if not is_missing(row.get(group)):
-            config[group] = str(row[group])
-    return config
-
-
-def cell_id(config: Mapping[str, Any]) -> str:
-    blob = json.dumps(dict(config), sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:ID_LENGTH]
 
 
 def parent(key: str, groups: Iterable[str]) -> str | None:

@@ -124,7 +124,8 @@ def _log_file(run_dir: Path) -> Path | None:
 def read_wandb_offline_run(run_dir: str | Path) -> dict[str, Any]:
     """Read one offline run folder.
 
-    Returns ``dict(id, group, tags, config, summary, history, metrics, project, exit_code, finished, path)``;
+    Returns ``dict(id, group, tags, config, summary, history, metrics, project, exit_code, finished, path,
+    job_type, artifacts)``; ``artifacts``: [{"name", "type", "files"}] of the artifacts the run logged;
     ``metrics`` holds the metric definitions (``define_metric``): {name or glob: {"step_metric", "summary"}};
     ``config`` drops W&B's own ``_wandb`` entry and ``history`` is a list of logged rows.
     ``finished`` says the log holds the exit record: W&B's service writes the log after
@@ -138,6 +139,7 @@ def read_wandb_offline_run(run_dir: str | Path) -> dict[str, Any]:
     run: dict[str, Any] = {
         "id": run_dir.name.rsplit("-", 1)[-1], "group": None, "tags": [], "project": None,
         "config": {}, "summary": {}, "history": [], "metrics": {}, "exit_code": None, "finished": False, "path": str(run_dir),
+        "job_type": None, "artifacts": [],
     }
     log = _log_file(run_dir)
     if log is not None:
@@ -168,6 +170,7 @@ def _apply_record(run: dict[str, Any], record: Any) -> None:
         run["group"] = r.run_group or None
         run["tags"] = list(r.tags)
         run["project"] = r.project or None
+        run["job_type"] = r.job_type or None
         _apply_updates(run["config"], r.config)
         _apply_updates(run["summary"], r.summary)
     elif kind == "config":
@@ -185,6 +188,9 @@ def _apply_record(run: dict[str, Any], record: Any) -> None:
         m = record.metric
         summary = [f.name for f, value in m.summary.ListFields() if value] if m.HasField("summary") else []
         run["metrics"][m.name or m.glob_name] = {"step_metric": m.step_metric or None, "summary": summary}
+    elif kind == "artifact":
+        a = record.artifact
+        run["artifacts"].append({"name": a.name, "type": a.type, "files": [e.path for e in a.manifest.contents]})
     elif kind == "exit":
         run["exit_code"] = record.exit.exit_code
         run["finished"] = True

@@ -43,6 +43,7 @@ from analysis.data.collect import Runs, collect, learning_curves
 from analysis.data.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.report.document import Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
 from analysis.command.errors import ReportError, run_cli
+from common.prog import prog_name
 from analysis.report.frontier import quality_cost_section
 from analysis.command.outputs import check_out_dir, writing
 from analysis.report.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
@@ -408,7 +409,7 @@ def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | 
 # ---------------------------------------------------------------- command line
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog_name("analysis.report"), description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", metavar="SWEEP_DIR", help="sweep folders, result.json files or globs")
     parser.add_argument("--out", required=True, type=Path, help="folder for the report")
     parser.add_argument("--baseline", default=None, metavar="ATTENTION+POSITION|KEY=VALUE[,KEY=VALUE]",

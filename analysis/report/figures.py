@@ -137,7 +137,26 @@ def report_style(grids: Sequence, width: float | None = None, formats: Sequence[
     return FigureStyle(colors, cells, labels, width, formats)
 
 
-def _panels(n: int, title: str, sharey: bool = True, style: FigureStyle | None = None) -> tuple[Figure, list]:
+def _given_axes(ax, n: int) -> tuple[Figure, list] | None:
+    """The figure and ``n`` axes of a caller's ``ax`` (one Axes, or a sequence of ``n``); None when not given."""
+    if ax is None:
+        return None
+    axes = list(np.ravel(ax)) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
+    if len(axes) < n:
+        raise ValueError(f"ax: this figure draws {n} panels; give {n} axes (plt.subplots(1, {n})[1]), got {len(axes)}")
+    return axes[0].figure, axes[:n]
+
+
+def _done(fig: Figure, path: Path | None, style: FigureStyle | None) -> Figure | Path:
+    """Saved to ``path`` (the report: returns the path), or the figure itself (a notebook: path None)."""
+    return fig if path is None else _save(fig, path, style)
+
+
+def _panels(n: int, title: str, sharey: bool = True, style: FigureStyle | None = None,
+            ax=None) -> tuple[Figure, list]:
+    given = _given_axes(ax, n)
+    if given is not None:
+        return given
     width = style.width if style is not None else None
     if width is None:
         columns = min(n, MAX_COLUMNS)
@@ -231,10 +250,13 @@ def _mean_band(frame: pd.DataFrame, x: str) -> pd.DataFrame:
 
 
 def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence[int] | None,
-                          colors: Mapping[str, tuple], title: str, path: Path, panel: str = "attention",
+                          colors: Mapping[str, tuple], title: str, path: Path | None = None, panel: str = "attention",
                           line: str = "position", panels: Sequence[str] | None = None,
-                          lines: Sequence[str] | None = None, legend: str | None = None) -> Path:
+                          lines: Sequence[str] | None = None, legend: str | None = None, ax=None) -> Path | Figure:
     """``metric`` vs evaluation length: a panel per ``panel`` level, a line per ``line`` level, training range shaded.
+
+    Saved to ``path`` (returns the path); without a path the figure is returned, drawn into ``ax``
+    (one matplotlib Axes per panel) when given.
 
     ``data``: columns ``panel``, ``line``, seed, length, value (completed runs of one
     table, so each (panel, line) is one cell); ``panels`` / ``lines`` give the order.
@@ -242,7 +264,7 @@ def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence
     style = style_of(colors)
     panel_levels = _in_order(data[panel], panels)
     line_levels = _in_order(data[line], lines)
-    fig, axes = _panels(len(panel_levels), title, style=style)
+    fig, axes = _panels(len(panel_levels), title, style=style, ax=ax)
     for ax, level in zip(axes, panel_levels):
         if train_range is not None:
             ax.axvspan(train_range[0], train_range[1], color="0.88", zorder=0)
@@ -259,21 +281,23 @@ def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
     _legend(fig, line_levels, colors, train_range, title=legend or line)
-    return _save(fig, path, style)
+    return _done(fig, path, style)
 
 
 def learning_curves(curves: pd.DataFrame, metric: str, colors: Mapping[str, tuple], title: str,
-                    path: Path, panel: str = "attention", line: str = "position",
+                    path: Path | None = None, panel: str = "attention", line: str = "position",
                     panels: Sequence[str] | None = None, lines: Sequence[str] | None = None,
-                    legend: str | None = None) -> Path:
+                    legend: str | None = None, ax=None) -> Path | Figure:
     """``metric`` vs step: a panel per ``panel`` level, the seed mean bold and each seed faint, a colour per line.
+
+    Saved to ``path`` (returns the path), or the figure (into ``ax`` when given) without one.
 
     ``curves``: columns ``panel``, ``line``, seed, step, value (one table of one task, one metric).
     """
     style = style_of(colors)
     panel_levels = _in_order(curves[panel], panels)
     line_levels = _in_order(curves[line], lines)
-    fig, axes = _panels(len(panel_levels), title, style=style)
+    fig, axes = _panels(len(panel_levels), title, style=style, ax=ax)
     for ax, level in zip(axes, panel_levels):
         here = curves[curves[panel] == level]
         for name in [n for n in line_levels if n in set(here[line])]:
@@ -288,21 +312,25 @@ def learning_curves(curves: pd.DataFrame, metric: str, colors: Mapping[str, tupl
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
     _legend(fig, line_levels, colors, title=legend or line)
-    return _save(fig, path, style)
+    return _done(fig, path, style)
 
 
 def parameter_curve(summary: pd.DataFrame, metric: str, parameter: str, colors: Mapping[str, tuple], title: str,
-                    path: Path, line: str | None = None, lines: Sequence[str] | None = None,
-                    legend: str | None = None) -> Path:
+                    path: Path | None = None, line: str | None = None, lines: Sequence[str] | None = None,
+                    legend: str | None = None, ax=None) -> Path | Figure:
     """``metric`` against a numeric factor's value: mean and 95% CI over seeds, a line per ``line`` level.
+
+    Saved to ``path`` (returns the path), or the figure (into ``ax`` when given) without one.
 
     ``summary``: one row per cell with columns ``x`` (the parameter value), mean,
     ci_half and, when given, ``line``.
     """
     style = style_of(colors)
-    fig = Figure(figsize=style.size((PANEL_W + 1.8, PANEL_H + 0.7)), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
+    if ax is None:
+        fig = Figure(figsize=style.size((PANEL_W + 1.8, PANEL_H + 0.7)), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+    fig = ax.figure
     groups = [(None, summary)] if line is None else [(n, summary[summary[line] == n])
                                                      for n in _in_order(summary[line], lines)]
     for name, group in groups:
@@ -320,7 +348,7 @@ def parameter_curve(summary: pd.DataFrame, metric: str, parameter: str, colors: 
     if line is not None:
         ax.legend(fontsize=8, title=legend or line, title_fontsize=8)
     fig.suptitle(title, fontsize=11)
-    return _save(fig, path, style)
+    return _done(fig, path, style)
 
 
 def _labels(block: str, axis: str, tokens: Mapping[str, Sequence[str]], size: int) -> Sequence[str] | None:

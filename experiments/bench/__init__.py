@@ -59,9 +59,11 @@ def _load_commands() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from common.prog import prog_name
+
     _load_commands()
     parser = argparse.ArgumentParser(
-        prog="python -m experiments.bench",
+        prog=prog_name("experiments.bench"),
         description="Benchmarks of attention variants (time, memory, scaling with sequence length).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

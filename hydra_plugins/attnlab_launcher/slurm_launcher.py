@@ -13,8 +13,13 @@ from pathlib import Path
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
-from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as HydraSlurmLauncher
+try:
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as HydraSlurmLauncher
+except ImportError:
+    # attnlab[slurm] is not installed: this module then defines no launcher (Hydra's plugin scan
+    # stays quiet) and hydra/launcher=slurm is refused in one line (experiments/extras.py)
+    BaseQueueConf = HydraSlurmLauncher = object
 from omegaconf import OmegaConf
 
 from experiments.slurm import LOST, install_quiet_watcher

@@ -1,0 +1,13 @@
+"""The name a command is run by, for its --help: the console script's, or ``python -m <module>``."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def prog_name(module: str) -> str:
+    """``attnlab-report`` when run as that console script, ``python -m analysis.report`` when run as a module."""
+    invoked = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if not invoked or invoked.endswith(".py") or invoked in ("-c", "-m", "python", "python3"):
+        return f"python -m {module}"
+    return invoked

@@ -1,0 +1,102 @@
+"""The command line as its peers have it: attnlab's --help and --version, the one-line checks under any
+Hydra flag, console scripts that name themselves, and the Python API giving the command line's result."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from experiments.preflight import overrides_of
+from tests.conftest import CONF, ROOT, TINY
+
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
+
+
+def train_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, env=ENV, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def test_help_is_attnlabs_own_with_every_group_and_its_options() -> None:
+    proc = train_cli("--help")
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert "powered by Hydra" not in text and "fail_at_step" not in text
+    groups = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra" and not p.name.startswith("_"))
+    for group in groups:
+        options = sorted(x.stem for x in (CONF / group).glob("*.yaml"))
+        assert f"{group}: {', '.join(options)}" in text, group
+    assert text.count("  attnlab-train ") == 3  # three examples
+    assert "== Presets ==" in text
+
+
+def test_version_is_attnlabs() -> None:
+    proc = train_cli("--version")
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert proc.returncode == 0 and proc.stdout.startswith(f"attnlab {expected}"), proc.stdout
+
+
+@pytest.mark.parametrize("flags", [["--cfg", "job"], ["--cfg=job"], ["--info"], ["--info", "defaults"], ["-m"],
+                                   ["--resolve", "--cfg", "all"]])
+def test_one_line_checks_run_under_any_flag(flags: list[str]) -> None:
+    proc = train_cli(*flags, "attention=sofft")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "attention=sofft" in lines[0] and "'soft'" in lines[0]
+
+
+def test_cfg_job_prints_the_config_of_good_overrides() -> None:
+    proc = train_cli("--cfg", "job", "attention=local", "+trainer.profiler=simple")
+    assert proc.returncode == 0, proc.stderr
+    assert "profiler: simple" in proc.stdout and "name: local" in proc.stdout
+
+
+def test_hydra_flags_are_told_from_overrides() -> None:
+    assert overrides_of(["--cfg", "job", "a=1", "-m", "b=2", "--info", "plugins", "c=3", "--resolve"]) \
+        == ["a=1", "b=2", "c=3"]
+    assert overrides_of(["--info", "a=1"]) == ["a=1"]  # --info's topic is optional
+    assert overrides_of(["a=1", "--help"]) is None
+    assert overrides_of(["-cn", "other", "a=1"]) is None
+
+
+@pytest.mark.parametrize("script, module", [("attnlab-report", "analysis.report"),
+                                            ("attnlab-bench", "experiments.bench")])
+def test_console_scripts_name_themselves(script: str, module: str, tmp_path: Path) -> None:
+    """Run as the console script (a file named like it), --help says its name; run as a module, the module."""
+    launcher = tmp_path / script
+    entry = {"analysis.report": "from analysis.report import main",
+             "experiments.bench": "from experiments.bench import main"}[module]
+    launcher.write_text(f"import sys\n{entry}\nsys.exit(main())\n")
+    as_script = subprocess.run([sys.executable, str(launcher), "--help"], env=ENV, text=True, capture_output=True)
+    as_module = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, env=ENV, text=True,
+                               capture_output=True)
+    assert as_script.stdout.startswith(f"usage: {script} "), as_script.stdout + as_script.stderr
+    assert as_module.stdout.startswith(f"usage: python -m {module} "), as_module.stdout
+
+
+def test_python_api_gives_the_command_lines_result(tmp_path: Path) -> None:
+    from experiments import run
+
+    overrides = [*TINY, "task=reverse", "attention=local", "num_threads=1", "seed=3"]
+    proc = train_cli(*overrides, f"hydra.run.dir={tmp_path / 'cli'}")
+    assert proc.returncode == 0, proc.stderr
+    cli = json.loads((tmp_path / "cli" / "result.json").read_text())
+    api = run(overrides, run_dir=tmp_path / "api")
+    assert api == json.loads((tmp_path / "api" / "result.json").read_text())
+    assert api["status"] == cli["status"] == "completed"
+    assert api["config_hash"] == cli["config_hash"] and api["overrides"] == cli["overrides"]
+    assert api["metrics"] == pytest.approx(cli["metrics"], rel=1e-6)
+    assert api["cost"]["params"] == cli["cost"]["params"]
+
+
+def test_python_api_refuses_a_bad_override_in_one_line(tmp_path: Path) -> None:
+    from experiments import run
+    from experiments.preflight import PreflightError
+
+    with pytest.raises(PreflightError, match=r"did you mean 'soft'"):
+        run(["attention=sofft"], run_dir=tmp_path)

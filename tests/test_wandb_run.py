@@ -1,0 +1,56 @@
+"""W&B as its users group runs: job type, cell id and factors in the config, the group per sweep,
+result.json and the (opt-in) checkpoint as artifacts. Offline; read back from the run's record log."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from analysis.collect import collect
+from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_run
+from tests.conftest import ROOT, TINY
+from tests.test_cli import ENV
+
+WITH_WANDB = [o for o in TINY if o != "logger=none"] + ["logger=default"]
+
+
+def offline_runs(folder: Path, wait_s: float = 60) -> dict[str, dict]:
+    """{run id: what its offline record log holds}, once W&B's service has written each log to its end."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        runs = [read_wandb_offline_run(p) for p in find_offline_runs([folder])]
+        if all(r["finished"] for r in runs) or time.monotonic() > deadline:
+            return {r["id"]: r for r in runs}
+        time.sleep(0.5)
+
+
+def test_a_single_run_is_train_with_result_and_checkpoint_artifacts(tmp_path: Path) -> None:
+    from experiments import run
+
+    result = run([*WITH_WANDB, "logger.wandb.log_checkpoint=true"], run_dir=tmp_path)
+    logged = offline_runs(tmp_path)[result["run_id"]]
+    assert logged["job_type"] == "train" and logged["group"] == "default"
+    files = {a["type"]: a["files"] for a in logged["artifacts"]}
+    assert files["result"] == ["result.json"] and files["model"] == ["last.ckpt"]
+
+
+def test_sweep_cells_carry_job_type_group_cell_and_factors(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "experiments.train", "-m", *WITH_WANDB, "name=wb",
+                           "attention=soft,local", f"hydra.sweep.dir={sweep}"], cwd=ROOT, env=ENV, text=True,
+                          capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = collect([sweep]).runs
+    from analysis.data.cells import assign_cells
+
+    cells = assign_cells(runs)[0].set_index("run_id")["cell"]  # the report's own cells of these runs
+    logged = offline_runs(sweep)
+    assert sorted(logged) == sorted(cells.index)
+    for run_id, run in logged.items():
+        assert run["job_type"] == "sweep_cell" and run["group"] == "wb"
+        assert run["config"]["attnlab/cell"] == cells[run_id]
+        assert run["config"]["attnlab/factors"]["attention"] == run["config"]["attention.name"]
+        # a checkpoint is an artifact only when asked (it can be large)
+        assert [a["type"] for a in run["artifacts"] if a["type"] in ("result", "model")] == ["result"]
+    assert len(set(cells)) == 2
