@@ -47,7 +47,8 @@ SEED_KEY = "seed"
 # Keys (whole dotted components: "name" is not "name_of_x") that never change what a run computes.
 NOISE_PREFIXES = ("logger", "trainer.progress_bar", "trainer.log_every_n_steps", "trainer.checkpoint_every_n_steps",
                   "resume", "name", "fail_at_step", "num_threads", "objective", "eval.attention_maps", "hydra",
-                  "claims")  # what the analysis tests (analysis/claims.py), not what a run computes
+                  "claims",  # what the analysis tests (analysis/claims.py), not what a run computes
+                  "ensemble")  # how the seeds were trained (alone or batched): a member is its seed's run
 # Budget: how long and on how much data a run trained or was evaluated.
 BUDGET_KEYS = ("trainer.max_steps", "trainer.max_epochs", "trainer.max_time", "trainer.limit_train_batches",
                "trainer.limit_val_batches", "trainer.limit_test_batches", "trainer.fast_dev_run",

@@ -97,6 +97,13 @@ class EvalConf:
 
 
 @dataclass
+class EnsembleConf:
+    # N > 1: seeds seed .. seed+N-1 train in this process as one batched model, one result
+    # folder each (experiments/ensemble); 1: an ordinary run
+    seeds: int = 1
+
+
+@dataclass
 class Config:
     task: Any = None
     attention: Any = None
@@ -106,6 +113,7 @@ class Config:
     trainer: TrainerConf = field(default_factory=TrainerConf)
     logger: LoggerConf = field(default_factory=LoggerConf)
     eval: EvalConf = field(default_factory=EvalConf)
+    ensemble: EnsembleConf = field(default_factory=EnsembleConf)
     name: str = "default"
     seed: int = 0
     backend: str = "auto"

@@ -19,7 +19,7 @@ SCHEMA = 1
 STATUSES = ("completed", "diverged", "failed")
 # Keys that do not change what is computed: left out of the config hash.
 HASH_EXCLUDE_PREFIXES = ("logger.", "trainer.progress_bar", "trainer.log_every_n_steps", "resume", "name",
-                         "fail_at_step", "num_threads", "claims")
+                         "fail_at_step", "num_threads", "claims", "ensemble.")
 PACKAGES = ("torch", "lightning", "hydra-core", "wandb", "pandas", "numpy", "torchmetrics", "tokenizers",
             "sacrebleu", "attnlab")
 
