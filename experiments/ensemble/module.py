@@ -33,6 +33,12 @@ class EnsembleModule(L.LightningModule):
         template = members[0]
         # a plain list: the template lends its code and structure, never its own weights
         self._template = [template]
+        # A layer whose fast path reads its shapes from the data declares the path to batch with.
+        for sub in template.model.modules():
+            declared = getattr(sub, "batched_members_backend", None)
+            backend = declared() if callable(declared) else None
+            if backend is not None:
+                sub.backend = backend
         self.optim_spec, self.max_steps = template.optim_spec, template.max_steps
         params, buffers = stack_module_state([m.model for m in members])  # name -> (N, ...)
         self.param_names, self.buffer_names = list(params), list(buffers)
