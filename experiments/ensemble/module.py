@@ -33,14 +33,18 @@ class EnsembleModule(L.LightningModule):
         template = members[0]
         # a plain list: the template lends its code and structure, never its own weights
         self._template = [template]
-        # A layer whose fast path reads its shapes from the data declares the path to batch with.
+        # Inside the batched step every attention layer takes its reference path (``math``), which
+        # each fast path is tested equal to: a fast path may read its shapes from the data (the
+        # banded local kernel's key slices) or lack a batched gradient (SDPA's for a learned bias).
         for sub in template.model.modules():
-            declared = getattr(sub, "batched_members_backend", None)
-            backend = declared() if callable(declared) else None
-            if backend is not None:
-                sub.backend = backend
+            if "math" in getattr(sub, "backends", ()) and getattr(sub, "backend", "math") != "math":
+                sub.backend = "math"
         self.optim_spec, self.max_steps = template.optim_spec, template.max_steps
         params, buffers = stack_module_state([m.model for m in members])  # name -> (N, ...)
+        # A non-persistent buffer equal in every member is a constant the model derives (rope's
+        # frequencies): it stays the template's own, unbatched, so code that reads its value works.
+        constant = _non_persistent(template.model)
+        buffers = {n: b for n, b in buffers.items() if not (n in constant and bool((b == b[:1]).all()))}
         self.param_names, self.buffer_names = list(params), list(buffers)
         # Every name of a shared tensor (the embedding reached from the model, each stack and the
         # tied head) is passed explicitly, and the template's own tensors are put back after each
@@ -48,10 +52,10 @@ class EnsembleModule(L.LightningModule):
         self._originals = {name: t for name, t in [*template.model.named_parameters(remove_duplicate=False),
                                                    *template.model.named_buffers(remove_duplicate=False)]}
         by_tensor = {id(t): n for n, t in [*template.model.named_parameters(), *template.model.named_buffers()]}
+        own = {*self.param_names, *self.buffer_names}
         self.aliases = {name: by_tensor[id(t)] for name, t in
-                        template.model.named_parameters(remove_duplicate=False)}
-        self.aliases.update({name: by_tensor[id(t)] for name, t in
-                             template.model.named_buffers(remove_duplicate=False)})
+                        [*template.model.named_parameters(remove_duplicate=False),
+                         *template.model.named_buffers(remove_duplicate=False)] if by_tensor[id(t)] in own}
         self.stacked = nn.ParameterList([nn.Parameter(params[n].detach().clone()) for n in self.param_names])
         for i, name in enumerate(self.buffer_names):
             self.register_buffer(f"member_buffer_{i}", buffers[name].clone())
@@ -140,7 +144,7 @@ class EnsembleModule(L.LightningModule):
             g[dead] = 0.0  # a diverged member's gradient may hold NaN; it takes no step anyway
         if self.grad_clip is None:
             return
-        norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads])  # (P, N)
+        norms = torch.stack([g.reshape(g.shape[0], -1).norm(dim=1) for g in grads])  # (P, N)
         total = norms.norm(dim=0)  # (N,): each member's norm over all its parameters
         scale = (self.grad_clip / (total + 1e-6)).clamp(max=1.0)  # (N,)
         for g in grads:
@@ -183,3 +187,9 @@ class EnsembleModule(L.LightningModule):
         self.loss_history = [tuple(entry) for entry in state.get("loss_history", [])]
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
+
+
+def _non_persistent(model: nn.Module) -> set[str]:
+    """Full names of the buffers ``model`` leaves out of its state dict."""
+    return {f"{prefix}.{name}" if prefix else name for prefix, sub in model.named_modules()
+            for name in getattr(sub, "_non_persistent_buffers_set", ())}

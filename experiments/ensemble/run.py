@@ -241,9 +241,11 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
 
 
 def load_member(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Load a member's weights; names that ``stack_module_state`` left out are tied aliases of loaded ones."""
-    aliases = set(model.state_dict()) - {n for n, _ in model.named_parameters()} - {n for n, _ in model.named_buffers()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    """Load a member's weights; the names ``stack_module_state`` left out must be tied aliases of loaded ones."""
+    saved = set(model.state_dict())
+    aliases = saved - {n for n, _ in model.named_parameters()} - {n for n, _ in model.named_buffers()}
+    # a non-persistent buffer (rope's frequencies) is rebuilt by the model, never loaded
+    missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if k in saved}, strict=False)
     if unexpected or set(missing) - aliases:
         raise RuntimeError(f"member weights do not fit the model: missing {missing}, unexpected {unexpected}")
 
@@ -292,6 +294,10 @@ def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multiru
     """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
     from experiments.train import objective
 
+    if int(cfg.ensemble.seeds) < 1:
+        print(f"attnlab: ensemble.seeds={cfg.ensemble.seeds} is not allowed; it must be an integer >= 1 "
+              "(1: an ordinary run)", file=sys.stderr)
+        sys.exit(2)
     results = train_ensemble(cfg, run_dir, overrides)
     for r in results:
         line = f"seed={r['seed']}: {r['status']}" + (f" ({r.get('error')})" if r["status"] != "completed" else "")

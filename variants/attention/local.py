@@ -85,12 +85,6 @@ class LocalAttention(AttentionLayer):
         """|j - p_i| <= w: (B, H, tq, tk) bool from centres (B, H, tq)."""
         return (k_pos.to(centre.dtype)[None, None, None, :] - centre[..., None]).abs() <= self.window
 
-    def batched_members_backend(self) -> str | None:
-        """The path to take when seeds train as one batched model (``experiments.ensemble``): the
-        banded kernel picks its key slices from the centres, data each member holds its own of,
-        so the members take the reference path, which the tests hold equal to it."""
-        return "math" if self.backend == "banded" else None
-
     # -- the two paths ---------------------------------------------------------------------------
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
