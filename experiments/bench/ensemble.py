@@ -37,6 +37,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the table as JSON here")
 
 
+def _dir(key: str, path: Path) -> str:
+    """A Hydra override for a folder; quoted, since a member folder's name holds ``=``."""
+    quoted = str(path).replace("'", "\\'")
+    return f"{key}='{quoted}'"
+
+
 def _pin(cores: int) -> list[str]:
     if (os.cpu_count() or 1) > cores and subprocess.run(["which", "taskset"], capture_output=True).returncode == 0:
         return ["taskset", "-c", f"0-{cores - 1}"]
@@ -74,13 +80,13 @@ def ensemble(args: argparse.Namespace) -> int:
     threads = args.ensemble_threads or [args.cores]
     arrangements: list[tuple[str, list[list[str]], Path]] = [
         *[(f"ensemble-{t}-threads", [[*pin, *py, *cell, f"ensemble.seeds={args.seeds}", f"num_threads={t}",
-                                     f"hydra.run.dir={work / f'ensemble-{t}'}"]], work / f"ensemble-{t}")
+                                     _dir("hydra.run.dir", work / f"ensemble-{t}")]], work / f"ensemble-{t}")
           for t in threads],
-        ("sequential", [[*pin, *py, *cell, f"seed={s}", f"hydra.run.dir={work / 'sequential' / f'seed={s}'}"]
+        ("sequential", [[*pin, *py, *cell, f"seed={s}", _dir("hydra.run.dir", work / "sequential" / f"seed={s}")]
                         for s in seeds], work / "sequential"),
         *[(f"parallel-{j}", [[*pin, *py, "-m", *cell, f"seed={','.join(map(str, seeds))}",
                               "hydra/launcher=joblib", f"hydra.launcher.n_jobs={j}",
-                              f"hydra.sweep.dir={work / f'parallel-{j}'}"]], work / f"parallel-{j}")
+                              _dir("hydra.sweep.dir", work / f"parallel-{j}")]], work / f"parallel-{j}")
           for j in args.jobs],
     ]
     rows = []
