@@ -14,6 +14,7 @@ Every member's metrics are compared with its separate run's (the table's last co
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import os
 import subprocess
@@ -26,7 +27,9 @@ from experiments.bench import command
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cell", nargs="*", default=["experiment=quick"], help="overrides naming the cell")
+    # the cell named in full: a multirun would otherwise also sweep the preset's own grid
+    parser.add_argument("--cell", nargs="*", default=["experiment=quick", "attention=multihead", "position=sinusoidal"],
+                        help="overrides naming the cell")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=None, help="trainer.max_steps (default: the cell's)")
     parser.add_argument("--cores", type=int, default=2)
@@ -34,6 +37,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ensemble-threads", type=int, nargs="+", default=None,
                         help="intra-op threads of the ensemble process, one row each (default: --cores)")
     parser.add_argument("--work", type=Path, default=Path("bench_ensemble"), help="folder for the runs")
+    parser.add_argument("--only", nargs="*", default=None, help="run only these arrangements (by name)")
     parser.add_argument("--out", type=Path, default=None, help="write the table as JSON here")
 
 
@@ -89,6 +93,8 @@ def ensemble(args: argparse.Namespace) -> int:
                               _dir("hydra.sweep.dir", work / f"parallel-{j}")]], work / f"parallel-{j}")
           for j in args.jobs],
     ]
+    if args.only:
+        arrangements = [a for a in arrangements if a[0] in args.only]
     rows = []
     for name, commands, folder in arrangements:
         load = os.getloadavg()[0]
@@ -103,7 +109,7 @@ def ensemble(args: argparse.Namespace) -> int:
         rows.append({"arrangement": name, "wall_seconds": wall, "completed": done, "load_before": load,
                      "errors": failed})
         print(f"{name}: {wall:.1f} s, {done}/{len(seeds)} completed, load average before {load:.1f}", flush=True)
-    sequential = next(r["wall_seconds"] for r in rows if r["arrangement"] == "sequential")
+    sequential = next((r["wall_seconds"] for r in rows if r["arrangement"] == "sequential"), math.nan)
     members, alone = _results(work / f"ensemble-{threads[0]}"), _results(work / "sequential")
     print(f"\n{args.seeds} seeds of {' '.join(cell)} on {args.cores} cores "
           f"(load average now {os.getloadavg()[0]:.1f})\n")
