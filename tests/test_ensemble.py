@@ -129,3 +129,31 @@ def test_a_type_that_declares_it_cannot_batch_falls_back_with_the_reason(tmp_pat
         assert m["status"] == "completed"
         assert "estimator='reinforce'" in m["ensemble"]["fallback"]
     assert not (tmp_path / "ensemble" / "ensemble").exists(), "no batched training took place"
+
+
+def test_each_member_is_clipped_by_its_own_norm_as_clip_grad_norm_does(tmp_path: Path) -> None:
+    """Gradients of very different sizes per member: each must come out as torch's
+    ``clip_grad_norm_`` leaves that member's gradients alone (a clip over all members would not)."""
+    from experiments import build
+    from experiments.ensemble.module import EnsembleModule
+    from experiments.ensemble.run import member_config
+
+    cfg = compose(BASE)
+    modules = [build.assemble(member_config(cfg, s), tmp_path, run_id="x", flat_config={}).module for s in (0, 1, 2)]
+    ens = EnsembleModule(modules, [0, 1, 2], grad_clip=0.5)
+    generator = torch.Generator().manual_seed(0)
+    sizes = torch.tensor([0.01, 1.0, 30.0])  # member 0 under the clip, 1 and 2 above it
+    for p in ens.stacked:
+        p.grad = torch.randn(p.shape, generator=generator) * sizes.view(-1, *([1] * (p.dim() - 1)))
+    expected = []
+    for i in range(3):
+        copies = [p.grad[i].clone().requires_grad_(False) for p in ens.stacked]
+        params = [torch.nn.Parameter(torch.zeros_like(g)) for g in copies]
+        for param, g in zip(params, copies):
+            param.grad = g
+        torch.nn.utils.clip_grad_norm_(params, 0.5)
+        expected.append([param.grad for param in params])
+    ens.configure_gradient_clipping(None)
+    for i in range(3):
+        for p, want in zip(ens.stacked, expected[i]):
+            torch.testing.assert_close(p.grad[i], want, rtol=1e-5, atol=1e-7)
