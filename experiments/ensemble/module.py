@@ -117,7 +117,7 @@ class EnsembleModule(L.LightningModule):
         if bool(newly.any()):
             for i in newly.nonzero().flatten().tolist():
                 log.warning("member %d (seed=%d): loss became %s at step %d; it stops, the others go on",
-                            i, self.seeds[i], float(losses[i]), self.global_step)
+                            i, self.seeds[i], float(losses[i].detach()), self.global_step)
             self.diverged_at[newly] = self.global_step
             self.alive &= finite
             self._freeze_dead()

@@ -72,7 +72,6 @@ def without_wandb(cfg: DictConfig) -> DictConfig:
 def train_ensemble(cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any] | None = None
                    ) -> list[dict[str, Any]]:
     """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order."""
-    from experiments import build
     from experiments.quiet import quiet_library_warnings
     from experiments.roles import expand_roles
     from experiments.train import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
