@@ -12,7 +12,9 @@ SEED_KEY = "seed"
 # Keys (whole dotted components: "name" is not "name_of_x") that never change what a run computes.
 NOISE_PREFIXES = ("logger", "trainer.progress_bar", "trainer.log_every_n_steps", "trainer.checkpoint_every_n_steps",
                   "resume", "name", "fail_at_step", "num_threads", "objective", "eval.attention_maps", "hydra",
-                  "claims")  # what the analysis tests (analysis/claims/), not what a run computes
+                  "claims",  # what the analysis tests (analysis/claims/), not what a run computes
+                  "ensemble",  # how the seeds were trained (alone or batched): a member is its seed's run
+                  "jobs_per_gpu")  # how many cells shared a GPU: where, not what, a run computed
 # The result's own columns for the registry groups; config.<group>.name is the same value.
 GROUP_COLUMNS = ("task", "attention", "position")
 ID_LENGTH = 12

@@ -115,6 +115,13 @@ class EvalConf:
 
 
 @dataclass
+class EnsembleConf:
+    # N > 1: seeds seed .. seed+N-1 train in this process as one batched model, one result
+    # folder each (experiments/ensemble); 1: an ordinary run
+    seeds: int = 1
+
+
+@dataclass
 class Config:
     task: Any = None
     attention: Any = None
@@ -130,6 +137,7 @@ class Config:
     # attnlab's own callbacks, by name (experiments.lightning_parts.OWN_CALLBACKS)
     own_callbacks: list[str] = field(default_factory=lambda: ["progress", "last_validation", "step_timer"])
     eval: EvalConf = field(default_factory=EvalConf)
+    ensemble: EnsembleConf = field(default_factory=EnsembleConf)
     name: str = "default"
     seed: int = 0
     backend: str = "auto"

@@ -20,7 +20,7 @@ SCHEMA = 1
 STATUSES = ("completed", "diverged", "failed")
 # Keys that do not change what is computed: left out of the config hash.
 HASH_EXCLUDE_PREFIXES = ("logger.", "trainer.progress_bar", "trainer.log_every_n_steps", "resume", "name",
-                         "fail_at_step", "num_threads", "jobs_per_gpu", "claims")
+                         "fail_at_step", "num_threads", "jobs_per_gpu", "claims", "ensemble.")
 PACKAGES = ("torch", "lightning", "hydra-core", "wandb", "pandas", "numpy", "torchmetrics", "tokenizers",
             "sacrebleu", "attnlab")
 

@@ -262,6 +262,11 @@ def hydra_entry(cfg: DictConfig) -> float:
     overrides = list(hc.overrides.task)
     multirun = hc.mode == RunMode.MULTIRUN
     threads = threads_per_process(hc.launcher, cfg.trainer, cfg.num_threads)
+    if cfg.ensemble.seeds != 1:  # the seeds of this cell batched in this process (experiments/ensemble)
+        from experiments.ensemble import ensemble_entry
+
+        set_threads(threads)
+        return ensemble_entry(cfg, run_dir, overrides, multirun)
     if multirun and runs_ranks_by_rerunning(cfg.trainer):
         result = train_in_child(cfg, run_dir, overrides, threads)
     else:

@@ -54,6 +54,13 @@ class HardAttention(AttentionLayer):
         #: baseline may look at (they do not depend on this layer's choices).
         self.query_features: Tensor | None = None
 
+    def batched_members_problem(self) -> str | None:
+        """Why seeds of this layer cannot train as one batched model (``experiments.ensemble``), or None."""
+        if self.estimator == "reinforce":
+            return ("estimator='reinforce' keeps each step's sampled choices on the layer for a REINFORCE "
+                    "baseline that the run trains, state the batched step does not keep per member")
+        return None
+
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
         need_weights: bool,

@@ -81,6 +81,13 @@ class PerformerAttention(KernelisedAttention):
             self.draws += 1
             self.projection.copy_(self.draw(int(self.draws)))
 
+    def batched_members_problem(self) -> str | None:
+        """Why seeds of this layer cannot train as one batched model (``experiments.ensemble``), or None."""
+        if self.redraw_every:
+            return (f"redraw_every={self.redraw_every} redraws the random features inside the forward pass, "
+                    "a buffer update the batched step does not carry per member")
+        return None
+
     def feature_map(self, x: Tensor) -> Tensor:
         dtype = torch.promote_types(x.dtype, torch.float32)  # exp in half precision loses the small features
         x = x.to(dtype) * self.head_dim ** -0.25  # (B, H, T, D): phi(x) . phi(y) estimates exp(q . k / sqrt(D))

@@ -1,0 +1,128 @@
+"""``ensemble``: the seeds of one cell as one batched model against separate runs, whole-process wall time.
+
+    python -m experiments.bench ensemble                     # the quick cell, 5 seeds, 2 cores
+    python -m experiments.bench ensemble --steps 300 --jobs 2 5
+
+Each arrangement is the command a user would type, timed from start to exit (imports, data,
+W&B, training, evaluation, result files), on ``--cores`` cores (pinned with ``taskset`` when the
+machine has more), one after another in one run, with the load average printed beside each:
+- ``ensemble-T-threads``: one process, ``ensemble.seeds=N``, T intra-op threads (``--ensemble-threads``);
+- ``sequential``: N single runs, one after another (the preset's threads);
+- ``parallel-J``: one multirun over the N seeds with the joblib launcher, J at a time.
+Every member's metrics are compared with its separate run's (the table's last column).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.bench import command
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    # the cell named in full: a multirun would otherwise also sweep the preset's own grid
+    parser.add_argument("--cell", nargs="*", default=["experiment=quick", "attention=multihead", "position=sinusoidal"],
+                        help="overrides naming the cell")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=None, help="trainer.max_steps (default: the cell's)")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[2, 5], help="joblib jobs at once, one row each")
+    parser.add_argument("--ensemble-threads", type=int, nargs="+", default=None,
+                        help="intra-op threads of the ensemble process, one row each (default: --cores)")
+    parser.add_argument("--work", type=Path, default=Path("bench_ensemble"), help="folder for the runs")
+    parser.add_argument("--only", nargs="*", default=None, help="run only these arrangements (by name)")
+    parser.add_argument("--out", type=Path, default=None, help="write the table as JSON here")
+
+
+def _dir(key: str, path: Path) -> str:
+    """A Hydra override for a folder; quoted, since a member folder's name holds ``=``."""
+    quoted = str(path).replace("'", "\\'")
+    return f"{key}='{quoted}'"
+
+
+def _pin(cores: int) -> list[str]:
+    if (os.cpu_count() or 1) > cores and subprocess.run(["which", "taskset"], capture_output=True).returncode == 0:
+        return ["taskset", "-c", f"0-{cores - 1}"]
+    return []
+
+
+def _timed(cmd: list[str]) -> tuple[float, int, str]:
+    env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "offline"), "WANDB_SILENT": "true"}
+    began = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return time.perf_counter() - began, proc.returncode, proc.stderr[-1500:]
+
+
+def _results(folder: Path) -> dict[int, dict[str, Any]]:
+    out = {}
+    for path in folder.rglob("result.json"):
+        result = json.loads(path.read_text())
+        out[int(result["seed"])] = result
+    return out
+
+
+def _largest_difference(a: dict[int, dict], b: dict[int, dict]) -> float | None:
+    diffs = [abs(a[s]["metrics"][k] - v) for s in a if s in b for k, v in b[s]["metrics"].items()
+             if k in a[s]["metrics"]]
+    return max(diffs) if diffs else None
+
+
+@command("ensemble", help="seeds batched in one process vs separate runs in sequence and in parallel",
+         arguments=arguments)
+def ensemble(args: argparse.Namespace) -> int:
+    seeds = list(range(args.seeds))
+    cell = list(args.cell) + ([f"trainer.max_steps={args.steps}"] if args.steps else [])
+    pin, py = _pin(args.cores), [sys.executable, "-m", "experiments.train"]
+    work = args.work.resolve()
+    threads = args.ensemble_threads or [args.cores]
+    arrangements: list[tuple[str, list[list[str]], Path]] = [
+        *[(f"ensemble-{t}-threads", [[*pin, *py, *cell, f"ensemble.seeds={args.seeds}", f"num_threads={t}",
+                                     _dir("hydra.run.dir", work / f"ensemble-{t}")]], work / f"ensemble-{t}")
+          for t in threads],
+        ("sequential", [[*pin, *py, *cell, f"seed={s}", _dir("hydra.run.dir", work / "sequential" / f"seed={s}")]
+                        for s in seeds], work / "sequential"),
+        *[(f"parallel-{j}", [[*pin, *py, "-m", *cell, f"seed={','.join(map(str, seeds))}",
+                              "hydra/launcher=joblib", f"hydra.launcher.n_jobs={j}",
+                              _dir("hydra.sweep.dir", work / f"parallel-{j}")]], work / f"parallel-{j}")
+          for j in args.jobs],
+    ]
+    if args.only:
+        arrangements = [a for a in arrangements if a[0] in args.only]
+    rows = []
+    for name, commands, folder in arrangements:
+        load = os.getloadavg()[0]
+        wall, failed = 0.0, []
+        for cmd in commands:
+            seconds, code, err = _timed(cmd)
+            wall += seconds
+            if code != 0:
+                failed.append(err)
+        results = _results(folder)
+        done = sum(r["status"] == "completed" for r in results.values())
+        rows.append({"arrangement": name, "wall_seconds": wall, "completed": done, "load_before": load,
+                     "errors": failed})
+        print(f"{name}: {wall:.1f} s, {done}/{len(seeds)} completed, load average before {load:.1f}", flush=True)
+    sequential = next((r["wall_seconds"] for r in rows if r["arrangement"] == "sequential"), math.nan)
+    members, alone = _results(work / f"ensemble-{threads[0]}"), _results(work / "sequential")
+    print(f"\n{args.seeds} seeds of {' '.join(cell)} on {args.cores} cores "
+          f"(load average now {os.getloadavg()[0]:.1f})\n")
+    print("| arrangement | wall s | × faster than sequential | completed |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        r["speedup_vs_sequential"] = sequential / r["wall_seconds"]
+        print(f"| {r['arrangement']} | {r['wall_seconds']:.1f} | {r['speedup_vs_sequential']:.2f} | "
+              f"{r['completed']}/{args.seeds} |")
+    diff = _largest_difference(members, alone)
+    print(f"\nlargest |ensemble member - its separate run| over the metrics: {diff}")
+    if args.out:
+        args.out.write_text(json.dumps({"cell": cell, "seeds": args.seeds, "cores": args.cores,
+                                        "ensemble_threads": threads, "rows": rows, "largest_difference": diff},
+                                       indent=2))
+    return 0 if all(r["completed"] == args.seeds for r in rows) else 1

@@ -1,0 +1,195 @@
+"""N seeds of one cell as one LightningModule: the members' weights carry a leading member dimension.
+
+The forward pass is ``vmap(functional_call)`` over that dimension (``randomness="different"``:
+each member draws its own dropout masks). Each member's loss is its separate run's loss; the
+sum of the live members' losses is backpropagated, and since no parameter is shared, each
+gradient is exactly that member's. Everything that would otherwise mix members is done per
+member: gradient clipping by each member's own norm, and divergence (a member whose loss is
+not finite is marked, its weights stop changing, the others go on). AdamW and the schedule
+act elementwise, so one optimiser over the stacked weights steps each member as its own would.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from experiments.module import Seq2SeqModule, lr_factor
+
+log = logging.getLogger("attnlab")
+
+
+class EnsembleModule(L.LightningModule):
+    """Trains ``members`` (built exactly as their separate runs build them) as one batched model."""
+
+    def __init__(self, members: list[Seq2SeqModule], seeds: list[int], grad_clip: float | None,
+                 log_every: int = 50) -> None:
+        super().__init__()
+        self.seeds, self.grad_clip, self.log_every = list(seeds), grad_clip or None, max(int(log_every), 1)
+        template = members[0]
+        # a plain list: the template lends its code and structure, never its own weights
+        self._template = [template]
+        # Inside the batched step every attention layer takes its reference path (``math``), which
+        # each fast path is tested equal to: a fast path may read its shapes from the data (the
+        # banded local kernel's key slices) or lack a batched gradient (SDPA's for a learned bias).
+        for sub in template.model.modules():
+            if "math" in getattr(sub, "backends", ()) and getattr(sub, "backend", "math") != "math":
+                sub.backend = "math"
+        self.optim_spec, self.max_steps = template.optim_spec, template.max_steps
+        params, buffers = stack_module_state([m.model for m in members])  # name -> (N, ...)
+        # A non-persistent buffer equal in every member is a constant the model derives (rope's
+        # frequencies): it stays the template's own, unbatched, so code that reads its value works.
+        constant = _non_persistent(template.model)
+        buffers = {n: b for n, b in buffers.items() if not (n in constant and bool((b == b[:1]).all()))}
+        self.param_names, self.buffer_names = list(params), list(buffers)
+        # Every name of a shared tensor (the embedding reached from the model, each stack and the
+        # tied head) is passed explicitly, and the template's own tensors are put back after each
+        # call: functional_call leaves a module reached by two paths holding the substituted tensor.
+        self._originals = {name: t for name, t in [*template.model.named_parameters(remove_duplicate=False),
+                                                   *template.model.named_buffers(remove_duplicate=False)]}
+        by_tensor = {id(t): n for n, t in [*template.model.named_parameters(), *template.model.named_buffers()]}
+        own = {*self.param_names, *self.buffer_names}
+        self.aliases = {name: by_tensor[id(t)] for name, t in
+                        [*template.model.named_parameters(remove_duplicate=False),
+                         *template.model.named_buffers(remove_duplicate=False)] if by_tensor[id(t)] in own}
+        self.stacked = nn.ParameterList([nn.Parameter(params[n].detach().clone()) for n in self.param_names])
+        for i, name in enumerate(self.buffer_names):
+            self.register_buffer(f"member_buffer_{i}", buffers[name].clone())
+        n = len(members)
+        self.register_buffer("alive", torch.ones(n, dtype=torch.bool))
+        self.register_buffer("diverged_at", torch.full((n,), -1, dtype=torch.long))
+        self.register_buffer("tokens_seen", torch.zeros(n, dtype=torch.long))
+        #: each member's training loss every ``log_every`` steps: [(step, [loss or None per member])]
+        self.loss_history: list[tuple[int, list[float | None]]] = []
+        self._frozen: dict[int, list[Tensor]] = {}  # a diverged member's weights at its divergence
+
+    @property
+    def template(self) -> Seq2SeqModule:
+        return self._template[0]
+
+    @property
+    def members(self) -> int:
+        return len(self.seeds)
+
+    def member_state(self, index: int) -> dict[str, Tensor]:
+        """Member ``index``'s weights and buffers as a ``Transformer`` state dict."""
+        state = {name: p[index].detach().clone() for name, p in zip(self.param_names, self.stacked)}
+        for i, name in enumerate(self.buffer_names):
+            state[name] = getattr(self, f"member_buffer_{i}")[index].clone()
+        return state
+
+    def on_fit_start(self) -> None:
+        self.template.to(self.device)
+        self._freeze_dead()
+
+    # -- the batched step -------------------------------------------------------------------------
+    def member_losses(self, inputs: dict[str, Tensor], targets: Tensor) -> Tensor:
+        """inputs {key: (N, B, T)}, targets (N, B, T) | (N, B) -> each member's mean loss (N,)."""
+        model, smoothing = self.template.model, self.optim_spec.label_smoothing
+        buffers = [getattr(self, f"member_buffer_{i}") for i in range(len(self.buffer_names))]
+
+        def one(params: list[Tensor], bufs: list[Tensor], x: dict[str, Tensor], y: Tensor) -> Tensor:
+            own = {**dict(zip(self.param_names, params)), **dict(zip(self.buffer_names, bufs))}
+            state = {name: own[canonical] for name, canonical in self.aliases.items()}
+            try:
+                logits = functional_call(model, state, (), x, tie_weights=False)
+            finally:
+                self._restore_template()
+            return self.template._losses(logits, y, smoothing)[0]
+
+        return vmap(one, randomness="different")(list(self.stacked), buffers, inputs, targets)
+
+    def _restore_template(self) -> None:
+        for name, tensor in self._originals.items():
+            path, _, attr = name.rpartition(".")
+            owner = self.template.model.get_submodule(path)
+            table = owner._parameters if attr in owner._parameters else owner._buffers
+            table[attr] = tensor
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
+        losses = self.member_losses(batch["inputs"], batch["targets"])  # (N,)
+        finite = torch.isfinite(losses.detach())
+        newly = self.alive & ~finite
+        if bool(newly.any()):
+            for i in newly.nonzero().flatten().tolist():
+                log.warning("member %d (seed=%d): loss became %s at step %d; it stops, the others go on",
+                            i, self.seeds[i], float(losses[i].detach()), self.global_step)
+            self.diverged_at[newly] = self.global_step
+            self.alive &= finite
+            self._freeze_dead()
+        if not bool(self.alive.any()):
+            self.trainer.should_stop = True
+            return None
+        self.tokens_seen += batch["tokens"].to(self.tokens_seen.device) * self.alive
+        live = torch.where(self.alive, losses, torch.zeros_like(losses))
+        self.log("train/loss", live.sum() / self.alive.sum(), prog_bar=True)
+        if self.global_step % self.log_every == 0:
+            values = losses.detach().tolist()
+            self.loss_history.append((int(self.global_step), [v if a else None for v, a in
+                                                              zip(values, self.alive.tolist())]))
+        return live.sum()
+
+    # -- what would mix members, done per member ---------------------------------------------------
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Each member clipped by its own gradient norm (``clip_grad_norm_``'s formula per member)."""
+        grads = [p.grad for p in self.stacked if p.grad is not None]
+        if not grads:
+            return
+        dead = ~self.alive
+        for g in grads:
+            g[dead] = 0.0  # a diverged member's gradient may hold NaN; it takes no step anyway
+        if self.grad_clip is None:
+            return
+        norms = torch.stack([g.reshape(g.shape[0], -1).norm(dim=1) for g in grads])  # (P, N)
+        total = norms.norm(dim=0)  # (N,): each member's norm over all its parameters
+        scale = (self.grad_clip / (total + 1e-6)).clamp(max=1.0)  # (N,)
+        for g in grads:
+            g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        # AdamW's momentum and weight decay would move a diverged member's weights: put them back.
+        with torch.no_grad():
+            for i, weights in self._frozen.items():
+                for p, w in zip(self.stacked, weights):
+                    p[i] = w
+
+    def _freeze_dead(self) -> None:
+        for i in (~self.alive).nonzero().flatten().tolist():
+            if i not in self._frozen:
+                self._frozen[i] = [p[i].detach().clone() for p in self.stacked]
+
+    # -- optimiser: the separate runs' AdamW and schedule, over the stacked weights ---------------------
+    def configure_optimizers(self):
+        spec = self.optim_spec
+        # a separate run decays matrices (dim >= 2); here each carries one more (member) dimension
+        decay = [p for p in self.stacked if p.requires_grad and p.dim() - 1 >= 2]
+        no_decay = [p for p in self.stacked if p.requires_grad and p.dim() - 1 < 2]
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=spec.lr, betas=tuple(spec.betas),
+        )
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, self.max_steps))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # -- exact resumption --------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["attnlab_ensemble"] = {"seeds": self.seeds, "loss_history": self.loss_history,
+                                          "torch_rng": torch.get_rng_state()}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("attnlab_ensemble", {})
+        if state.get("seeds") != self.seeds:
+            raise ValueError(f"the checkpoint holds the ensemble of seeds {state.get('seeds')}, not {self.seeds}")
+        self.loss_history = [tuple(entry) for entry in state.get("loss_history", [])]
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
+
+
+def _non_persistent(model: nn.Module) -> set[str]:
+    """Full names of the buffers ``model`` leaves out of its state dict."""
+    return {f"{prefix}.{name}" if prefix else name for prefix, sub in model.named_modules()
+            for name in getattr(sub, "_non_persistent_buffers_set", ())}

@@ -1,0 +1,310 @@
+"""``ensemble.seeds=N``: the seeds ``seed .. seed+N-1`` of one cell trained in one process, one result each.
+
+Each member is first assembled exactly as its separate run would be (``build.assemble`` with its
+seed: same weights, same data order), then the members train together as one batched model
+(``experiments.ensemble.module``) with one shared checkpoint, and finally each member is
+evaluated by its own assembled run, so its validation, test, per-length and attention results
+come from the same code as a separate run's, and its folder holds an ordinary ``result.json``
+(plus ``ensemble``: how many members, which one it was, the process's shared time).
+
+Layout under the run (or cell) folder::
+
+    seed=<s>/result.json ...     one folder per member, as a separate run with that seed writes it
+    ensemble/checkpoints/last.ckpt   the members' shared checkpoint (resume continues every member)
+    ensemble/csv/metrics.csv     the batched training's log
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, open_dict
+
+from experiments.ensemble.capability import ensemble_problem
+from experiments.result import environment, now_iso, write_json_atomic
+
+log = logging.getLogger("attnlab")
+SHARED = "ensemble"
+
+
+@dataclass
+class Member:
+    seed: int
+    cfg: DictConfig
+    run_dir: Path
+    overrides: list[str]
+    result: dict[str, Any]
+    flat: dict[str, Any] = field(default_factory=dict)
+    parts: Any = None
+
+
+def member_seeds(cfg: DictConfig) -> list[int]:
+    return [int(cfg.seed) + i for i in range(int(cfg.ensemble.seeds))]
+
+
+def member_overrides(overrides: list[str], seed: int) -> list[str]:
+    """The command line of the separate run this member stands for."""
+    kept = [o for o in overrides if o.lstrip("+~").split("=")[0] not in ("seed", "ensemble.seeds")]
+    return [*kept, f"seed={seed}"]
+
+
+def member_config(cfg: DictConfig, seed: int) -> DictConfig:
+    member = copy.deepcopy(cfg)
+    with open_dict(member):
+        member.seed = seed
+    return member
+
+
+def without_wandb(cfg: DictConfig) -> DictConfig:
+    """The config for building a member to train: W&B keeps one run open per process, so each
+    member's W&B run is opened later, around its own evaluation."""
+    quiet = copy.deepcopy(cfg)
+    quiet.logger.wandb.enabled = False
+    return quiet
+
+
+def train_ensemble(cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any] | None = None
+                   ) -> list[dict[str, Any]]:
+    """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order."""
+    from experiments.quiet import quiet_library_warnings
+    from experiments.roles import expand_roles
+    from experiments.train import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
+
+    began = time.perf_counter()
+    quiet_library_warnings()
+    quiet_lightning_handlers()
+    expand_roles(cfg)
+    seeds = member_seeds(cfg)
+    results: dict[int, dict[str, Any]] = {}
+    todo: list[Member] = []
+    for index, seed in enumerate(seeds):
+        mcfg, mdir = member_config(cfg, seed), run_dir / f"seed={seed}"
+        mdir.mkdir(parents=True, exist_ok=True)
+        flat, cfg_hash = resolved(mcfg)
+        done = completed_result(mcfg, mdir, cfg_hash)
+        if done:
+            results[seed] = done
+            continue
+        mover = member_overrides(overrides, seed)
+        result = new_result(mcfg, mdir, mover, flat, cfg_hash, run_identity(mdir, cfg_hash))
+        result["ensemble"] = {"members": len(seeds), "index": index, "seeds": seeds, "folder": str(run_dir / SHARED)}
+        todo.append(Member(seed, mcfg, mdir, mover, result, flat))
+    if todo:
+        for member, result in zip(todo, _train_members(cfg, run_dir, todo, began, callbacks or [])):
+            results[member.seed] = result
+    return [results[s] for s in seeds]
+
+
+def _train_members(cfg: DictConfig, run_dir: Path, todo: list[Member], began: float,
+                   callbacks: list[Any]) -> list[dict[str, Any]]:
+    from experiments import build
+    from experiments.roles import used_variants
+    from experiments.result import variant_references
+
+    try:
+        for m in todo:
+            m.parts = build.assemble(without_wandb(m.cfg), m.run_dir, run_id=m.result["run_id"], flat_config=m.flat)
+    except Exception as err:  # noqa: BLE001 - a config error fails every member alike
+        return [_finish(m, build.describe_failure(err, None, m.run_dir), began) for m in todo]
+    problem = ensemble_problem(todo[0].parts.module, cfg) if len(todo) > 1 else "one member left to train"
+    if problem is not None:
+        return _separately(todo, problem)
+    for m in todo:
+        m.result["train_lengths"] = list(getattr(m.parts.datamodule, "train_lengths", []) or []) or None
+        m.result["cost"]["params"] = m.parts.params
+        m.result["references"] = variant_references(used_variants(m.cfg))
+    ensemble, trainer = None, None
+    try:
+        ensemble, trainer, train_seconds = _fit(cfg, run_dir / SHARED, todo, callbacks)
+    except BaseException as err:  # noqa: BLE001 - every ending is recorded, in every member
+        failure = build.describe_failure(err, trainer, run_dir / SHARED)
+        out = [_finish(m, failure, began, trainer) for m in todo]
+        if not isinstance(err, Exception):
+            raise
+        return out
+    shared = (time.perf_counter() - began) / len(todo)
+    out = []
+    for index, m in enumerate(todo):
+        out.append(_evaluate_member(m, ensemble, index, trainer, train_seconds, shared))
+    return out
+
+
+def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[Any]):
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from experiments.callbacks import FailAtStep, PlainProgress, StepTimer
+    from experiments.checkpointing import AtomicCheckpointIO
+    from experiments.ensemble.data import MemberBatches
+    from experiments.ensemble.module import EnsembleModule
+    from experiments.loggers import csv_logger
+
+    t = cfg.trainer
+    seeds = [m.seed for m in todo]
+    module = EnsembleModule([m.parts.module for m in todo], seeds, cfg.optim.grad_clip,
+                            log_every=t.log_every_n_steps)
+    extra = [FailAtStep(int(cfg.fail_at_step))] if cfg.get("fail_at_step") is not None else []
+    trainer = L.Trainer(
+        accelerator=t.accelerator, devices=1, precision=t.precision, max_steps=t.max_steps,
+        limit_val_batches=0, num_sanity_val_steps=0, deterministic=t.deterministic,
+        log_every_n_steps=t.log_every_n_steps, accumulate_grad_batches=t.accumulate_grad_batches,
+        enable_progress_bar=False, enable_model_summary=False, logger=[csv_logger(shared_dir)],
+        callbacks=[ModelCheckpoint(dirpath=str(shared_dir / "checkpoints"), filename="step{step}", save_last=True,
+                                   save_top_k=0, every_n_train_steps=max(t.checkpoint_every_n_steps, 1),
+                                   auto_insert_metric_name=False),
+                   PlainProgress(every=max(t.log_every_n_steps, 1)), StepTimer(), *extra, *callbacks],
+        plugins=[AtomicCheckpointIO()], default_root_dir=str(shared_dir), use_distributed_sampler=False,
+    )
+    first = todo[0].parts
+    loaders = []
+    for m in todo:
+        dm = m.parts.datamodule
+        dm.trainer = trainer  # each member's sampler reads the ensemble's epoch and step, as in its own run
+        dm.prepare_data()
+        dm.setup("fit")
+        loaders.append(dm.train_dataloader())
+    spec = first.module.spec
+    batches = MemberBatches(loaders, kind=first.datamodule.kind, arch=spec.arch, pad_id=spec.pad_id,
+                            bos_id=spec.bos_id, sep_id=first.datamodule.sep_id)
+    ckpt = shared_dir / "checkpoints" / "last.ckpt"
+    resume_from = str(ckpt) if cfg.resume and ckpt.exists() and _same_members(ckpt, seeds) else None
+    if resume_from:
+        log.info("resuming the ensemble of seeds %s from %s", seeds, resume_from)
+    start = time.perf_counter()
+    trainer.fit(module, train_dataloaders=batches, ckpt_path=resume_from)
+    train_seconds = time.perf_counter() - start
+    if trainer.interrupted:
+        raise KeyboardInterrupt("training was interrupted")
+    return module, trainer, train_seconds
+
+
+def _same_members(ckpt: Path, seeds: list[int]) -> bool:
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    same = state.get("attnlab_ensemble", {}).get("seeds") == seeds
+    if not same:
+        log.info("%s holds another ensemble; starting afresh", ckpt)
+    return same
+
+
+def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds: float,
+                     shared_seconds: float) -> dict[str, Any]:
+    """Member ``index`` evaluated by its own run (as ``experiments.train.train`` evaluates a separate run)."""
+    from experiments import build
+
+    began = time.perf_counter()
+    result, n = m.result, ensemble.members
+    steps = int(ensemble.diverged_at[index]) if not bool(ensemble.alive[index]) else int(fit_trainer.global_step)
+    timer = next((c for c in fit_trainer.callbacks if type(c).__name__ == "StepTimer"), None)
+    step_ms = timer.summary().get("step_ms") if timer is not None else None
+    tokens = int(ensemble.tokens_seen[index])
+    result["cost"].update({
+        # this member's share of the batched training (N members shared every step)
+        "train_seconds": train_seconds / n, "step_ms": step_ms / n if step_ms else None, "steps": steps,
+        "tokens_per_second": tokens / (train_seconds / n) if train_seconds > 0 else None,
+        "threads": torch.get_num_threads(), "world_size": 1,
+    })
+    result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
+    if not bool(ensemble.alive[index]):
+        value = "nan"
+        result.update(status="diverged", error=f"loss became {value} at step {steps}", diverged_at_step=steps)
+        return _finish(m, {}, began, None, shared_seconds)
+    trainer = wandb = None
+    try:
+        parts = build.assemble(m.cfg, m.run_dir, run_id=result["run_id"], flat_config=m.flat)
+        trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
+        load_member(module.model, ensemble.member_state(index))
+        module.tokens_seen = tokens
+        _log_history(trainer, ensemble.loss_history, index)
+        val = build.final_validation(trainer, module, datamodule)
+        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, verbose=False))
+        result["metrics"] = {**val, **test, **module.bleu_scores()}
+        result["by_length"] = module.length_metrics()
+        result["cost"]["peak_memory_mb"] = build.peak_memory_mb(module.device)
+        result["cost"]["test_seconds"] = module.test_seconds
+        if module.collect_attention_stats:
+            result["cost"]["attention_stats_seconds"] = module.stats_seconds
+            result["attention_stats"] = build.save_attention_stats(module, m.run_dir)
+        if m.cfg.eval.attention_maps:
+            build.save_attention_maps(module, datamodule, m.run_dir,
+                                      wandb if m.cfg.logger.log_attention_maps else None)
+        result["status"] = "completed"
+    except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
+        result.update(build.describe_failure(err, trainer, m.run_dir))
+    return _finish(m, {}, began, trainer, shared_seconds, wandb)
+
+
+def load_member(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Load a member's weights; the names ``stack_module_state`` left out must be tied aliases of loaded ones."""
+    saved = set(model.state_dict())
+    aliases = saved - {n for n, _ in model.named_parameters()} - {n for n, _ in model.named_buffers()}
+    # a non-persistent buffer (rope's frequencies) is rebuilt by the model, never loaded
+    missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if k in saved}, strict=False)
+    if unexpected or set(missing) - aliases:
+        raise RuntimeError(f"member weights do not fit the model: missing {missing}, unexpected {unexpected}")
+
+
+def _log_history(trainer, history: list[tuple[int, list[float | None]]], index: int) -> None:
+    """The member's training-loss curve, from the batched training, into its own CSV and W&B logs."""
+    for step, losses in history:
+        if losses[index] is None:
+            continue
+        for logger in trainer.loggers:
+            logger.log_metrics({"train/loss": losses[index]}, step=step)
+    for logger in trainer.loggers:
+        logger.save()
+
+
+def _finish(m: Member, update: dict[str, Any], began: float, trainer=None, shared_seconds: float = 0.0,
+            wandb=None) -> dict[str, Any]:
+    from experiments import build
+
+    result = m.result
+    result.update(update)
+    result["finished_at"] = now_iso()
+    # the member's share of the process's time before evaluation, then its own evaluation
+    result["cost"]["wall_seconds"] = shared_seconds + time.perf_counter() - began
+    result["env"] = environment(build.device_name(trainer))
+    write_json_atomic(m.run_dir / "result.json", result)
+    build.close_wandb(wandb, result)
+    return result
+
+
+def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
+    """The fallback: each member trained as its own run, one after another, with a note why."""
+    from experiments.train import train
+
+    log.warning("ensemble.seeds: %s; training the %d seeds one after another", problem, len(todo))
+    out = []
+    for m in todo:
+        result = train(m.cfg, m.run_dir, m.overrides)
+        result["ensemble"] = {**m.result["ensemble"], "fallback": problem}
+        write_json_atomic(m.run_dir / "result.json", result)
+        out.append(result)
+    return out
+
+
+def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
+    """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
+    from experiments.train import objective
+
+    if int(cfg.ensemble.seeds) < 1:
+        print(f"attnlab: ensemble.seeds={cfg.ensemble.seeds} is not allowed; it must be an integer >= 1 "
+              "(1: an ordinary run)", file=sys.stderr)
+        sys.exit(2)
+    results = train_ensemble(cfg, run_dir, overrides)
+    for r in results:
+        line = f"seed={r['seed']}: {r['status']}" + (f" ({r.get('error')})" if r["status"] != "completed" else "")
+        log.info("%s  (result: %s)", line, Path(r["run_dir"]) / "result.json")
+    failed = [r for r in results if r["status"] != "completed"]
+    if failed and not multirun:
+        for r in failed:
+            print(f"attnlab: seed={r['seed']} {r['status']}: {r.get('error')}", file=sys.stderr)
+        sys.exit(2 if any(r.get("user_error") for r in failed) else 1)
+    values = [objective(r, cfg.objective) for r in results]
+    return sum(values) / len(values)

@@ -1,0 +1,159 @@
+"""``ensemble.seeds=N``: each member equals the separate run with its seed, and nothing mixes members.
+
+The reference of every comparison is an ordinary ``experiments.train.train`` run with the member's
+seed, never the ensemble's own numbers: dropout 0, CPU float32, within 1e-4.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from experiments.ensemble import train_ensemble
+from experiments.train import train
+from tests.cases import skip_if_incompatible
+from tests.conftest import TINY, compose
+from variants import ATTENTION, POSITION
+
+TOL = 1e-4
+# A few steps over two epochs (a member's order changes per epoch), a clip small enough to act on
+# every step (a clip over all members' gradients at once would change every member), dropout 0.
+BASE = [*TINY, "trainer.max_steps=10", "trainer.val_check_interval=10", "task.train_size=48",
+        "model.dropout=0.0", "optim.grad_clip=0.05", "optim.warmup_steps=2"]
+
+
+def ensemble(overrides: list[str], folder: Path, seeds: int = 2, callbacks=None) -> list[dict]:
+    overrides = [*overrides, f"ensemble.seeds={seeds}"]
+    return train_ensemble(compose(overrides), folder, overrides, callbacks=callbacks)
+
+
+def separate(overrides: list[str], folder: Path, seed: int) -> dict:
+    overrides = [*overrides, f"seed={seed}"]
+    return train(compose(overrides), folder / f"separate-{seed}", overrides)
+
+
+def differences(member: dict, alone: dict) -> dict[str, float]:
+    """|member - separate| for every metric and per-length value the separate run reports."""
+    out = {k: abs(member["metrics"][k] - v) for k, v in alone["metrics"].items()}
+    for n, values in alone["by_length"].items():
+        out.update({f"{n}/{k}": abs(member["by_length"][n][k] - v) for k, v in values.items()})
+    return out
+
+
+def assert_equal_to_separate(members: list[dict], folder: Path, overrides: list[str], seeds: list[int]) -> None:
+    for member, seed in zip(members, seeds):
+        alone = separate(overrides, folder, seed)
+        assert member["status"] == alone["status"] == "completed", (member.get("error"), alone.get("error"))
+        assert member["seed"] == seed and member["config_hash"] == alone["config_hash"]
+        assert member["cost"]["steps"] == alone["cost"]["steps"]
+        worst = differences(member, alone)
+        assert worst and max(worst.values()) <= TOL, {k: v for k, v in worst.items() if v > TOL}
+
+
+@pytest.mark.parametrize("attention", ATTENTION.names())
+def test_members_equal_separate_runs_for_every_attention_type(attention: str, tmp_path: Path) -> None:
+    overrides = [*BASE, f"attention={attention}"]
+    members = ensemble(overrides, tmp_path / "ensemble")
+    if "fallback" in members[0]["ensemble"]:
+        pytest.skip(f"attention={attention} declares it cannot train batched: {members[0]['ensemble']['fallback']}")
+    # member 1: not the member whose modules lent the batched model its structure
+    assert_equal_to_separate(members[1:], tmp_path, overrides, [1])
+
+
+@pytest.mark.parametrize("position", POSITION.names())
+def test_members_equal_separate_runs_for_every_position_encoding(position: str, tmp_path: Path) -> None:
+    skip_if_incompatible("multihead", position)
+    overrides = [*BASE, "attention=multihead", f"position={position}"]
+    members = ensemble(overrides, tmp_path / "ensemble")
+    assert "fallback" not in members[0]["ensemble"]
+    assert_equal_to_separate(members[1:], tmp_path, overrides, [1])
+
+
+def test_decoder_only_members_equal_separate_runs(tmp_path: Path) -> None:
+    """Decoder-only inputs differ in length per member (prompt + target): padded, still equal."""
+    overrides = [*BASE, "model.arch=decoder", "position=rope"]
+    assert_equal_to_separate(ensemble(overrides, tmp_path / "ensemble"), tmp_path, overrides, [0, 1])
+
+
+class PlantNaN(L.Callback):
+    """Poison one member's weights before a given step: its loss is NaN from then on."""
+
+    def __init__(self, member: int, step: int) -> None:
+        self.member, self.step = member, step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                pl_module.stacked[0][self.member].fill_(math.nan)
+
+
+def test_a_diverging_member_stops_and_the_others_finish_as_alone(tmp_path: Path) -> None:
+    members = ensemble(BASE, tmp_path / "ensemble", seeds=3, callbacks=[PlantNaN(member=1, step=4)])
+    assert members[1]["status"] == "diverged" and members[1]["diverged_at_step"] == 4
+    assert members[1]["cost"]["steps"] == 4 and not members[1]["metrics"]
+    assert_equal_to_separate([members[0], members[2]], tmp_path, BASE, [0, 2])
+
+
+def test_members_are_seeds_of_one_cell_for_the_report(tmp_path: Path) -> None:
+    from analysis.cells import assign_cells
+    from analysis.collect import collect
+
+    members = ensemble(BASE, tmp_path / "sweep" / "ensemble", seeds=2)
+    alone = separate(BASE, tmp_path / "sweep", seed=5)  # an ordinary seed of the same cell, beside them
+    assert {m["ensemble"]["members"] for m in members} == {2}
+    runs, _ = assign_cells(collect([tmp_path / "sweep"]).runs)
+    assert len(runs) == 3 and runs["cell"].nunique() == 1
+    assert sorted(runs["seed"]) == [0, 1, 5] and alone["status"] == "completed"
+
+
+def test_resume_after_a_kill_equals_an_uninterrupted_ensemble(tmp_path: Path) -> None:
+    overrides = [*BASE, "trainer.checkpoint_every_n_steps=2"]
+    whole = ensemble(overrides, tmp_path / "whole", seeds=2)
+    killed = ensemble([*overrides, "fail_at_step=5"], tmp_path / "resumed", seeds=2)
+    assert {m["status"] for m in killed} == {"failed"}
+    assert (tmp_path / "resumed" / "ensemble" / "checkpoints" / "last.ckpt").exists()
+    resumed = ensemble(overrides, tmp_path / "resumed", seeds=2)
+    for a, b in zip(resumed, whole):
+        assert a["status"] == b["status"] == "completed"
+        worst = differences(a, b)
+        assert max(worst.values()) <= 1e-6, worst
+
+
+def test_a_type_that_declares_it_cannot_batch_falls_back_with_the_reason(tmp_path: Path) -> None:
+    overrides = [*BASE, "attention=hard", "attention.estimator=reinforce", "trainer.max_steps=2"]
+    members = ensemble(overrides, tmp_path / "ensemble", seeds=2)
+    for m in members:
+        assert m["status"] == "completed"
+        assert "estimator='reinforce'" in m["ensemble"]["fallback"]
+    assert not (tmp_path / "ensemble" / "ensemble").exists(), "no batched training took place"
+
+
+def test_each_member_is_clipped_by_its_own_norm_as_clip_grad_norm_does(tmp_path: Path) -> None:
+    """Gradients of very different sizes per member: each must come out as torch's
+    ``clip_grad_norm_`` leaves that member's gradients alone (a clip over all members would not)."""
+    from experiments import build
+    from experiments.ensemble.module import EnsembleModule
+    from experiments.ensemble.run import member_config
+
+    cfg = compose(BASE)
+    modules = [build.assemble(member_config(cfg, s), tmp_path, run_id="x", flat_config={}).module for s in (0, 1, 2)]
+    ens = EnsembleModule(modules, [0, 1, 2], grad_clip=0.5)
+    generator = torch.Generator().manual_seed(0)
+    sizes = torch.tensor([0.01, 1.0, 30.0])  # member 0 under the clip, 1 and 2 above it
+    for p in ens.stacked:
+        p.grad = torch.randn(p.shape, generator=generator) * sizes.view(-1, *([1] * (p.dim() - 1)))
+    expected = []
+    for i in range(3):
+        copies = [p.grad[i].clone().requires_grad_(False) for p in ens.stacked]
+        params = [torch.nn.Parameter(torch.zeros_like(g)) for g in copies]
+        for param, g in zip(params, copies):
+            param.grad = g
+        torch.nn.utils.clip_grad_norm_(params, 0.5)
+        expected.append([param.grad for param in params])
+    ens.configure_gradient_clipping(None)
+    for i in range(3):
+        for p, want in zip(ens.stacked, expected[i]):
+            torch.testing.assert_close(p.grad[i], want, rtol=1e-5, atol=1e-7)
