@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -84,6 +85,17 @@ class ModelSpec(ModelOptions):
     def of(cls, options: ModelOptions, **decided: Any) -> "ModelSpec":
         """The spec of ``options`` (a ``ModelConf`` from the config, say) with what the run decided."""
         return cls(**{f.name: getattr(options, f.name) for f in fields(ModelOptions)}, **decided)
+
+    @classmethod
+    def from_dict(cls, fields_: Mapping[str, Any]) -> "ModelSpec":
+        """The spec from plain data (``dataclasses.asdict`` of a spec: a checkpoint's hyperparameters), with each
+        variant given as ``{"name": ..., "params": {...}}``."""
+        data = dict(fields_)
+        for key in ("attention", "position", "encoder_attention", "decoder_attention", "cross_attention"):
+            value = data.get(key)
+            if isinstance(value, Mapping):
+                data[key] = VariantSpec(value["name"], dict(value.get("params", {})))
+        return cls(**data)
 
     def validate(self) -> None:
         one_of("model.arch", self.arch, ARCHS)

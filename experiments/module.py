@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
@@ -20,7 +21,7 @@ from torchmetrics import MeanMetric, SumMetric
 
 from experiments import attention_stats
 from experiments.batches import IGNORE, REPEATED, concat_io, lm_io, prompt_rows, seq2seq_io
-from experiments.config import SCHEDULES, OptimConf
+from experiments.config import OptimConf
 from experiments.model import ModelSpec, Transformer
 from experiments.reinforce import Baseline, mean_entropy, repeat_batch, returns, stack_log_probs, surrogate
 from variants.attention.hard import reinforce_layers
@@ -59,6 +60,9 @@ class Seq2SeqModule(L.LightningModule):
                  eval_lengths: list[int] | None = None, sep_id: int = 3, generate: bool = True,
                  bleu: bool = False) -> None:
         super().__init__()
+        # plain dicts: a checkpoint's hyperparameters (load_from_checkpoint), a notebook, an older script
+        model = ModelSpec.from_dict(model) if isinstance(model, Mapping) else model
+        optim = OptimSpec(**optim) if isinstance(optim, Mapping) else optim
         # In the checkpoint as plain data (a checkpoint loads with torch.load(weights_only=True));
         # the loggers already have the whole resolved config (result.flatten).
         self.save_hyperparameters(ignore=["model", "optim"], logger=False)

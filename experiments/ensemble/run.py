@@ -74,7 +74,7 @@ def train_ensemble(cfg: DictConfig, run_dir: Path, overrides: list[str], callbac
     """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order."""
     from experiments.quiet import quiet_library_warnings
     from experiments.roles import expand_roles
-    from experiments.train import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
+    from experiments.single_run import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
 
     began = time.perf_counter()
     quiet_library_warnings()
@@ -277,7 +277,7 @@ def _finish(m: Member, update: dict[str, Any], began: float, trainer=None, share
 
 def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
     """The fallback: each member trained as its own run, one after another, with a note why."""
-    from experiments.train import train
+    from experiments.single_run import train
 
     log.warning("ensemble.seeds: %s; training the %d seeds one after another", problem, len(todo))
     out = []
@@ -291,7 +291,7 @@ def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
 
 def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
     """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
-    from experiments.train import objective
+    from experiments.single_run import objective
 
     if int(cfg.ensemble.seeds) < 1:
         print(f"attnlab: ensemble.seeds={cfg.ensemble.seeds} is not allowed; it must be an integer >= 1 "
