@@ -44,8 +44,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 # the cell identity lives in common/ (a training run names its W&B cell with it); re-exported for the analysis
-from common.cell_identity import (CONFIG_PREFIX,  # noqa: F401 GROUP_COLUMNS, ID_LENGTH, NOISE_PREFIXES, SEED_KEY, cell_id,
-                                  factor_name, identity, is_missing, is_noise, normalise)
+from common.cell_identity import (CONFIG_PREFIX, GROUP_COLUMNS, ID_LENGTH, NOISE_PREFIXES, SEED_KEY,  # noqa: F401
+                                  cell_id, factor_name, identity, is_missing, is_noise, normalise)
 
 
 # Budget: how long and on how much data a run trained or was evaluated.
