@@ -432,6 +432,9 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"figure files to write, png always (default: {' '.join(figures.FORMATS)})")
     parser.add_argument("--no-paper", action="store_true",
                         help="leave out latex/, references.bib and methods.md / methods.tex")
+    parser.add_argument("--wandb", action="store_true",
+                        help="then log the report folder as a W&B artifact (type report, job_type report, group = "
+                             "the sweep); WANDB_MODE, offline by default; a failure exits 2, the report kept")
     return parser
 
 
@@ -443,6 +446,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               figure_formats=args.figure_formats, paper_files=not args.no_paper))
     if code == 0:
         print(html)
+    if code == 0 and args.wandb:  # after the report is written: a failure to log leaves it in place
+        from analysis.report.wandb_artifact import log_report
+
+        where, code = run_cli(lambda: log_report(args.out))
+        if code == 0:
+            print(f"report logged to W&B: {where}", file=sys.stderr)
     return code
 
 
