@@ -10,7 +10,7 @@ import subprocess
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import lightning as L
 import numpy as np
@@ -107,12 +107,14 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
 
     from experiments import wandb_run
 
+    unused = module.model.unused_settings()  # e.g. cross attention on a decoder: neither a tag nor in the cell id
+
     def start_wandb(params: dict[str, Any]) -> Any:
         return wandb_logger(
             run_dir=run_dir, run_id=run_id, group=cfg.name,
-            config=wandb_run.run_config(cfg, flat_config, list(overrides or [])),
+            config=wandb_run.run_config(cfg, flat_config, list(overrides or []), unused),
             **{**params, "job_type": wandb_run.job_type(cfg),
-               "tags": [cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg),
+               "tags": [cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg, unused),
                         *(params.get("tags") or [])]},
         )
 
@@ -127,9 +129,9 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     return Parts(trainer=trainer, module=module, datamodule=datamodule, wandb=wandb, params=params)
 
 
-def role_tags(cfg: DictConfig) -> list[str]:
-    """``cross_attention=local(window=4)`` for each role with a variant of its own (W&B caps a tag at 64)."""
-    return [f"{role}={name}"[:64] for role, name in role_labels(cfg).items() if name is not None]
+def role_tags(cfg: DictConfig, unused: Iterable[str] = ()) -> list[str]:
+    """``cross_attention=local(window=4)`` for each built role with a variant of its own (W&B caps a tag at 64)."""
+    return [f"{role}={name}"[:64] for role, name in role_labels(cfg).items() if name is not None and role not in unused]
 
 
 def cluster_starts_ranks() -> bool:

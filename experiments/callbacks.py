@@ -152,11 +152,12 @@ class StepTimer(L.Callback):
 
 
 def _floats(values: tuple[Any, ...]) -> list[float]:
-    """Numbers and device scalars as floats, read in one transfer."""
+    """Numbers and device counters as floats, read in one transfer; a counter with one entry per ensemble
+    member counts the tokens of all of them (the step's)."""
     out = [0.0 if isinstance(v, torch.Tensor) else float(v) for v in values]
     where = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
     if where:
-        read = torch.stack([values[i].detach().reshape(()).double() for i in where]).cpu().tolist()
+        read = torch.stack([values[i].detach().double().sum() for i in where]).cpu().tolist()
         for i, value in zip(where, read):
             out[i] = value
     return out

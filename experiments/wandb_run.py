@@ -3,7 +3,7 @@
 - ``job_type``: ``train`` for a single run, ``sweep_cell`` for a cell of a ``-m`` grid (Optuna
   trials included), ``study`` for a cell of a sweep that states claims (conf/experiment/study/);
   ``logger.wandb.job_type`` overrides it.
-- config ``attnlab/cell``: the cell id the report gives this configuration (analysis.cells: the
+- config ``attnlab/cell``: the cell id the report gives this configuration (common.cell_identity: the
   config minus the seed and what does not change the computation), so runs group by cell in W&B;
   ``attnlab/factors``: the overrides that made this run, as {key: value}.
 - artifacts: result.json always; checkpoints/last.ckpt when ``logger.wandb.log_checkpoint=true``.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from omegaconf import DictConfig
 
@@ -51,10 +51,16 @@ def cell(flat_config: dict[str, Any], result_fields: dict[str, Any]) -> str:
     return cell_id(identity(row))
 
 
-def run_config(cfg: DictConfig, flat_config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """The W&B config: the flattened config, the cell id and the factors."""
+def run_config(cfg: DictConfig, flat_config: dict[str, Any], overrides: list[str],
+               unused: Iterable[str] = ()) -> dict[str, Any]:
+    """The W&B config: the flattened config, the cell id and the factors. ``unused``: the model's settings it
+    did not build (``Transformer.unused_settings``), which the cell id, as the report's, leaves out."""
+    from experiments.unused import record_unused
+
     names = {"task": cfg.task.name, "attention": cfg.attention.name, "position": cfg.position.name}
-    return {**flat_config, "attnlab/cell": cell(flat_config, names), "attnlab/factors": factors(overrides)}
+    computed: dict[str, Any] = {"config": flat_config}
+    record_unused(computed, unused)  # nulls the unused keys in a copy of the config
+    return {**flat_config, "attnlab/cell": cell(computed["config"], names), "attnlab/factors": factors(overrides)}
 
 
 def log_artifacts(run: Any, result: dict[str, Any], run_dir: Path, *, checkpoint: bool) -> None:

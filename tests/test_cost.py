@@ -38,7 +38,6 @@ def test_steady_tokens_per_second_leaves_out_a_slow_first_step(monkeypatch) -> N
 
 
 def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch) -> None:
-    from experiments import build
     from experiments.module import Seq2SeqModule
     from experiments.train import train
 
@@ -59,7 +58,7 @@ def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch
             timers.append(self)
 
     monkeypatch.setattr(Seq2SeqModule, "training_step", first_step_slow)
-    monkeypatch.setattr(build, "StepTimer", KeptTimer)
+    monkeypatch.setattr(callbacks, "StepTimer", KeptTimer)  # lightning_parts builds it from there
     overrides = [*TINY, "trainer.max_steps=30", "trainer.val_check_interval=30"]
     result = train(compose(overrides), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]

@@ -98,7 +98,7 @@ def test_a_diverging_member_stops_and_the_others_finish_as_alone(tmp_path: Path)
 
 
 def test_members_are_seeds_of_one_cell_for_the_report(tmp_path: Path) -> None:
-    from analysis.cells import assign_cells
+    from analysis.data.cells import assign_cells
     from analysis.collect import collect
 
     members = ensemble(BASE, tmp_path / "sweep" / "ensemble", seeds=2)

@@ -78,6 +78,7 @@ BAD_INPUTS = [
     ("W&B mode typo", ["logger.wandb.mode=onlinee"],
      ["logger.wandb.mode=onlinee", "'offline', 'disabled'", "did you mean 'online'"]),
     ("xformers on CPU", ["backend=xformers"], ["backend='xformers'", "CUDA"]),
+    ("no GPU share", ["jobs_per_gpu=0"], ["jobs_per_gpu=0", ">= 1"]),
     ("hard attention with SDPA", ["attention=hard", "backend=sdpa"], ["backend='sdpa'", "hard"]),
     ("DDP with one device", ["trainer=ddp", "trainer.devices=1"], ["trainer.devices=1", "DDP"]),
     ("missing text path", ["task=charlm", "model.arch=decoder"], ["task.path", "required"]),

@@ -55,6 +55,9 @@ def backends_for(attention: str, wanted: list[str], device: torch.device) -> lis
     supported = [b for b in ATTENTION.get(attention).backends if b != "auto"]
     chosen = supported if "all" in wanted else [b for b in wanted if b in supported or b == "auto"]
     runnable = [b for b in chosen if b != "xformers" or (device.type == "cuda" and xformers_available())]
+    # scaling times forward + backward, and FlexAttention's backward has no CPU kernel (its forward on the CPU
+    # is measured by `bench flex-memory`)
+    runnable = [b for b in runnable if b != "flex" or device.type == "cuda"]
     return list(dict.fromkeys(runnable))
 
 

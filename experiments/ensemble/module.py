@@ -37,8 +37,9 @@ class EnsembleModule(L.LightningModule):
         # each fast path is tested equal to: a fast path may read its shapes from the data (the
         # banded local kernel's key slices) or lack a batched gradient (SDPA's for a learned bias).
         for sub in template.model.modules():
-            if "math" in getattr(sub, "backends", ()) and getattr(sub, "backend", "math") != "math":
-                sub.backend = "math"
+            if "math" in getattr(sub, "backends", ()) and (getattr(sub, "backend", "math") != "math"
+                                                          or getattr(sub, "auto", False)):
+                sub.backend, sub.auto = "math", False  # `auto` would choose per call (AttentionLayer.call_backend)
         self.optim_spec, self.max_steps = template.optim_spec, template.max_steps
         params, buffers = stack_module_state([m.model for m in members])  # name -> (N, ...)
         # A non-persistent buffer equal in every member is a constant the model derives (rope's

@@ -65,7 +65,9 @@ def without_wandb(cfg: DictConfig) -> DictConfig:
     """The config for building a member to train: W&B keeps one run open per process, so each
     member's W&B run is opened later, around its own evaluation."""
     quiet = copy.deepcopy(cfg)
-    quiet.logger.wandb.enabled = False
+    if quiet.get("logger") is not None:
+        with open_dict(quiet.logger):
+            quiet.logger.pop("wandb", None)  # the logger group's W&B node (logger=default or logger=[..., wandb])
     return quiet
 
 
@@ -106,6 +108,7 @@ def _train_members(cfg: DictConfig, run_dir: Path, todo: list[Member], began: fl
     from experiments import build
     from experiments.roles import used_variants
     from experiments.result import variant_references
+    from experiments.unused import record_unused
 
     try:
         for m in todo:
@@ -118,7 +121,9 @@ def _train_members(cfg: DictConfig, run_dir: Path, todo: list[Member], began: fl
     for m in todo:
         m.result["train_lengths"] = list(getattr(m.parts.datamodule, "train_lengths", []) or []) or None
         m.result["cost"]["params"] = m.parts.params
-        m.result["references"] = variant_references(used_variants(m.cfg))
+        # as a separate run records it: the settings its built model did not use (e.g. pooling on seq2seq)
+        record_unused(m.result, m.parts.module.model.unused_settings())
+        m.result["references"] = variant_references(used_variants(m.cfg, m.result["unused"]))
     ensemble, trainer = None, None
     try:
         ensemble, trainer, train_seconds = _fit(cfg, run_dir / SHARED, todo, callbacks)
@@ -196,6 +201,7 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
                      shared_seconds: float) -> dict[str, Any]:
     """Member ``index`` evaluated by its own run (as ``experiments.train.train`` evaluates a separate run)."""
     from experiments import build
+    from experiments.lightning_parts import wandb_setting
 
     began = time.perf_counter()
     result, n = m.result, ensemble.members
@@ -232,7 +238,7 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
             result["attention_stats"] = build.save_attention_stats(module, m.run_dir)
         if m.cfg.eval.attention_maps:
             build.save_attention_maps(module, datamodule, m.run_dir,
-                                      wandb if m.cfg.logger.log_attention_maps else None)
+                                      wandb if wandb_setting(m.cfg, "log_attention_maps", True) else None)
         result["status"] = "completed"
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
         result.update(build.describe_failure(err, trainer, m.run_dir))
