@@ -48,13 +48,11 @@ def flex_run(layer, pos, call: str, device: torch.device, dtype: torch.dtype, se
 
 def flex_cases(device: torch.device, dtype: torch.dtype, d_model: int = 64, heads: int = 4) -> dict[str, Any]:
     """Every flex pair against the fp32 math path: counts, failures, the largest error."""
-    from experiments.kernel_compare import _params, within_tolerance
+    from experiments.kernel_compare import _params, first_line, judge
     from variants import ATTENTION, POSITION
     from variants.checks import VariantConfigError
 
-    counts = {"pass": 0, "fail": 0}
-    failures: list[str] = []
-    worst: dict[str, Any] = {}
+    found: dict[str, Any] = {"counts": {"pass": 0, "fail": 0}, "failures": [], "worst": {}}
     previous_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must be fp32
     try:
@@ -81,19 +79,13 @@ def flex_cases(device: torch.device, dtype: torch.dtype, d_model: int = 64, head
                                 math_low = None if dtype == torch.float32 else flex_run(math, pos, call, device, dtype)
                                 got = flex_run(fast, pos, call, device, dtype)
                             except Exception as err:  # noqa: BLE001 - a case that raises fails alone, by name
-                                counts["fail"] += 1
-                                first = (str(err).strip().splitlines() or [""])[0]
-                                failures.append(f"{case}: raised {type(err).__name__}: {first}")
+                                found["counts"]["fail"] += 1
+                                found["failures"].append(f"{case}: raised {first_line(err)}")
                                 continue
-                            ok, error, allowed = within_tolerance(got, reference, dtype, math_low)
-                            counts["pass" if ok else "fail"] += 1
-                            if error > worst.get("error", -1):
-                                worst = {"case": case, "error": error, "allowed": allowed}
-                            if not ok:
-                                failures.append(f"{case}: error {error:.2e} > {allowed:.2e}")
+                            judge(found, case, got, reference, dtype, math_low)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous_tf32
-    return {"counts": counts, "failures": failures, "worst": worst}
+    return found
 
 
 def flex_timings(device: torch.device, dtype: torch.dtype, *, T: int = 2048, d_model: int = 1024, heads: int = 16,

@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from experiments.kernel_compare import _params, precision, within_tolerance
+from experiments.kernel_compare import _params, first_line, judge, precision
 from experiments.result import environment, now_iso, write_json_atomic
 
 CHECKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {}
@@ -173,7 +173,8 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
 
     fused_types = [n for n in ATTENTION.names() if {"sdpa", "xformers"} & set(ATTENTION.get(n).backends)]
     counts = {"pass": 0, "fail": 0, "not applicable": 0, "skipped": 0}
-    failures, worst = [], {}
+    failures: list[str] = []
+    found: dict[str, Any] = {"counts": counts, "failures": failures, "worst": {}}
     # every xformers case is skipped, with the reason, where xformers cannot run
     xformers_skip = xformers_unavailable() if device.type == "cuda" else None
     previous_tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -205,7 +206,7 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
                                                                                           dtype)
                             except Exception as err:  # noqa: BLE001 - the case fails alone, for every kernel
                                 counts["fail"] += len(kernels)
-                                failures += [f"{name}/{label}: the math path raised {_first_line(err)}"
+                                failures += [f"{name}/{label}: the math path raised {first_line(err)}"
                                              for label, _, _ in kernels]
                                 continue
                             for label, fast, kernel in kernels:
@@ -218,21 +219,12 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
                                         counts["not applicable"] += 1
                                     else:
                                         counts["fail"] += 1
-                                        failures.append(f"{case}: raised {_first_line(err)}")
+                                        failures.append(f"{case}: raised {first_line(err)}")
                                     continue
-                                ok, error, allowed = within_tolerance(got, reference, dtype, math_low)
-                                counts["pass" if ok else "fail"] += 1
-                                if error > worst.get("error", -1):
-                                    worst = {"case": case, "error": error, "allowed": allowed}
-                                if not ok:
-                                    failures.append(f"{case}: error {error:.2e} > {allowed:.2e}")
+                                judge(found, case, got, reference, dtype, math_low)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous_tf32
-    return {"counts": counts, "failures": failures, "worst": worst, "skipped_because": xformers_skip}
-
-
-def _first_line(err: BaseException) -> str:
-    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+    return {**found, "skipped_because": xformers_skip}
 
 
 def kernels_outcome(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:

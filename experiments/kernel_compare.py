@@ -44,3 +44,19 @@ def precision(device: torch.device, dtype: torch.dtype):
 
 def _params(params: dict[str, Any]) -> str:
     return "(" + ",".join(f"{k}={v}" for k, v in params.items()) + ")" if params else ""
+
+
+def first_line(err: BaseException) -> str:
+    """``Type: the first line of the message``: how a case that raised is named in a one-line failure."""
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+
+
+def judge(found: dict[str, Any], case: str, got: list[torch.Tensor], reference: list[torch.Tensor],
+          dtype: torch.dtype, math_low: list[torch.Tensor] | None) -> None:
+    """One case judged into ``found`` (``counts``, ``failures``, ``worst``: the largest error seen)."""
+    ok, error, allowed = within_tolerance(got, reference, dtype, math_low)
+    found["counts"]["pass" if ok else "fail"] += 1
+    if error > found["worst"].get("error", -1):
+        found["worst"] = {"case": case, "error": error, "allowed": allowed}
+    if not ok:
+        found["failures"].append(f"{case}: error {error:.2e} > {allowed:.2e}")
