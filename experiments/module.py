@@ -53,6 +53,19 @@ def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
     return 1.0
 
 
+def adamw_with_schedule(params: list[Tensor], spec: OptimSpec, max_steps: int, member_dims: int = 0) -> dict[str, Any]:
+    """AdamW that decays matrices only (weights of ``member_dims`` + 2 or more dimensions: an ensemble's carry
+    a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config."""
+    decay = [p for p in params if p.dim() - member_dims >= 2]
+    no_decay = [p for p in params if p.dim() - member_dims < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=spec.lr, betas=tuple(spec.betas),
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, max_steps))
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
 class Seq2SeqModule(L.LightningModule):
     """Trains any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
 
@@ -421,15 +434,7 @@ class Seq2SeqModule(L.LightningModule):
         # A learned REINFORCE baseline trains with an optimiser of its own.
         own = {id(p) for p in self.baselines.parameters()}
         params = [p for p in self.parameters() if p.requires_grad and id(p) not in own]
-        decay = [p for p in params if p.dim() >= 2]
-        no_decay = [p for p in params if p.dim() < 2]
-        spec = self.optim_spec
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=spec.lr, betas=tuple(spec.betas),
-        )
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, self.max_steps))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return adamw_with_schedule(params, self.optim_spec, self.max_steps)
 
     # -- exact resumption ------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

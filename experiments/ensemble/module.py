@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from experiments.module import Seq2SeqModule, lr_factor
+from experiments.module import Seq2SeqModule, adamw_with_schedule
 
 log = logging.getLogger("attnlab")
 
@@ -165,16 +165,9 @@ class EnsembleModule(L.LightningModule):
 
     # -- optimiser: the separate runs' AdamW and schedule, over the stacked weights ---------------------
     def configure_optimizers(self):
-        spec = self.optim_spec
         # a separate run decays matrices (dim >= 2); here each carries one more (member) dimension
-        decay = [p for p in self.stacked if p.requires_grad and p.dim() - 1 >= 2]
-        no_decay = [p for p in self.stacked if p.requires_grad and p.dim() - 1 < 2]
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=spec.lr, betas=tuple(spec.betas),
-        )
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, self.max_steps))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        params = [p for p in self.stacked if p.requires_grad]
+        return adamw_with_schedule(params, self.optim_spec, self.max_steps, member_dims=1)
 
     # -- exact resumption --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
