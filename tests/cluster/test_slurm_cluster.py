@@ -200,10 +200,12 @@ def test_a_preempted_cell_resumes_from_last_ckpt_with_an_uninterrupted_runs_metr
 def test_a_cell_reaching_its_time_limit_is_requeued_by_submitit_and_resumes(tmp_path: Path, reference) -> None:
     # SLURM checks limits every 30 s: with a 2-minute limit and signal_delay_s=30 the USR2
     # warning lands 60-90 s into the job. The cell is sized, from this machine's speed on
-    # the 400-step reference, to need ~100 s of training, so it cannot finish before it.
+    # the 400-step reference's steady step time, to need about 150 s of training, so it cannot
+    # finish before it (train_seconds would not do: start-up and validation inflate it on a short
+    # run, which sized a cell that finished in 35 s once the training step stopped reading the GPU).
     reference(400)
-    seconds_for_400 = reference.result(400)["cost"]["train_seconds"]
-    steps = 100 * math.ceil(100 * 400 / seconds_for_400 / 100)
+    seconds_per_step = reference.result(400)["cost"]["step_ms"] / 1000
+    steps = 100 * math.ceil(150 / seconds_per_step / 100)
     reference(steps)
     limits = ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=30", "hydra.launcher.max_num_timeout=3"]
     proc, sweep_dir = start(tmp_path, "timeout", *LONG, f"trainer.max_steps={steps}", *SLURM, *limits)
