@@ -43,10 +43,26 @@ class Masking:
         return (~self.key_padding_mask).sum(-1)
 
 
+# floats per CPU vector register: below it, torch's softmax kernel is scalar (see masked_softmax)
+_VECTOR_FLOATS = {"AVX512": 16, "AVX2": 8}.get(torch.backends.cpu.get_cpu_capability(), 4)
+
+
 def masked_softmax(scores: Tensor, allowed: Tensor | None) -> Tensor:
-    """Softmax over keys; a query with no allowed key gets all-zero weights, not NaN."""
-    if allowed is None:
-        return scores.softmax(-1)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = scores.softmax(-1)
-    return weights.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+    """Softmax over keys; a query with no allowed key gets all-zero weights, not NaN.
+
+    On CPU, rows shorter than one vector register (16 floats with AVX-512, 8 with AVX2) are written
+    out (shift by the row's maximum, exp, divide by the sum): torch's CPU softmax kernel takes a
+    scalar path there and is 2-3x slower forward and backward (``python -m experiments.bench
+    softmax``); from one register up its kernel is faster. Subtracting the maximum without its
+    gradient is exact: softmax is shift-invariant.
+    """
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    if scores.is_cuda or scores.shape[-1] >= _VECTOR_FLOATS:
+        weights = scores.softmax(-1)
+        return weights if allowed is None else weights.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+    top = scores.detach().amax(-1, keepdim=True)  # (..., 1)
+    top = top.masked_fill(top == float("-inf"), 0.0)  # a row with no allowed key: exp(-inf) = 0 below
+    e = (scores - top).exp()
+    total = e.sum(-1, keepdim=True)
+    return e / torch.where(total > 0, total, torch.ones_like(total))  # that row: 0 / 1, and no NaN gradient
