@@ -24,8 +24,20 @@ def doc_id(path: Path) -> str:
 
 
 def code_blocks(text: str, language: str) -> list[str]:
-    """The fenced blocks of one language ('' for a plain ``` block), indented fences too."""
-    return [m.group(1) for m in re.finditer(rf"^ *```{language}\n(.*?)^ *```", text, re.S | re.M)]
+    """The fenced blocks of one language ('' for a plain ``` block), indented fences too, read fence by fence."""
+    blocks: list[tuple[str, list[str]]] = []
+    open_block: list[str] | None = None
+    for line in text.splitlines():
+        fence = line.strip().startswith("```")
+        if open_block is None and fence:
+            open_block = []
+            blocks.append((line.strip()[3:].strip(), open_block))
+        elif open_block is not None and line.strip() == "```":
+            open_block = None
+        elif open_block is not None:
+            open_block.append(line.strip() if language == "" else line)
+    assert open_block is None, "a code block is never closed"
+    return ["\n".join(lines) + "\n" for lang, lines in blocks if lang == language]
 
 
 # ---------------------------------------------------------------- links
