@@ -259,3 +259,26 @@ def test_no_yaml_comment_holds_a_measured_figure(path: Path) -> None:
     """A preset's comment says what it is for and how long it takes; what it measured goes to docs/."""
     found = measured_figures(yaml_comments(path))
     assert not found, f"{path.relative_to(ROOT)}: measured figures in comments {found}; move them to docs/"
+
+
+# ---------------------------------------------------------------- the README's table of config groups
+
+
+def config_table() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Configuration\n"):]
+    section = section[: section.index("\n## ", 1)]
+    rows = re.findall(r"^\| (`[^|]+`) \| (.+) \|$", section, re.M)
+    return {name: options for names, options in rows for name in re.findall(r"`([^`]+)`", names)}
+
+
+def test_the_configuration_table_names_every_group_and_only_options_that_exist() -> None:
+    table = config_table()
+    groups = {p.name for p in CONF.iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")}
+    assert groups | {"hydra/launcher"} <= set(table), f"groups missing from the table: {groups - set(table)}"
+    for group in ("task", "model", "trainer", "experiment", "hparams_search", "callbacks", "logger"):
+        if group not in table:
+            continue
+        named = [o for o in re.findall(r"`([\w/]+)`", table[group]) if not o.startswith(group)]
+        missing = [o for o in named if not (CONF / group / f"{o}.yaml").exists()]
+        assert not missing, f"README's {group} row names options with no conf/{group}/ file: {missing}"
