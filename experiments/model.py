@@ -318,10 +318,6 @@ class Transformer(nn.Module):
         memory, memory_pad = self.encode(src)
         return self.decode(tgt_in, memory, memory_pad)
 
-    def shift_right(self, tgt: Tensor) -> Tensor:
-        bos = tgt.new_full((tgt.shape[0], 1), self.spec.bos_id)
-        return torch.cat((bos, tgt[:, :-1]), dim=1)
-
     def new_caches(self) -> list[tuple[KVCache, KVCache]]:
         return [(KVCache(), KVCache()) for _ in self.decoder.layers]
 

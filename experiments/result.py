@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import platform
 import socket
 import subprocess
@@ -14,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from common.bibliography import lookup
 from common.flatten import flatten  # noqa: F401  (experiments.result.flatten stays importable; train.py uses it)
 
 SCHEMA = 1
@@ -62,11 +62,12 @@ def environment(device: str) -> dict[str, Any]:
 
 
 def variant_references(used: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """The BibTeX entries each registry entry a run used declared at registration.
+    """The BibTeX entries of the papers each registry entry a run used declared at registration.
 
-    ``used``: registry kind (attention, position, task) -> names. Read from the
-    registries at run time, so a variant loaded from a plugin brings its papers into
-    result.json and the report never needs to import it.
+    ``used``: registry kind (attention, position, task) -> names. The keys each entry declared
+    are looked up in the one bibliography (common.bibliography) and recorded as BibTeX in
+    result.json, so the report never needs to import a variant; a key not there stops the run
+    before training, naming it.
     """
     from experiments.tasks import TASKS
     from variants import ATTENTION, POSITION
@@ -76,7 +77,8 @@ def variant_references(used: dict[str, list[str]]) -> list[dict[str, Any]]:
     for kind, names in used.items():
         for name in dict.fromkeys(names):
             if name in registries[kind]:
-                found.append({"registry": kind, "name": name, "bibtex": list(registries[kind].references(name))})
+                bibtex = lookup(registries[kind].references(name), f"{kind}={name}")
+                found.append({"registry": kind, "name": name, "bibtex": bibtex})
     return found
 
 

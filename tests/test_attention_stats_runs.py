@@ -6,13 +6,15 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from rich.console import Console
 
-from analysis.data.wandb_offline import find_offline_runs, logged_tables, read_wandb_offline_run
+from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_run
 from experiments import attention_stats as A
 from experiments.module import Seq2SeqModule
 from experiments.summary import print_summary
@@ -22,6 +24,21 @@ from tests.conftest import ROOT, TINY
 from variants import ATTENTION, POSITION
 
 LENGTHS = [3, 5]
+
+
+def logged_tables(run: dict[str, Any]) -> dict[str, dict[str, list]]:
+    """Every ``wandb.Table`` the run logged, by name, the last one logged under each name:
+    {name: {"columns": [..], "data": [[..]]}} (``run`` from ``read_wandb_offline_run``); the report reads no table,
+    only this test."""
+    tables: dict[str, dict[str, list]] = {}
+    for row in run["history"]:
+        for key, value in row.items():
+            if key.endswith("/_type") and value == "table-file":
+                name = key[: -len("/_type")]
+                path = Path(run["path"]) / "files" / row[f"{name}/path"]
+                table = json.loads(path.read_text())
+                tables[name] = {"columns": table["columns"], "data": table["data"]}
+    return tables
 
 
 def tiny_module(attention: str, params: dict, position: str) -> tuple[Seq2SeqModule, object]:

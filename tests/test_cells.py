@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.data.cells import assign_cells, designed_factors
+from analysis.data.cells import assign_cells
+from analysis.report.layout import asked_factors
 from analysis.data.collect import collect
 from tests.cell_fixtures import flat_config, result, write
 
@@ -105,8 +106,10 @@ def test_budget_keys_separate_cells_but_are_not_designed(tmp_path):
     runs = collect([tmp_path])
     assert runs.factors == ["attention", "trainer.max_steps"]  # budget keys come last
     assert partition(runs.runs) == expected_partition(configs) and runs.runs["cell"].nunique() == 4
-    assert designed_factors(runs.factors) == ["attention"]
-    assert designed_factors(runs.factors, ["trainer.max_steps", "attention"]) == ["attention", "trainer.max_steps"]
+    # the report's rule (analysis.report.layout.asked_factors): budget keys are factors only when asked for
+    assert asked_factors(runs.runs, runs.factors, None) == ["attention"]
+    assert asked_factors(runs.runs, runs.factors, ["trainer.max_steps", "attention"]) == ["attention",
+                                                                                       "trainer.max_steps"]
 
 
 def test_assign_cells_does_not_modify_its_input(tmp_path):

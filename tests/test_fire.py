@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from common.bibliography import BIBLIOGRAPHY
 from variants import POSITION
 from variants.checks import VariantConfigError
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
@@ -94,7 +95,7 @@ def test_bad_values_are_one_line_errors(params, key):
     ("rope", ["RoFormer", "Positional Interpolation", "YaRN"]),
 ])
 def test_encodings_cite_their_papers(name, titles):
-    entries = POSITION.references(name)
+    entries = [BIBLIOGRAPHY[key] for key in POSITION.references(name)]
     assert len(entries) == len(titles)
     for entry, title in zip(entries, titles):
         assert entry.lstrip().startswith("@") and title in entry

@@ -50,14 +50,6 @@ class FlexSettings:
 SETTINGS = FlexSettings()
 
 
-def flex_available() -> bool:
-    try:
-        import torch.nn.attention.flex_attention  # noqa: F401  (torch >= 2.5)
-    except ImportError:
-        return False
-    return True
-
-
 # -- masks ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class KeyIntervals:

@@ -19,10 +19,6 @@ class Masking:
     causal: bool = False
     key_padding_mask: Tensor | None = None  # (B, Tk), True where the key is padding
 
-    @property
-    def trivial(self) -> bool:
-        return not self.causal and self.key_padding_mask is None
-
     def block(self, q_slice: slice, k_slice: slice) -> Tensor | None:
         """Allowed pairs for a block: (B|1, 1, tq, tk) bool, or None when all are allowed."""
         allowed = None

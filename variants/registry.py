@@ -8,17 +8,20 @@ An entry may declare ``options``, a dict from parameter name to the discrete
 values that parameter takes (``{"mode": ("monotonic", "predictive")}``);
 ``variations`` turns it into the parameter sets a sweep or a test should cover.
 
-An entry also declares the papers it comes from, as BibTeX entries given to
-``register(..., references=...)`` next to the code, so a new variant brings its own
-citations into a report's ``references.bib``.
+An entry also declares the papers it comes from beside its class, as citation keys into the
+one bibliography, ``common/bibliography.py`` (``register("alibi", references="press2022train")``);
+a run records their BibTeX in its result.json and a report cites them in ``references.bib``.
 """
 from __future__ import annotations
 
 import difflib
 import inspect
+import re
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
+# A BibTeX citation key: no white space and none of the characters that end or open one.
+CITATION_KEY = re.compile(r"[^\s,{}()@=\"#%']+")
 
 
 class RegistryError(ValueError):
@@ -34,18 +37,20 @@ class Registry(Generic[T]):
     def register(
         self, name: str, references: str | tuple[str, ...] | list[str] = ()
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """Decorator: ``@ATTENTION.register("soft", references=BIB)``. A duplicate name is an error.
+        """Decorator: ``@ATTENTION.register("soft", references=("bahdanau2015neural", ...))``. A duplicate name
+        is an error.
 
-        ``references``: one BibTeX entry (``@article{key, ...}``) or several, for the papers
-        the entry implements.
+        ``references``: the citation keys (into ``common/bibliography.py``) of the papers the entry
+        implements, one or several.
         """
         if not isinstance(name, str) or not name:
             raise RegistryError(f"{self.kind}: a registry name must be a non-empty string, got {name!r}")
         refs = (references,) if isinstance(references, str) else tuple(references)
         for ref in refs:
-            if not isinstance(ref, str) or not ref.lstrip().startswith("@"):
+            if not isinstance(ref, str) or not CITATION_KEY.fullmatch(ref):
                 raise RegistryError(
-                    f"{self.kind}={name!r}: references must be BibTeX entries starting with '@', got {ref!r}"
+                    f"{self.kind}={name!r}: references are citation keys into common/bibliography.py "
+                    f"(e.g. 'vaswani2017attention'), got {str(ref)[:60]!r}"
                 )
 
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
@@ -67,7 +72,7 @@ class Registry(Generic[T]):
         self._references.pop(name, None)
 
     def references(self, name: str) -> tuple[str, ...]:
-        """The BibTeX entries the entry declared at registration (empty if none)."""
+        """The citation keys the entry declared at registration (empty if none)."""
         self.get(name)
         return self._references.get(name, ())
 

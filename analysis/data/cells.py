@@ -29,9 +29,8 @@ factor. A setting the built model did not use is null in its result
 (``BUDGET_KEYS``, ``PROVENANCE_KEYS``: the training budget, data sizes, device
 and kernel choices) are never factors the user asked for unless named with
 ``--factors``: they still separate cells (never pooled) but the report flags
-them as confounds. ``designed_factors`` applies that rule to a list of keys; the
-report also requires a controlled comparison (``analysis.report.layout.asked_factors``,
-rule in ``analysis.data.confounds``).
+them as confounds; the report also requires a controlled comparison
+(``analysis.report.layout.asked_factors``, rule in ``analysis.data.confounds``).
 
 Two folders holding the same run (same cell and seed, different run ids) count
 once: ``drop_duplicate_runs`` keeps one and reports the others.
@@ -43,9 +42,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-# the cell identity lives in common/ (a training run names its W&B cell with it); re-exported for the analysis
-from common.cell_identity import (CONFIG_PREFIX, GROUP_COLUMNS, ID_LENGTH, NOISE_PREFIXES, SEED_KEY,  # noqa: F401
-                                  cell_id, factor_name, identity, is_missing, is_noise, normalise)
+# the cell identity lives in common/ (a training run names its W&B cell with it); is_missing and normalise are
+# re-exported for the analysis
+from common.cell_identity import GROUP_COLUMNS, cell_id, identity, is_missing, normalise  # noqa: F401
 
 
 # Budget: how long and on how much data a run trained or was evaluated.
@@ -56,7 +55,6 @@ BUDGET_KEYS = ("trainer.max_steps", "trainer.max_epochs", "trainer.max_time", "t
 PROVENANCE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.num_nodes", "trainer.strategy", "backend")
 GROUPING = ("task",)
 FACTOR_ORDER = ("attention", "position")
-CELL_COLUMNS = ("cell", "cell_label")
 NO_FACTOR_LABEL = "(no varying factor)"
 FAILED = "failed"  # a run status whose settings never make a factor
 
@@ -127,13 +125,6 @@ def order_factors(factors: Iterable[str]) -> list[str]:
     factors = list(dict.fromkeys(factors))
     return sorted(factors, key=lambda k: (k not in FACTOR_ORDER, FACTOR_ORDER.index(k) if k in FACTOR_ORDER else 0,
                                           is_budget(k), k))
-
-
-def designed_factors(factors: Sequence[str], asked: Sequence[str] | None = None) -> list[str]:
-    """The factors the user asked for: ``asked`` when given, else every factor but budget and provenance keys."""
-    if asked is not None:
-        return [k for k in order_factors(asked)]
-    return [k for k in factors if not is_budget(k)]
 
 
 def label(config: Mapping[str, Any], factors: Sequence[str]) -> str:

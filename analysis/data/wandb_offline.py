@@ -196,20 +196,6 @@ def _apply_record(run: dict[str, Any], record: Any) -> None:
         run["finished"] = True
 
 
-def logged_tables(run: dict[str, Any]) -> dict[str, dict[str, list]]:
-    """Every ``wandb.Table`` the run logged, by name, the last one logged under each name:
-    {name: {"columns": [..], "data": [[..]]}} (``run`` from ``read_wandb_offline_run``)."""
-    tables: dict[str, dict[str, list]] = {}
-    for row in run["history"]:
-        for key, value in row.items():
-            if key.endswith("/_type") and value == "table-file":
-                name = key[: -len("/_type")]
-                path = Path(run["path"]) / "files" / row[f"{name}/path"]
-                table = json.loads(path.read_text())
-                tables[name] = {"columns": table["columns"], "data": table["data"]}
-    return tables
-
-
 def find_offline_runs(paths: Iterable[str | Path]) -> list[Path]:
     """Every ``offline-run-*`` folder under the given paths (a path may itself be one)."""
     found: set[Path] = set()

@@ -1,11 +1,11 @@
 """The report's ``references.bib``: the papers behind every variant, task, metric and statistical test it shows.
 
-Variants and tasks declare their papers at registration (``register(name,
-references=BIBTEX)``); each run records those of the variants it used in its
-result.json (``references``), so the report reads them from files like everything
-else and a variant loaded from a plugin brings its own. The statistical tests and
-metrics the analysis itself uses are declared here. Entries are kept once per key,
-in the order first met (variants, tasks, metrics, statistics).
+Variants and tasks declare their papers at registration, as keys into the one
+bibliography (``common/bibliography.py``); each run records the BibTeX of the variants
+it used in its result.json (``references``), so the report reads them from files like
+everything else. The statistical tests and metrics the analysis itself uses are named
+here by key. Entries are kept once per key, in the order first met (variants, tasks,
+metrics, statistics).
 """
 from __future__ import annotations
 
@@ -17,110 +17,22 @@ from typing import Iterable
 
 import pandas as pd
 
-STUDENT_1908 = r"""@article{student1908probable,
-  author    = {{Student}},
-  title     = {The Probable Error of a Mean},
-  journal   = {Biometrika},
-  volume    = {6},
-  number    = {1},
-  pages     = {1--25},
-  year      = {1908}
-}"""
+from common.bibliography import BIBLIOGRAPHY, entry_key
 
-WELCH_1947 = r"""@article{welch1947generalization,
-  author    = {Welch, Bernard L.},
-  title     = {The Generalization of `{Student's}' Problem when Several Different Population Variances are Involved},
-  journal   = {Biometrika},
-  volume    = {34},
-  number    = {1--2},
-  pages     = {28--35},
-  year      = {1947}
-}"""
-
-HOLM_1979 = r"""@article{holm1979simple,
-  author    = {Holm, Sture},
-  title     = {A Simple Sequentially Rejective Multiple Test Procedure},
-  journal   = {Scandinavian Journal of Statistics},
-  volume    = {6},
-  number    = {2},
-  pages     = {65--70},
-  year      = {1979}
-}"""
-
-SCHUIRMANN_1987 = r"""@article{schuirmann1987comparison,
-  author    = {Schuirmann, Donald J.},
-  title     = {A Comparison of the Two One-Sided Tests Procedure and the Power Approach for Assessing the
-               Equivalence of Average Bioavailability},
-  journal   = {Journal of Pharmacokinetics and Biopharmaceutics},
-  volume    = {15},
-  number    = {6},
-  pages     = {657--680},
-  year      = {1987}
-}"""
-
-COHEN_1988 = r"""@book{cohen1988statistical,
-  author    = {Cohen, Jacob},
-  title     = {Statistical Power Analysis for the Behavioral Sciences},
-  edition   = {2nd},
-  publisher = {Lawrence Erlbaum Associates},
-  year      = {1988}
-}"""
-
-PAPINENI_2002 = r"""@inproceedings{papineni2002bleu,
-  author    = {Papineni, Kishore and Roukos, Salim and Ward, Todd and Zhu, Wei-Jing},
-  title     = {{BLEU}: a Method for Automatic Evaluation of Machine Translation},
-  booktitle = {Proceedings of the 40th Annual Meeting of the Association for Computational Linguistics},
-  pages     = {311--318},
-  year      = {2002}
-}"""
-
-POPOVIC_2015 = r"""@inproceedings{popovic2015chrf,
-  author    = {Popovi{\'c}, Maja},
-  title     = {{chrF}: character n-gram {F}-score for automatic {MT} evaluation},
-  booktitle = {Proceedings of the Tenth Workshop on Statistical Machine Translation},
-  pages     = {392--395},
-  year      = {2015}
-}"""
-
-POST_2018 = r"""@inproceedings{post2018call,
-  author    = {Post, Matt},
-  title     = {A Call for Clarity in Reporting {BLEU} Scores},
-  booktitle = {Proceedings of the Third Conference on Machine Translation: Research Papers},
-  pages     = {186--191},
-  year      = {2018}
-}"""
-
-# The model every run trains (the same entry as variants.papers.VASWANI_2017, which the analysis does not import).
-TRANSFORMER = r"""@inproceedings{vaswani2017attention,
-  author    = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
-               Gomez, Aidan N. and Kaiser, {\L}ukasz and Polosukhin, Illia},
-  title     = {Attention Is All You Need},
-  booktitle = {Advances in Neural Information Processing Systems},
-  volume    = {30},
-  year      = {2017}
-}"""
+# The model every run trains.
+TRANSFORMER = "vaswani2017attention"
 ARCHITECTURE = "architecture: Transformer"
 
-# What the analysis computes, by the name the report uses for it.
+# What the analysis computes, by the name the report uses for it -> the citation key.
 STATISTICS = {
-    "t-interval": STUDENT_1908,   # mean ± 95% t-interval over seeds
-    "welch": WELCH_1947,          # Welch's t-test (unequal variances), against the best or the baseline cell
-    "holm": HOLM_1979,            # Holm's step-down correction of each family of tests
-    "tost": SCHUIRMANN_1987,      # two one-sided tests, equivalence claims
-    "cohen-d": COHEN_1988,        # Cohen's d in the comparisons; power analysis of claims
+    "t-interval": "student1908probable",      # mean ± 95% t-interval over seeds
+    "welch": "welch1947generalization",       # Welch's t-test (unequal variances), against the best or the baseline
+    "holm": "holm1979simple",                 # Holm's step-down correction of each family of tests
+    "tost": "schuirmann1987comparison",       # two one-sided tests, equivalence claims
+    "cohen-d": "cohen1988statistical",        # Cohen's d in the comparisons; power analysis of claims
 }
 # Metrics computed by a library that asks to be cited (sacreBLEU: BLEU and chrF, with its signature).
-METRICS = {"bleu": (PAPINENI_2002, POST_2018), "chrf": (POPOVIC_2015, POST_2018)}
-
-_HEAD = re.compile(r"^\s*@\s*([A-Za-z]+)\s*\{\s*([^,\s{}]+)\s*,", re.S)
-
-
-def entry_key(bibtex: str) -> str:
-    """The citation key of one BibTeX entry (``@article{holm1979simple, ...}`` -> ``holm1979simple``)."""
-    found = _HEAD.match(bibtex)
-    if found is None:
-        raise ValueError(f"not a BibTeX entry (expected '@type{{key,'): {bibtex[:60]!r}")
-    return found.group(2)
+METRICS = {"bleu": ("papineni2002bleu", "post2018call"), "chrf": ("popovic2015chrf", "post2018call")}
 
 
 @dataclass
@@ -218,13 +130,13 @@ def report_bibliography(frame: pd.DataFrame, metrics: Iterable[str], statistics:
                          "result.json carried references, or variants registered without any): add their papers "
                          "by hand")
     if len(frame):
-        bib.add(TRANSFORMER, ARCHITECTURE)
+        bib.add(BIBLIOGRAPHY[TRANSFORMER], ARCHITECTURE)
     for metric in metrics:
         name = metric.rsplit("/", 1)[-1]
         if name in METRICS:
-            bib.add(METRICS[name], f"metric {name}")
+            bib.add([BIBLIOGRAPHY[key] for key in METRICS[name]], f"metric {name}")
     for name in statistics:
-        bib.add(STATISTICS[name], f"statistics: {name}")
+        bib.add(BIBLIOGRAPHY[STATISTICS[name]], f"statistics: {name}")
     return bib
 
 

@@ -23,7 +23,6 @@ FORMS = "ATTENTION+POSITION (e.g. multihead+sinusoidal) or KEY=VALUE[,KEY=VALUE]
 class Baseline:
     values: dict[str, str] = field(hash=False)
     name: str
-    explicit: bool
 
 
 def parse_baseline(text: str) -> dict[str, str]:
@@ -44,8 +43,7 @@ def resolve_baseline(runs: pd.DataFrame, text: str | None) -> tuple[Baseline, bo
     """The baseline and whether any run matches it; one asked for by name must exist."""
     spec = text or DEFAULT_BASELINE
     values = parse_baseline(spec)
-    baseline = Baseline(values, spec if "=" not in spec else ", ".join(f"{k}={v}" for k, v in values.items()),
-                        text is not None)
+    baseline = Baseline(values, spec if "=" not in spec else ", ".join(f"{k}={v}" for k, v in values.items()))
     present = bool(match(runs, values, "--baseline").any())
     if text is not None and not present:
         wanted = ", ".join(f"{k}={v!r}" for k, v in values.items())

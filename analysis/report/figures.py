@@ -62,11 +62,10 @@ def palette(names: Sequence[str]) -> dict[str, str]:
 
 class FigureStyle(Mapping):
     """One report's figure style: a colour per line level (a Mapping, as figures take it), a colour and a
-    marker per cell, and the width every figure is drawn at (None: screen sizes)."""
+    marker per cell (by its label), and the width every figure is drawn at (None: screen sizes)."""
 
-    def __init__(self, colors: Mapping[str, str], cells: Mapping[str, tuple[str, str]] | None = None,
-                 labels: Mapping[str, tuple[str, str]] | None = None, width: float | None = None,
-                 formats: Sequence[str] = FORMATS) -> None:
+    def __init__(self, colors: Mapping[str, str], labels: Mapping[str, tuple[str, str]] | None = None,
+                 width: float | None = None, formats: Sequence[str] = FORMATS) -> None:
         if width is not None and not (1.0 <= width <= 20.0):
             raise ReportError(f"--figure-width {width} is not allowed; give inches between 1 and 20 "
                              "(3.3 for one column, 6.9 for two)")
@@ -75,7 +74,6 @@ class FigureStyle(Mapping):
             raise ReportError(f"--figure-formats {' '.join(formats)} is not allowed; choose among {list(FORMATS)}, "
                              "png included (the HTML report shows it)")
         self.colors = dict(colors)
-        self.cells = dict(cells or {})
         self.labels = dict(labels or {})
         self.width = width
         self.formats = tuple(dict.fromkeys(formats))
@@ -125,16 +123,16 @@ def report_style(grids: Sequence, width: float | None = None, formats: Sequence[
             line, panel = (r.column, r.row) if grid.columns is not None else (r.row, None)
             lines.append(line)
             panels.append(panel)
-            placed.append((r.cell, r.cell_label, line, panel))
+            placed.append((r.cell_label, line, panel))
     colors = palette(lines)
     line_order = sorted(dict.fromkeys(lines))
     panel_order = sorted(dict.fromkeys(p for p in panels if p is not None))
-    cells, labels = {}, {}
-    for cell, label, line, panel in placed:
+    labels = {}
+    for label, line, panel in placed:
         # a marker per panel level; with one factor per line level, so shape repeats what colour says
         index = panel_order.index(panel) if panel is not None else line_order.index(line)
-        cells[cell] = labels[label] = (colors[line], MARKERS[index % len(MARKERS)])
-    return FigureStyle(colors, cells, labels, width, formats)
+        labels[label] = (colors[line], MARKERS[index % len(MARKERS)])
+    return FigureStyle(colors, labels, width, formats)
 
 
 def _given_axes(ax, n: int) -> tuple[Figure, list] | None:

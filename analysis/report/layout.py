@@ -66,9 +66,6 @@ class Axis:
     def sort_key(self, row: Mapping[str, Any]) -> tuple:
         return tuple(_order(row.get(k)) for k in self.keys)
 
-    def numeric(self) -> bool:
-        return len(self.keys) == 1
-
 
 def _order(value: Any) -> tuple:
     """Numbers by value, then text, missing last: 2 < 16 (not "16" < "2")."""

@@ -151,10 +151,6 @@ class TaskSummary:
         """Cell key -> readable label."""
         return {k: lab for c in self.columns for k, lab in zip(c.ranking["key"], c.ranking["label"])}
 
-    def significant(self) -> int:
-        """How many (column, cell) pairs are significantly worse than their column's best."""
-        return int(sum(int(c.ranking["worse"].sum()) for c in self.columns))
-
 
 def _finite(frame: pd.DataFrame, metric: str) -> bool:
     return metric in frame.columns and bool(
@@ -296,7 +292,6 @@ def summary_section(summary: TaskSummary, figure: Figure | None) -> Section:
     if figure is None:
         return section.add(*left)
     return section.add(Row([left, figure]))
-    return section
 
 
 def figure_data(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary) -> pd.DataFrame:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
-from experiments.tasks.papers import ZAREMBA_2014
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask, with_eos
 
@@ -36,7 +35,7 @@ def add_digits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return total
 
 
-@TASKS.register("addition", references=ZAREMBA_2014)
+@TASKS.register("addition", references="zaremba2014learning")
 class Addition(SyntheticTask):
     kind = "seq2seq"
 

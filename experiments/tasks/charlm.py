@@ -26,7 +26,6 @@ from experiments.tasks.base import (
     path_value,
 )
 from experiments.tasks.batching import Example
-from experiments.tasks.papers import KARPATHY_2015
 from experiments.tasks.registry import TASKS
 from experiments.tasks.sampling import ResumableLoader, uniform_starts
 from experiments.tasks.textfiles import file_error, read_text
@@ -45,7 +44,7 @@ class Windows(Dataset):
         return {"tokens": self.ids[start : start + self.width], "length": self.width - 1}
 
 
-@TASKS.register("charlm", references=KARPATHY_2015)
+@TASKS.register("charlm", references="karpathy2015charrnn")
 class CharLM(TaskDataModule):
     kind = "lm"
     decode_separator = ""

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from experiments.tasks.base import FIRST_SYMBOL_ID, integer, refuse
-from experiments.tasks.papers import NANGIA_2018, TAY_2021
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask
 
@@ -118,7 +117,7 @@ class Grammar:
         return int(valid[rng.randrange(len(valid))])
 
 
-@TASKS.register("listops", references=(NANGIA_2018, TAY_2021))
+@TASKS.register("listops", references=("nangia2018listops", "tay2021long"))
 class ListOps(SyntheticTask):
     kind = "classify"
     num_classes = 10

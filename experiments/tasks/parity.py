@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
-from experiments.tasks.papers import HAHN_2020
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask
 
 BITS = ("0", "1")
 
 
-@TASKS.register("parity", references=HAHN_2020)
+@TASKS.register("parity", references="hahn2020theoretical")
 class Parity(SyntheticTask):
     kind = "classify"
     num_classes = 2

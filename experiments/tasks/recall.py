@@ -11,12 +11,11 @@ from typing import Any
 import numpy as np
 
 from experiments.tasks.base import FIRST_SYMBOL_ID, SEP_ID, integer, refuse
-from experiments.tasks.papers import BA_2016, GRAVES_2014
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask, with_eos
 
 
-@TASKS.register("recall", references=(GRAVES_2014, BA_2016))
+@TASKS.register("recall", references=("graves2014neural", "ba2016using"))
 class Recall(SyntheticTask):
     kind = "seq2seq"
 

@@ -7,7 +7,6 @@ import numpy as np
 import torch
 
 from experiments.tasks.base import FIRST_SYMBOL_ID, integer
-from experiments.tasks.papers import GRAVES_2014, GREFENSTETTE_2015
 from experiments.tasks.registry import TASKS
 from experiments.tasks.synthetic import SyntheticTask, with_eos
 
@@ -55,7 +54,7 @@ class SymbolTask(SyntheticTask):
         return (t < n) & (s == self.aligned_source(t, n))
 
 
-@TASKS.register("copy", references=GRAVES_2014)
+@TASKS.register("copy", references="graves2014neural")
 class Copy(SymbolTask):
     def transform(self, src: np.ndarray) -> np.ndarray:
         return src.copy()
@@ -64,7 +63,7 @@ class Copy(SymbolTask):
         return t
 
 
-@TASKS.register("reverse", references=GREFENSTETTE_2015)
+@TASKS.register("reverse", references="grefenstette2015learning")
 class Reverse(SymbolTask):
     def transform(self, src: np.ndarray) -> np.ndarray:
         return src[:, ::-1].copy()
@@ -73,7 +72,7 @@ class Reverse(SymbolTask):
         return n - 1 - t
 
 
-@TASKS.register("sort", references=GRAVES_2014)
+@TASKS.register("sort", references="graves2014neural")
 class Sort(SymbolTask):
     """Ascending by id, which is also the order of the symbol names."""
 

@@ -32,7 +32,6 @@ from experiments.tasks.base import (
     refuse,
 )
 from experiments.tasks.batching import Example
-from experiments.tasks.papers import ELLIOTT_2016, SENNRICH_2016
 from experiments.tasks.registry import TASKS
 from experiments.tasks.textfiles import read_parallel
 from experiments.tasks.tokenizer import TextTokenizer, load_tokenizer, train_tokenizer
@@ -46,7 +45,7 @@ def bucket(length: int) -> int:
     return max(SMALLEST_BUCKET, 1 << max(length - 1, 0).bit_length())
 
 
-@TASKS.register("translation", references=(ELLIOTT_2016, SENNRICH_2016))
+@TASKS.register("translation", references=("elliott2016multi30k", "sennrich2016neural"))
 class Translation(TaskDataModule):
     kind = "seq2seq"
     decode_separator = ""

@@ -24,13 +24,13 @@ from variants.attention.scores import SCORES
 from variants.checks import one_of, positive, probability
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
-from variants.papers import BENGIO_2013, JANG_2017, WILLIAMS_1992, XU_2015
 from variants.registries import ATTENTION
 
 ESTIMATORS = ("straight_through", "gumbel", "reinforce")
 
 
-@ATTENTION.register("hard", references=(XU_2015, BENGIO_2013, JANG_2017, WILLIAMS_1992))
+@ATTENTION.register("hard", references=("xu2015show", "bengio2013estimating", "jang2017categorical",
+                                        "williams1992simple"))
 class HardAttention(AttentionLayer):
     default_heads = 1
     backends = ("auto", "math")

@@ -10,11 +10,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from variants.attention.kernelised import KernelisedAttention
-from variants.attention.references import AINSLIE_2023, KATHAROPOULOS_2020, SHAZEER_2019
 from variants.registries import ATTENTION
 
 
-@ATTENTION.register("linear", references=(KATHAROPOULOS_2020, AINSLIE_2023, SHAZEER_2019))
+@ATTENTION.register("linear", references=("katharopoulos2020transformers", "ainslie2023gqa", "shazeer2019fast"))
 class LinearAttention(KernelisedAttention):
     """``num_heads`` heads of d/h, each phi(q)(sum phi(k) v^T) / phi(q) . sum phi(k); ``num_kv_heads`` groups
     the key/value heads as in ``multihead``, and the cache then holds sums for the KV heads only."""

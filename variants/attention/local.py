@@ -37,13 +37,12 @@ from variants.checks import VariantConfigError, one_of, positive
 from variants.flex import cached_block_mask, flex_attend, window_intervals
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
-from variants.papers import LUONG_2015
 from variants.registries import ATTENTION
 
 MODES = ("monotonic", "predictive")
 
 
-@ATTENTION.register("local", references=LUONG_2015)
+@ATTENTION.register("local", references="luong2015effective")
 class LocalAttention(AttentionLayer):
     default_heads = 1
     backends = ("auto", "math", "banded", "flex")

@@ -24,7 +24,6 @@ import torch
 from torch import Tensor
 
 from variants.attention.kernelised import KernelisedAttention
-from variants.attention.references import AINSLIE_2023, CHOROMANSKI_2021, SHAZEER_2019
 from variants.checks import non_negative_int, positive
 from variants.registries import ATTENTION
 
@@ -42,7 +41,7 @@ def orthogonal_gaussian(num_features: int, dim: int, generator: torch.Generator)
     return rows * lengths[:, None]
 
 
-@ATTENTION.register("performer", references=(CHOROMANSKI_2021, AINSLIE_2023, SHAZEER_2019))
+@ATTENTION.register("performer", references=("choromanski2021rethinking", "ainslie2023gqa", "shazeer2019fast"))
 class PerformerAttention(KernelisedAttention):
     """FAVOR+ with ``num_features`` random features shared by every head of the layer."""
 

@@ -15,8 +15,6 @@ from variants.flex import cached_block_mask, flex_attend, prefix_intervals
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
-from variants.attention.references import AINSLIE_2023, SHAZEER_2019
-from variants.papers import BAHDANAU_2015, LUONG_2015, VASWANI_2017
 from variants.registries import ATTENTION
 
 
@@ -76,7 +74,7 @@ class _GlobalSoft(AttentionLayer):
                            enable_gqa=group > 1)
 
 
-@ATTENTION.register("soft", references=(BAHDANAU_2015, LUONG_2015, VASWANI_2017))
+@ATTENTION.register("soft", references=("bahdanau2015neural", "luong2015effective", "vaswani2017attention"))
 class SoftAttention(_GlobalSoft):
     """Global soft attention (Bahdanau / Luong global); one head unless asked otherwise."""
 
@@ -88,7 +86,8 @@ class SoftAttention(_GlobalSoft):
         super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
 
 
-@ATTENTION.register("multihead", references=(VASWANI_2017, AINSLIE_2023, SHAZEER_2019))  # the last two: num_kv_heads
+# the last two papers: num_kv_heads (grouped and multi-query heads)
+@ATTENTION.register("multihead", references=("vaswani2017attention", "ainslie2023gqa", "shazeer2019fast"))
 class MultiHeadAttention(_GlobalSoft):
     """Vaswani et al. 2017: h heads of d/h, scaled dot-product, concatenated, W_o.
 

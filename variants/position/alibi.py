@@ -11,7 +11,6 @@ from torch import Tensor
 
 from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding, relative_distance
-from variants.papers import PRESS_2022
 from variants.registries import POSITION
 
 
@@ -27,7 +26,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(power_of_two(lower) + extra)
 
 
-@POSITION.register("alibi", references=PRESS_2022)
+@POSITION.register("alibi", references="press2022train")
 class ALiBi(PositionEncoding):
     has_score_bias = True
     has_score_mod = True

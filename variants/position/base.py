@@ -10,7 +10,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-import torch
 from torch import Tensor, nn
 
 from variants.checks import heads_divide
@@ -110,7 +109,3 @@ class PositionEncoding(nn.Module):
 def relative_distance(q_pos: Tensor, k_pos: Tensor) -> Tensor:
     """j - i for every query i and key j: (Tq, Tk) long."""
     return k_pos[None, :] - q_pos[:, None]
-
-
-def positions_like(length: int, device: torch.device, offset: int = 0) -> Tensor:
-    return torch.arange(offset, offset + length, device=device)

@@ -39,17 +39,11 @@ from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding
 from variants.registries import POSITION
 
-FIRE = """@inproceedings{li2024functional,
-  title = {Functional Interpolation for Relative Positions Improves Long Context Transformers},
-  author = {Li, Shanda and You, Chong and Guruganesh, Guru and Ainslie, Joshua and Ontanon, Santiago and Zaheer, Manzil and Sanghai, Sumit and Yang, Yiming and Kumar, Sanjiv and Bhojanapalli, Srinadh},
-  booktitle = {International Conference on Learning Representations (ICLR)},
-  year = {2024}
-}"""
 #: keeps the normaliser away from 0 when c * max(L, i) is tiny
 EPS = 1e-6
 
 
-@POSITION.register("fire", references=FIRE)
+@POSITION.register("fire", references="li2024functional")
 class FunctionalInterpolation(PositionEncoding):
     has_score_bias = True
     #: the MLP runs per (i, j) inside the kernel, unrolled over its hidden units

@@ -12,7 +12,6 @@ from torch import Tensor, nn
 
 from variants.checks import VariantConfigError, positive
 from variants.position.base import PositionEncoding
-from variants.papers import GEHRING_2017
 from variants.registries import POSITION
 
 
@@ -20,7 +19,7 @@ class SequenceTooLongError(VariantConfigError):
     """An input longer than a learned table: never index garbage silently."""
 
 
-@POSITION.register("learned", references=GEHRING_2017)
+@POSITION.register("learned", references="gehring2017convolutional")
 class Learned(PositionEncoding):
     adds_to_embeddings = True
     init_std = 0.02

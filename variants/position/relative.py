@@ -11,11 +11,10 @@ from torch import Tensor, nn
 from variants.checks import non_negative_int
 from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding, relative_distance
-from variants.papers import SHAW_2018
 from variants.registries import POSITION
 
 
-@POSITION.register("relative", references=SHAW_2018)
+@POSITION.register("relative", references="shaw2018self")
 class ShawRelative(PositionEncoding):
     has_score_bias = True
     #: the key term; the value term (``values=True``) needs the weights, so such an encoding is not flex-ready

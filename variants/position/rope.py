@@ -42,28 +42,6 @@ SCALINGS = ("none", "linear", "ntk", "yarn")
 #: YaRN's ramp bounds in rotations per training length (Peng et al. 2023, their LLaMA values)
 YARN_ALPHA, YARN_BETA = 1.0, 32.0
 
-ROFORMER = """@article{su2024roformer,
-  title = {{RoFormer}: Enhanced Transformer with Rotary Position Embedding},
-  author = {Su, Jianlin and Ahmed, Murtadha and Lu, Yu and Pan, Shengfeng and Bo, Wen and Liu, Yunfeng},
-  journal = {Neurocomputing},
-  volume = {568},
-  pages = {127063},
-  year = {2024},
-  note = {arXiv:2104.09864, 2021}
-}"""
-POSITION_INTERPOLATION = """@article{chen2023extending,
-  title = {Extending Context Window of Large Language Models via Positional Interpolation},
-  author = {Chen, Shouyuan and Wong, Sherman and Chen, Liangjian and Tian, Yuandong},
-  journal = {arXiv preprint arXiv:2306.15595},
-  year = {2023}
-}"""
-YARN = """@article{peng2023yarn,
-  title = {{YaRN}: Efficient Context Window Extension of Large Language Models},
-  author = {Peng, Bowen and Quesnelle, Jeffrey and Fan, Honglu and Shippole, Enrico},
-  journal = {arXiv preprint arXiv:2309.00071},
-  year = {2023}
-}"""
-
 
 def rotate_half(x: Tensor) -> Tensor:
     x1, x2 = x.chunk(2, dim=-1)
@@ -102,7 +80,7 @@ def scaled_frequencies(theta: Tensor, scaling: str, s: float, ramp: Tensor | Non
     return theta, 1.0
 
 
-@POSITION.register("rope", references=(ROFORMER, POSITION_INTERPOLATION, YARN))
+@POSITION.register("rope", references=("su2024roformer", "chen2023extending", "peng2023yarn"))
 class Rotary(PositionEncoding):
     options: dict[str, tuple] = {}  # scaling needs a factor and a training length; tested on its own
 

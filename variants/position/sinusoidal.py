@@ -12,7 +12,6 @@ from torch import Tensor
 
 from variants.checks import positive
 from variants.position.base import PositionEncoding
-from variants.papers import VASWANI_2017
 from variants.registries import POSITION
 
 
@@ -27,7 +26,7 @@ def sinusoid_table(positions: Tensor, d_model: int, base: float = 10000.0) -> Te
     return table
 
 
-@POSITION.register("sinusoidal", references=VASWANI_2017)
+@POSITION.register("sinusoidal", references="vaswani2017attention")
 class Sinusoidal(PositionEncoding):
     adds_to_embeddings = True
 

@@ -11,7 +11,6 @@ from torch import Tensor, nn
 from variants.checks import VariantConfigError, positive
 from variants.flex import ScoreMod
 from variants.position.base import PositionEncoding, relative_distance
-from variants.papers import RAFFEL_2020
 from variants.registries import POSITION
 
 
@@ -32,7 +31,7 @@ def t5_bucket(distance: Tensor, num_buckets: int, max_distance: int, bidirection
     return bucket + torch.where(is_small, n, large)
 
 
-@POSITION.register("t5", references=RAFFEL_2020)
+@POSITION.register("t5", references="raffel2020exploring")
 class T5Bias(PositionEncoding):
     has_score_bias = True
     has_score_mod = True

@@ -30,13 +30,6 @@ from variants.position.base import PositionEncoding
 from variants.position.rope import rope_frequencies, rotate_pairs
 from variants.registries import POSITION
 
-XPOS = """@inproceedings{sun2023length,
-  title = {A Length-Extrapolatable Transformer},
-  author = {Sun, Yutao and Dong, Li and Patra, Barun and Ma, Shuming and Huang, Shaohan and Benhaim, Alon and Chaudhary, Vishrav and Song, Xia and Wei, Furu},
-  booktitle = {Proceedings of the 61st Annual Meeting of the Association for Computational Linguistics (Volume 1: Long Papers)},
-  pages = {14590--14604},
-  year = {2023}
-}"""
 #: the paper's gamma: zeta_d runs from gamma / (1 + gamma) = 0.29 to almost 1
 GAMMA = 0.4
 
@@ -46,7 +39,7 @@ def xpos_decay(head_dim: int, gamma: float = GAMMA) -> Tensor:
     return (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim + gamma) / (1 + gamma)
 
 
-@POSITION.register("xpos", references=XPOS)
+@POSITION.register("xpos", references="sun2023length")
 class XPos(PositionEncoding):
     def __init__(self, d_model: int, num_heads: int = 1, base: float = 10000.0, scale_base: float = 512.0) -> None:
         super().__init__(d_model, num_heads)
