@@ -32,8 +32,10 @@ from variants.registries import POSITION
 
 XPOS = """@inproceedings{sun2023length,
   title = {A Length-Extrapolatable Transformer},
-  author = {Sun, Yutao and Dong, Li and Patra, Barun and Ma, Shuming and Huang, Shaohan and Benhaim, Alon and Chaudhary, Vishrav and Song, Xia and Wei, Furu},
-  booktitle = {Proceedings of the 61st Annual Meeting of the Association for Computational Linguistics (Volume 1: Long Papers)},
+  author = {Sun, Yutao and Dong, Li and Patra, Barun and Ma, Shuming and Huang, Shaohan and Benhaim, Alon and
+            Chaudhary, Vishrav and Song, Xia and Wei, Furu},
+  booktitle = {Proceedings of the 61st Annual Meeting of the Association for Computational Linguistics
+               (Volume 1: Long Papers)},
   pages = {14590--14604},
   year = {2023}
 }"""
@@ -48,6 +50,9 @@ def xpos_decay(head_dim: int, gamma: float = GAMMA) -> Tensor:
 
 @POSITION.register("xpos", references=XPOS)
 class XPos(PositionEncoding):
+    inv_freq: Tensor  # buffer (D/2,)
+    log_zeta: Tensor  # buffer (D,)
+
     def __init__(self, d_model: int, num_heads: int = 1, base: float = 10000.0, scale_base: float = 512.0) -> None:
         super().__init__(d_model, num_heads)
         even_head_dim("xpos", d_model, num_heads)
