@@ -1,4 +1,6 @@
 # make test : set up .venv when missing, install attnlab, run the test suite
+# make lint : ruff (lint and format check) and mypy (variants/ and the public entry points)
+# make format : sort the imports and format the code the way make lint checks it
 # make demo : the CPU demo grid (experiment=demo) and its ablation report
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +14,7 @@ export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
 export HYDRA_FULL_ERROR ?= 0
 
-.PHONY: test demo venv clean bench test-cluster gpu-check
+.PHONY: test lint format demo venv clean bench test-cluster gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +30,18 @@ venv: $(VENV)/.installed
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Every check runs, so one pass shows all that is wrong; the configuration is in pyproject.toml.
+lint: venv
+	@status=0; \
+	$(PY) -m ruff check . || status=1; \
+	$(PY) -m ruff format --check . || status=1; \
+	$(PY) -m mypy || status=1; \
+	exit $$status
+
+format: venv
+	$(PY) -m ruff check --select I --fix .
+	$(PY) -m ruff format .
 
 # The demo grid (3 position encodings x 3 seeds on `copy`), then its report.
 # A failed cell does not stop the report: it shows there as failed.

@@ -48,7 +48,6 @@ class ModelConf(ModelOptions):
     compile: bool = False
     # with compile: default | reduce-overhead (CUDA graphs; fixed-shape batches) | max-autotune
     compile_mode: str = "default"
-    compile_mode: str = "default"  # default | reduce-overhead (CUDA graphs) | max-autotune
 
 
 @dataclass

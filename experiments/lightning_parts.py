@@ -145,7 +145,8 @@ def check_callbacks(cfg: DictConfig) -> None:
         if name not in OWN_CALLBACKS:
             near = difflib.get_close_matches(str(name), list(OWN_CALLBACKS), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ConfigError(f"own_callbacks: {name!r} is not one of attnlab's callbacks {sorted(OWN_CALLBACKS)}{hint}")
+            raise ConfigError(
+                f"own_callbacks: {name!r} is not one of attnlab's callbacks {sorted(OWN_CALLBACKS)}{hint}")
     for name, node in (cfg.get("callbacks") or {}).items():
         if node is not None and "_target_" not in node:
             raise ConfigError(f"callbacks.{name} has no _target_; a callback is built from its class, e.g. "

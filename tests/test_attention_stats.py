@@ -85,7 +85,8 @@ def test_uniform_reads_every_key_evenly() -> None:
 
 def test_causal_uniform_counts_only_the_keys_a_query_sees() -> None:
     weights = (CAUSAL / CAUSAL.sum(-1, keepdims=True))[:, None]  # (1, 1, N, N)
-    got = check(weights, CAUSAL, expected={"entropy_ratio": 1.0, "entropy": np.mean([math.log(i + 1) for i in range(N)]),
+    got = check(weights, CAUSAL, expected={"entropy_ratio": 1.0,
+                                           "entropy": np.mean([math.log(i + 1) for i in range(N)]),
                                            "distance": np.mean([i / 2 for i in range(N)]),
                                            "first": np.mean([1 / (i + 1) for i in range(N)])})
     assert got["offset"] == pytest.approx(-got["distance"][0])

@@ -297,7 +297,8 @@ def test_malformed_claim_is_one_line_naming_the_field(raw, message):
 
 BAD_AGAINST_RUNS = [
     (claim(metric="test/bleu"), r"claims\[0\]\.metric='test/bleu' is unknown; metrics found: test/token_acc, "
-                                r"test_beyond_range/token_acc, test_in_range/token_acc, val/loss; per-length metrics \(NAME@LENGTH\): token_acc"),
+                                r"test_beyond_range/token_acc, test_in_range/token_acc, val/loss; "
+                                r"per-length metrics \(NAME@LENGTH\): token_acc"),
     (claim(metric="seq_acc@16"), r"claims\[0\]\.metric='seq_acc@16' is unknown; per-length metrics found: token_acc"),
     (claim(metric="token_acc@40"), r"claims\[0\]\.metric: length 40 is not evaluated; token_acc lengths found: 8, 16"),
     (claim(a={"position": "alibii"}), r"claims\[0\]\.a=\{position=alibii\} matches no run: position='alibii' is not "

@@ -52,8 +52,8 @@ def test_bias_is_the_papers_formula_with_the_threshold_crossed():
     got = bias(pos, q_pos, k_pos)
     for a, i in enumerate(q_pos.tolist()):
         for b, j in enumerate(k_pos.tolist()):
-            torch.testing.assert_close(got[:, a, b].double(), torch.tensor(expected_bias(pos, i, j), dtype=torch.float64),
-                                       atol=1e-5, rtol=1e-5)
+            expected = torch.tensor(expected_bias(pos, i, j), dtype=torch.float64)
+            torch.testing.assert_close(got[:, a, b].double(), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_every_parameter_learns():

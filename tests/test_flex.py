@@ -7,7 +7,6 @@ what the type and the encoding declare, never from their names.
 """
 from __future__ import annotations
 
-import warnings
 from unittest import mock
 
 import pytest

@@ -30,4 +30,5 @@ def test_training_loss_is_torchs_cross_entropy_with_the_configured_smoothing(smo
     unsmoothed = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=IGNORE)
     torch.testing.assert_close(loss, expected)
     if smoothing:
-        assert abs(float((expected - unsmoothed).detach())) > 1e-3, "the smoothed and plain losses must differ to tell them apart"
+        difference = abs(float((expected - unsmoothed).detach()))
+        assert difference > 1e-3, "the smoothed and plain losses must differ to tell them apart"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from matplotlib.collections import PolyCollection
 
 from analysis.claims.cli import main as claims_main

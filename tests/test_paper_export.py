@@ -38,7 +38,8 @@ CLAIMS = {"claims": [
     {"name": "sinusoids beat rope beyond range", "metric": "token_acc@24",
      "a": {"attention": "multihead", "position": "sinusoidal"}, "b": {"attention": "multihead", "position": "rope"},
      "expect": "greater", "margin": 0.0}]}
-VALUE = re.compile(r"(?P<mean>-?\d+(?:\.\d+)?)(?: \$\\pm\$ (?P<half>\d+(?:\.\d+)?))? \((?P<n>\d+)\)(?P<mark>\$\^\{[^}]*\}\$)?")
+VALUE = re.compile(r"(?P<mean>-?\d+(?:\.\d+)?)(?: \$\\pm\$ (?P<half>\d+(?:\.\d+)?))? \((?P<n>\d+)\)"
+                   r"(?P<mark>\$\^\{[^}]*\}\$)?")
 
 
 def references_for(task: str, attention: str, position: str) -> list[dict]:

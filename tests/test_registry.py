@@ -77,7 +77,7 @@ def test_unknown_parameter_is_named_with_the_accepted_ones():
 def test_every_variant_rejects_an_unknown_parameter(registry):
     for name in registry.names():
         accepted = registry.accepted_params(name)
-        raises_one_line(RegistryError, lambda: registry.build(name, d_model=16, num_heads=2, colour="red"),
+        raises_one_line(RegistryError, lambda name=name: registry.build(name, d_model=16, num_heads=2, colour="red"),
                         f"{registry.kind}={name!r}", "['colour']", str(sorted(accepted)))
 
 

@@ -173,7 +173,7 @@ def test_more_than_two_factors_give_one_table_per_combination(tmp_path):
     comparisons = comparisons[comparisons["metric"] == METRIC]
     assert len(comparisons) == 2 * 3  # three cells against the baseline of each table
     assert set(comparisons["table"]) == {"optim.lr=0.001", "optim.lr=0.01"}
-    for table, family in comparisons.groupby("table"):  # Holm within one table
+    for _, family in comparisons.groupby("table"):  # Holm within one table
         np.testing.assert_allclose(family["p_holm"], inference.holm(family["p"].to_numpy()))
 
     # --factors picks the axes; position becomes the per-table key, and is not asked for: a confound.

@@ -87,7 +87,8 @@ def test_plain_rope_matches_the_complex_formula():  # anchors the reference itse
 def test_up_to_the_training_length_is_plain_rope(scaling, training):
     """Validation at the training length sees the model as it was trained: T <= L is plain rope exactly."""
     scaled, plain = rope(scaling=scaling, factor=8.0, train_length=L).train(training), rope()
-    for positions in (torch.arange(L), torch.arange(L - T, L), torch.arange(L // 2 + 3), torch.arange(5)):  # L, chunk, shorter
+    # the whole training length, its last chunk, shorter spans
+    for positions in (torch.arange(L), torch.arange(L - T, L), torch.arange(L // 2 + 3), torch.arange(5)):
         q, k = qk(length=len(positions))
         for got, want in zip(scaled.rotate(q, k, positions, positions), plain.rotate(q, k, positions, positions)):
             torch.testing.assert_close(got, want, atol=0, rtol=0)

@@ -253,8 +253,8 @@ class RecordLengths(L.LightningModule):
 @pytest.mark.parametrize("name", ["reverse", "charlm"])
 def test_a_lightning_trainer_gets_the_batches_unchanged(name: str, tmp_path: Path) -> None:
     data, model = build(name, tmp_path), RecordLengths()
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=3, limit_val_batches=2, num_sanity_val_steps=0,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=3, limit_val_batches=2,
+                        num_sanity_val_steps=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, default_root_dir=tmp_path)
     trainer.fit(model, datamodule=data)
     trainer.test(model, datamodule=data, verbose=False)

@@ -73,7 +73,8 @@ def test_reverse_is_learned(tmp_path: Path) -> None:
     """Learning really happens: generated outputs at the training lengths are >= 95% right."""
     overrides = ["task=reverse", "attention=multihead", "position=sinusoidal", "logger=none",
                  "attention.num_heads=4", "model.dropout=0.0", "model.ffn_dim=128", "optim.lr=3e-3",
-                 "optim.warmup_steps=50", "optim.schedule=cosine", "task.train_lengths=[2,8]", "task.eval_lengths=[4,8]",
+                 "optim.warmup_steps=50", "optim.schedule=cosine", "task.train_lengths=[2,8]",
+                 "task.eval_lengths=[4,8]",
                  "task.test_size=64", "task.val_size=128", "trainer.max_steps=500", "trainer.val_check_interval=500",
                  "trainer.progress_bar=false", "eval.attention_maps=false", "trainer.checkpoint_every_n_steps=1000"]
     result = run(overrides, tmp_path)

@@ -18,12 +18,15 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Hashable
+from typing import TYPE_CHECKING, Callable, Hashable
 
 import torch
 from torch import Tensor
 
 from variants.checks import VariantConfigError
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import FlexKernelOptions
 
 #: score_mod(score, b, h, q_idx, kv_idx) -> score, all 0-d tensors
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
@@ -33,7 +36,7 @@ BLOCK = 128
 
 #: kernel options tried in order until one builds on the device; the defaults overflow shared
 #: memory for some head dims and dtypes (a bf16 head dim 64 backward on an H200 needs 245760 bytes)
-KERNEL_OPTION_CANDIDATES: tuple[dict, ...] = (
+KERNEL_OPTION_CANDIDATES: tuple[FlexKernelOptions, ...] = (
     {},
     {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 2},
     {"BLOCK_M": 32, "BLOCK_N": 32, "num_stages": 1},
@@ -177,7 +180,7 @@ def cached_block_mask(key: Hashable, build: Callable[[], KeyIntervals], key_padd
 # -- the kernel ----------------------------------------------------------------------------------------
 _COMPILED: dict[str, Callable] = {}
 #: (device, dtype, head_dim, backward) -> the first kernel options that built there
-_OPTIONS: dict[tuple, dict | None] = {}
+_OPTIONS: dict[tuple, FlexKernelOptions | None] = {}
 
 
 def _compiled_flex() -> Callable:
@@ -188,7 +191,7 @@ def _compiled_flex() -> Callable:
     return _COMPILED["flex"]
 
 
-def _probe(options: dict, device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool) -> None:
+def _probe(options: FlexKernelOptions, device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool) -> None:
     """Build and run the compiled kernel once on a small causal problem with these options."""
     T = 2 * BLOCK
     q, k, v = (torch.randn(1, 1, T, head_dim, device=device, dtype=dtype, requires_grad=backward) for _ in range(3))
@@ -200,7 +203,7 @@ def _probe(options: dict, device: torch.device, dtype: torch.dtype, head_dim: in
 
 
 def kernel_options(device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool,
-                   probe: Callable[..., None] = _probe) -> dict | None:
+                   probe: Callable[..., None] = _probe) -> FlexKernelOptions | None:
     """The first of ``KERNEL_OPTION_CANDIDATES`` whose kernel builds on ``device`` (probed once, then
     remembered); None (flex's defaults) off CUDA. Raises naming every failure when none builds."""
     if device.type != "cuda":
@@ -211,8 +214,9 @@ def kernel_options(device: torch.device, dtype: torch.dtype, head_dim: int, back
         for options in KERNEL_OPTION_CANDIDATES:
             try:
                 probe(options, device, dtype, head_dim, backward)
-            except Exception as error:  # a Triton build that runs out of shared memory raises from inductor
-                failures.append(f"{options or 'defaults'}: {str(error).splitlines()[0][:200] if str(error) else type(error).__name__}")
+            except Exception as error:  # noqa: BLE001 - inductor raises when a build overflows shared memory
+                reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+                failures.append(f"{options or 'defaults'}: {reason}")
                 continue
             _OPTIONS[key] = options or None
             break

@@ -131,7 +131,7 @@ def keyword_parameters(factory: Callable[..., Any]) -> dict[str, inspect.Paramet
     a subclass's parameter wins over a base's of the same name.
     """
     if inspect.isclass(factory):
-        signatures = [inspect.signature(c.__init__) for c in factory.__mro__ if "__init__" in vars(c)]
+        signatures = [inspect.signature(vars(c)["__init__"]) for c in factory.__mro__ if "__init__" in vars(c)]
     else:
         signatures = [inspect.signature(factory)]
     found: dict[str, inspect.Parameter] = {}

@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return results
 
     results, code = run_cli(evaluate_sweeps)
-    if code != 0:
+    if results is None:  # a user error, printed as one line
         return code
     print(format_text(results))
     if args.csv is not None:

@@ -86,7 +86,7 @@ def _section(results: pd.DataFrame) -> Section:
 def format_text(results: pd.DataFrame) -> str:
     """The claims table for a terminal: one block per claim."""
     lines = []
-    for i, r in enumerate(results.to_dict("records"), 1):
+    for r in results.to_dict("records"):
         lines.append(f"[{r['verdict'].upper()}] {r['claim']}")
         lines.append(f"    {r['metric']}: {r['expect']}")
         ratio = "ratio " if "/ a@" in r["expect"] else ""

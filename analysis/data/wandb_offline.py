@@ -138,7 +138,8 @@ def read_wandb_offline_run(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     run: dict[str, Any] = {
         "id": run_dir.name.rsplit("-", 1)[-1], "group": None, "tags": [], "project": None,
-        "config": {}, "summary": {}, "history": [], "metrics": {}, "exit_code": None, "finished": False, "path": str(run_dir),
+        "config": {}, "summary": {}, "history": [], "metrics": {}, "exit_code": None, "finished": False,
+        "path": str(run_dir),
         "job_type": None, "artifacts": [],
     }
     log = _log_file(run_dir)

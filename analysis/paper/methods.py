@@ -36,7 +36,8 @@ def _render(parts: Iterable[Part], tex: bool) -> str:
     for part in parts:
         if isinstance(part, Cite):
             if part.keys:
-                out.append(f"~\\cite{{{','.join(part.keys)}}}" if tex else f" [{'; '.join('@' + k for k in part.keys)}]")
+                out.append(f"~\\cite{{{','.join(part.keys)}}}" if tex
+                           else f" [{'; '.join('@' + k for k in part.keys)}]")
         else:
             out.append(tex_escape(part) if tex else part)
     return "".join(out)
@@ -159,7 +160,8 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
         analysis += ["Translations are scored with sacreBLEU's BLEU and chrF", Cite(metric_cites), ". "]
 
     software: list[Part] = [
-        f"The runs used attnlab {_package(done, 'attnlab')} (git {_text([str(s)[:10] for s in _values(done, 'env.git_sha')])}), "
+        f"The runs used attnlab {_package(done, 'attnlab')} "
+        f"(git {_text([str(s)[:10] for s in _values(done, 'env.git_sha')])}), "
         f"PyTorch {_package(done, 'torch')}, Lightning {_package(done, 'lightning')} and Python "
         f"{_text(_values(done, 'env.python'))} on {_text(_values(done, 'env.device'))}."]
     return [setup, budget, analysis, software]

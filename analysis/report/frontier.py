@@ -297,10 +297,11 @@ def quality_cost_section(frame: pd.DataFrame, by_length: pd.DataFrame, task_grid
                          ) -> Section:
     """"Quality and cost": per task and table, the frontier figure and the table of Pareto cells."""
     section = Section("Quality and cost", [Paragraph(
-        "Each point is one cell: its quality (the summary's main metric, mean over seeds, bars 95% CI) against the "
-        "time of one training step (each run's median step after warm-up, mean over seeds, bars from the fastest to "
-        "the slowest seed) and, with --bench, against one attention layer's time at long T; marker area ∝ peak "
-        "memory. The black step line joins the Pareto set: cells that no other cell beats on both time and quality.")])
+        "Each point is one cell: its quality (the summary's main metric, mean over seeds, bars 95% CI) "
+        "against the time of one training step (each run's median step after warm-up, mean over seeds, "
+        "bars from the fastest to the slowest seed) and, with --bench, against one attention layer's time "
+        "at long T; marker area ∝ peak memory. The black step line joins the Pareto set: cells that no "
+        "other cell beats on both time and quality.")])
     run_cells = frame.set_index("run_id")["cell"]
     for task, grids in task_grids.items():
         summary = summaries.get(task)

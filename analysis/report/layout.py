@@ -169,7 +169,7 @@ def layout_keys(task_runs: pd.DataFrame, here: Sequence[str], designed: Sequence
     keys = list(here)
     for key in reversed([k for k in here if k not in designed]):
         trial = [k for k in keys if k != key]
-        if not cells.apply(lambda r: _key(r.get(k) for k in trial), axis=1).duplicated().any():
+        if not cells.apply(lambda r, trial=trial: _key(r.get(k) for k in trial), axis=1).duplicated().any():
             keys = trial
     return [k for k in keys if k in designed] + [k for k in keys if k not in designed]
 

@@ -181,7 +181,7 @@ def map_figures(runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir
         firsts.setdefault(r["cell"], r)
     blocks: list = []
     before = budget.skipped
-    for cell, r in firsts.items():
+    for r in firsts.values():
         if budget.left <= 0:
             budget.skipped += 1
             continue

@@ -67,7 +67,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 def decode(args: argparse.Namespace) -> int:
     for flag in ("tokens", "d_model", "heads", "layers", "rounds"):
         if getattr(args, flag) < 1:
-            raise BenchArgumentError(f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1")
+            raise BenchArgumentError(
+                f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1")
     if any(p < 1 for p in args.prompts):
         raise BenchArgumentError(f"--prompts={args.prompts} is not allowed; every prompt length must be >= 1")
     variants = [parse_variant(v) for v in args.variant]

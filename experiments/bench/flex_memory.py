@@ -131,7 +131,8 @@ def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> 
     print(f"{'T':>7} {'path':6} {'peak MB':>10} {'ms':>9}")
     for T in sorted(args.lengths):
         for label, backend in PATHS.items():
-            rec: dict[str, Any] = {"T": T, "path": label, "backend": backend, "status": "ok", "peak_mb": None, "ms": None}
+            rec: dict[str, Any] = {"T": T, "path": label, "backend": backend, "status": "ok", "peak_mb": None,
+                                   "ms": None}
             try:
                 call = make_call(backend, T, args, device, dtype)
                 call()  # compiles (flex) and fills first-call caches
@@ -150,11 +151,13 @@ def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> 
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
             records.append(rec)
-            shown = f"{rec['peak_mb']:10.1f} {rec['ms']:9.1f}" if rec["status"] == "ok" else f"  {rec['status']}: {rec.get('error')}"
+            shown = (f"{rec['peak_mb']:10.1f} {rec['ms']:9.1f}" if rec["status"] == "ok"
+                     else f"  {rec['status']}: {rec.get('error')}")
             print(f"{T:>7} {label:6} {shown}")
     exponents = {}
     for label in PATHS:
-        ok = [(r["T"], r["peak_mb"]) for r in records if r["path"] == label and r["status"] == "ok" and r["peak_mb"] > 0]
+        ok = [(r["T"], r["peak_mb"]) for r in records
+              if r["path"] == label and r["status"] == "ok" and r["peak_mb"] > 0]
         exponents[label] = loglog_slope(*map(list, zip(*ok))) if len(ok) >= 2 else None
     print()
     for label, slope in exponents.items():

@@ -119,7 +119,7 @@ class Translation(TaskDataModule):
         if found is not None:
             try:
                 return load_tokenizer(self.tokenizer_kind, found), found, True
-            except Exception:  # a damaged entry (tokenizers raises a bare Exception) is rebuilt, not fatal
+            except Exception:  # noqa: BLE001 - a damaged entry (tokenizers raises a bare Exception) is rebuilt
                 pass
         tokenizer = train_tokenizer(self.tokenizer_kind, train[0] + train[1], self.requested_vocab_size)
         return tokenizer, cache.store(self.cache_folders, filename, tokenizer.save), False

@@ -125,4 +125,4 @@ def reinforce_layers(module: torch.nn.Module) -> list[HardAttention]:
 
 def reinforce_entropies(module: torch.nn.Module) -> list[Tensor]:
     """The (B, H, Tq) entropies of every REINFORCE hard layer inside ``module``, in ``reinforce_terms``' order."""
-    return [m.entropy for m in module.modules() if isinstance(m, HardAttention) and m.log_probs is not None]
+    return [m.entropy for m in reinforce_layers(module) if m.entropy is not None]

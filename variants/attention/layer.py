@@ -136,7 +136,7 @@ class AttentionLayer(nn.Module):
 
         Returns (q, k, v, k_pos): q (B, H, Tq, D); k, v (B, H_kv, Tk, D); k_pos (Tk,).
         """
-        if cache is not None and cache.k is not None:
+        if cache is not None and cache.k is not None and cache.v is not None:
             k, v = cache.k, cache.v
         else:
             k = self._split(self.w_k(key_value))
@@ -176,7 +176,7 @@ class AttentionLayer(nn.Module):
             if position is not None:
                 q, k = position.rotate(q, k, q_pos, q_pos)
             if cache is not None:
-                if cache.k is not None:
+                if cache.k is not None and cache.v is not None:
                     k = torch.cat((cache.k, k), dim=2)
                     v = torch.cat((cache.v, v), dim=2)
                 cache.k, cache.v = k, v
@@ -234,5 +234,5 @@ class AttentionLayer(nn.Module):
         return self.mix(dropped, v, masking.q_pos, masking.k_pos, position), weights
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, score={type(self.score).__name__}, "
-                f"backend={self.backend}, dropout={self.dropout_p}")
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
+                f"score={type(self.score).__name__}, backend={self.backend}, dropout={self.dropout_p}")

@@ -25,6 +25,7 @@ cannot take (an additive score, dropout in training, an encoding without a ``sco
 from __future__ import annotations
 
 import math
+from typing import Hashable
 
 import torch
 from torch import Tensor, nn
@@ -34,7 +35,7 @@ from variants.attention.layer import AttentionLayer
 from variants.kernels import auto_backend
 from variants.attention.scores import SCORES
 from variants.checks import VariantConfigError, one_of, positive
-from variants.flex import cached_block_mask, flex_attend, window_intervals
+from variants.flex import KeyIntervals, cached_block_mask, flex_attend, window_intervals
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
 from variants.registries import ATTENTION
@@ -65,7 +66,8 @@ class LocalAttention(AttentionLayer):
             self.backend = auto_backend(self.auto_choices, cuda=torch.cuda.is_available(), biased=True)
         if mode == "predictive":
             # p_i = S * sigmoid(v_p . tanh(W_p q_i)), one predictor per head.
-            self.w_p = nn.Parameter(torch.randn(self.num_heads, self.head_dim, self.head_dim) / math.sqrt(self.head_dim))
+            self.w_p = nn.Parameter(
+                torch.randn(self.num_heads, self.head_dim, self.head_dim) / math.sqrt(self.head_dim))
             self.v_p = nn.Parameter(torch.randn(self.num_heads, self.head_dim) / math.sqrt(self.head_dim))
 
     @property
@@ -109,7 +111,7 @@ class LocalAttention(AttentionLayer):
     ) -> tuple[Tensor, Tensor | None]:
         backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
         if backend == "flex":
-            return self._flex(q, *self.score.fused_query(q), k, v, masking, position), None
+            return self._flex(q, *self.score.fused(q), k, v, masking, position), None
         centre = self.centres(q, masking)  # (B, H, Tq)
         if backend == "banded":
             return self._banded(q, k, v, centre, masking, position), None
@@ -150,11 +152,13 @@ class LocalAttention(AttentionLayer):
         """The window as a block-sparse mask: q, q_fused (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D)."""
         B, _, Tq, _ = q.shape
         Tk = k.shape[2]
+        key: tuple[Hashable, ...]
         if masking.causal:
             # Self attention, whose keys end at the last query: the window around each query's own position.
             key = ("window", Tq, Tk, True, self.window, str(q.device))
-            build = lambda: window_intervals(masking.q_pos[None], masking.k_pos, self.window,  # noqa: E731
-                                             causal_q_pos=masking.q_pos)
+
+            def build() -> KeyIntervals:
+                return window_intervals(masking.q_pos[None], masking.k_pos, self.window, causal_q_pos=masking.q_pos)
         else:
             # Centres round(ratio * i), clamped to each element's last real key: the lengths join the key.
             padded = masking.key_padding_mask is not None
@@ -162,8 +166,10 @@ class LocalAttention(AttentionLayer):
             offset = int(masking.q_pos[0] - masking.k_pos[0]) if Tq else 0
             key = ("window", Tq, Tk, False, self.window, self.ratio, offset, lengths, str(q.device))
             rows = B if padded else 1
-            build = lambda: window_intervals(self.centres(q[:rows], masking)[:, 0], masking.k_pos,  # noqa: E731
-                                             self.window, causal_q_pos=None)
+
+            def build() -> KeyIntervals:
+                return window_intervals(self.centres(q[:rows], masking)[:, 0], masking.k_pos, self.window,
+                                        causal_q_pos=None)
         block_mask = cached_block_mask(key, build, masking.key_padding_mask)
         score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
         return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale)
@@ -223,14 +229,14 @@ class _Slices(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, slices: list[slice]) -> tuple[Tensor, ...]:  # type: ignore[override]
+    def forward(ctx, x: Tensor, slices: list[slice]) -> tuple[Tensor, ...]:
         ctx.shape, ctx.slices = x.shape, slices
         ctx.set_materialize_grads(False)
         return tuple(x[:, :, s] for s in slices)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, *grads: Tensor | None) -> tuple[Tensor | None, None]:  # type: ignore[override]
+    def backward(ctx, *grads: Tensor | None) -> tuple[Tensor | None, None]:
         present = [g for g in grads if g is not None]
         if not present:
             return None, None

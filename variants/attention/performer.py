@@ -46,6 +46,11 @@ class PerformerAttention(KernelisedAttention):
     """FAVOR+ with ``num_features`` random features shared by every head of the layer."""
 
     kind = "performer"
+    # buffers: the seed, training calls and draws so far (0-d int64), the current features (m, D)
+    feature_seed: Tensor
+    calls: Tensor
+    draws: Tensor
+    projection: Tensor
 
     def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
                  backend: str = "auto", num_kv_heads: int | None = None, chunk_size: int = 64,

@@ -28,6 +28,13 @@ class Score(nn.Module):
         """(q', scale) such that the score is scale * q' . k, or None if no such form exists."""
         return None
 
+    def fused(self, q: Tensor) -> tuple[Tensor, float]:
+        """``fused_query``'s (q', scale), for a fused path, which a plan picks only when ``has_fused_form``."""
+        form = self.fused_query(q)
+        if form is None:
+            raise RuntimeError(f"the {type(self).__name__} score has no fused form; only the math path runs it")
+        return form
+
     @property
     def has_fused_form(self) -> bool:
         """Whether ``fused_query`` gives a form: a subclass that defines it has one."""

@@ -28,7 +28,7 @@ class _GlobalSoft(AttentionLayer):
         backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
         if backend == "math":
             return self.soft_reference(q, k, v, masking, position)
-        q_fused, scale = self.score.fused_query(q)
+        q_fused, scale = self.score.fused(q)
         dropout_p = self.dropout_p if self.training else 0.0
         if backend == "flex":
             return self._flex(q, q_fused, k, v, scale, masking, position), None

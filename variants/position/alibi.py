@@ -30,6 +30,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
 class ALiBi(PositionEncoding):
     has_score_bias = True
     has_score_mod = True
+    slopes: Tensor  # buffer (H,)
 
     def __init__(self, d_model: int, num_heads: int = 1) -> None:
         super().__init__(d_model, num_heads)

@@ -31,6 +31,8 @@ a learned function of position pairs.
 """
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -49,6 +51,7 @@ class FunctionalInterpolation(PositionEncoding):
     #: the MLP runs per (i, j) inside the kernel, unrolled over its hidden units
     has_score_mod = True
     translation_invariant = False
+    threshold_init: Tensor  # buffer (), the L the learned scale multiplies
 
     def __init__(self, d_model: int, num_heads: int = 1, hidden: int = 32, init_c: float = 0.1,
                  threshold: float = 512.0) -> None:
@@ -81,8 +84,9 @@ class FunctionalInterpolation(PositionEncoding):
         return bias.permute(2, 0, 1)[None].to(q.dtype)  # (1, H, Tq, Tk)
 
     def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
-        w1, b1 = self.mlp[0].weight[:, 0], self.mlp[0].bias  # (hidden,), (hidden,)
-        w2, b2 = self.mlp[2].weight, self.mlp[2].bias  # (H, hidden), (H,)
+        first, second = cast(nn.Linear, self.mlp[0]), cast(nn.Linear, self.mlp[2])  # the MLP's two layers
+        w1, b1 = first.weight[:, 0], first.bias  # (hidden,), (hidden,)
+        w2, b2 = second.weight, second.bias  # (H, hidden), (H,)
         threshold = self.threshold
 
         def fire(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:

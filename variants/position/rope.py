@@ -76,6 +76,8 @@ def scaled_frequencies(theta: Tensor, scaling: str, s: float, ramp: Tensor | Non
         d = torch.arange(half, dtype=theta.dtype, device=theta.device)
         return theta * s ** (-2 * d / (2 * half - 2)), 1.0
     if scaling == "yarn":
+        if ramp is None:
+            raise ValueError("scaling='yarn' needs the ramp: yarn_ramp(theta, train_length)")
         return (1 - ramp) * theta / s + ramp * theta, 0.1 * math.log(s) + 1.0
     return theta, 1.0
 
@@ -83,6 +85,8 @@ def scaled_frequencies(theta: Tensor, scaling: str, s: float, ramp: Tensor | Non
 @POSITION.register("rope", references=("su2024roformer", "chen2023extending", "peng2023yarn"))
 class Rotary(PositionEncoding):
     options: dict[str, tuple] = {}  # scaling needs a factor and a training length; tested on its own
+    inv_freq: Tensor  # buffer (D/2,)
+    ramp: Tensor | None  # buffer (D/2,) under yarn scaling
 
     def __init__(self, d_model: int, num_heads: int = 1, base: float = 10000.0, scaling: str = "none",
                  factor: float = 1.0, train_length: int | None = None) -> None:
@@ -100,17 +104,18 @@ class Rotary(PositionEncoding):
                 f"train_length=None is not allowed with scaling={scaling}; give the training length it scales beyond"
             )
         if scaling == "ntk" and self.head_dim == 2:
-            raise VariantConfigError("scaling=ntk is not allowed with head dimension 2; its exponent D/(D-2) is undefined")
+            raise VariantConfigError(
+                "scaling=ntk is not allowed with head dimension 2; its exponent D/(D-2) is undefined")
         self.train_length = train_length
         # Within one length a scaled rope is relative; across lengths its angles change.
         self.translation_invariant = scaling == "none" or self.factor == 1.0
         self.register_buffer("inv_freq", rope_frequencies(self.head_dim, base), persistent=False)  # (D/2,)
-        ramp = yarn_ramp(self.inv_freq, train_length) if scaling == "yarn" else None
+        ramp = yarn_ramp(self.inv_freq, train_length) if scaling == "yarn" and train_length is not None else None
         self.register_buffer("ramp", ramp, persistent=False)  # (D/2,) or None
 
     def stretch(self, length: int) -> float:
         """s for a sequence of ``length`` positions: 1 up to ``train_length``, then min(length / L, factor)."""
-        if self.translation_invariant or length <= self.train_length:
+        if self.translation_invariant or self.train_length is None or length <= self.train_length:
             return 1.0
         return min(length / self.train_length, self.factor)
 

@@ -41,6 +41,9 @@ def xpos_decay(head_dim: int, gamma: float = GAMMA) -> Tensor:
 
 @POSITION.register("xpos", references="sun2023length")
 class XPos(PositionEncoding):
+    inv_freq: Tensor  # buffer (D/2,)
+    log_zeta: Tensor  # buffer (D,)
+
     def __init__(self, d_model: int, num_heads: int = 1, base: float = 10000.0, scale_base: float = 512.0) -> None:
         super().__init__(d_model, num_heads)
         even_head_dim("xpos", d_model, num_heads)
