@@ -157,3 +157,98 @@ def test_each_member_is_clipped_by_its_own_norm_as_clip_grad_norm_does(tmp_path:
     for i in range(3):
         for p, want in zip(ens.stacked, expected[i]):
             torch.testing.assert_close(p.grad[i], want, rtol=1e-5, atol=1e-7)
+
+
+def logged_rows(run_dir: Path) -> dict[tuple[int, str], float]:
+    """{(step, metric): value} of a run's metrics.csv, as the report's learning curves read it."""
+    import csv
+
+    rows = {}
+    with open(run_dir / "csv" / "metrics.csv") as handle:
+        for row in csv.DictReader(handle):
+            for key, value in row.items():
+                if key not in ("epoch", "step") and value not in ("", None):
+                    rows[(int(row["step"]), key)] = float(value)
+    return rows
+
+
+def test_each_member_logs_what_its_separate_run_logs_at_the_same_steps(tmp_path: Path) -> None:
+    """Training loss every n steps, validations during training, the final validation and the test."""
+    overrides = [*BASE, "trainer.val_check_interval=4", "trainer.log_every_n_steps=3", "trainer.limit_val_batches=2"]
+    members = ensemble(overrides, tmp_path / "ensemble", seeds=2)
+    for member, seed in zip(members, (0, 1)):
+        separate(overrides, tmp_path, seed)
+        alone = logged_rows(tmp_path / f"separate-{seed}")
+        mine = logged_rows(Path(member["run_dir"]))
+        assert set(mine) == set(alone), (sorted(set(mine) ^ set(alone)))
+        assert {step for step, key in alone if key == "val/loss"} == {3, 7, 10}  # during fit at 4, 8; final at 10
+        worst = max(abs(mine[k] - v) for k, v in alone.items())
+        assert worst <= TOL, worst
+
+
+def test_early_stopping_stops_each_member_by_its_own_validation(tmp_path: Path) -> None:
+    """A threshold between the two seeds' validation losses at the first check stops one member
+    there; the other trains on. Each must equal its separate run with the same early stopping."""
+    checked = [*BASE, "trainer.val_check_interval=4", "trainer.limit_val_batches=2"]
+    plain = [separate(checked, tmp_path / "plain", seed) for seed in (0, 1)]
+    first = [logged_rows(Path(r["run_dir"]))[(3, "val/loss")] for r in plain]
+    assert first[0] != first[1]
+    threshold = (first[0] + first[1]) / 2
+    stopping = [*checked, "callbacks=early_stopping", "callbacks.early_stopping.patience=100",
+                f"+callbacks.early_stopping.stopping_threshold={threshold}"]
+    members = ensemble(stopping, tmp_path / "ensemble", seeds=2)
+    alone = [separate(stopping, tmp_path / "alone", seed) for seed in (0, 1)]
+    assert sorted(r["cost"]["steps"] for r in alone) == [4, 10]  # the reference itself: one stops at 4
+    for member, reference in zip(members, alone):
+        assert member["status"] == reference["status"] == "completed"
+        assert member["cost"]["steps"] == reference["cost"]["steps"]
+        worst = differences(member, reference)
+        assert max(worst.values()) <= TOL, worst
+    stopped = next(m for m in members if m["cost"]["steps"] == 4)
+    assert "stopping_threshold" in stopped["ensemble"]["stopped_early"] or "threshold" in stopped["ensemble"][
+        "stopped_early"]
+
+
+def test_each_member_keeps_and_tests_its_own_best_weights(tmp_path: Path) -> None:
+    overrides = [*BASE, "trainer.val_check_interval=3", "trainer.limit_val_batches=2", "optim.lr=0.05",
+                 "callbacks=best_checkpoint", "eval.checkpoint=best"]
+    members = ensemble(overrides, tmp_path / "ensemble", seeds=2)
+    for member, seed in zip(members, (0, 1)):
+        alone = separate(overrides, tmp_path, seed)
+        assert member["tested_checkpoint"] == alone["tested_checkpoint"]  # the same step's weights
+        assert (Path(member["run_dir"]) / member["tested_checkpoint"]).exists()
+        worst = differences(member, alone)
+        assert max(worst.values()) <= TOL, worst
+
+
+def test_with_dropout_members_differ_as_separate_seeds_do(tmp_path: Path) -> None:
+    """Each member draws its own dropout masks: members differ from each other, and their spread
+    is of the size of the separate runs' spread (not zero, not orders of magnitude away)."""
+    import statistics
+
+    overrides = [*BASE, "model.dropout=0.3", "trainer.max_steps=12", "optim.grad_clip=1.0"]
+    members = ensemble(overrides, tmp_path / "ensemble", seeds=3)
+    alone = [separate(overrides, tmp_path, seed) for seed in (0, 1, 2)]
+    losses = [m["metrics"]["val/loss"] for m in members]
+    reference = [r["metrics"]["val/loss"] for r in alone]
+    assert len(set(losses)) == 3
+    spread, reference_spread = statistics.stdev(losses), statistics.stdev(reference)
+    assert reference_spread / 5 < spread < reference_spread * 5, (losses, reference)
+
+
+def test_members_draw_their_own_dropout_masks(tmp_path: Path) -> None:
+    """Three members with the same weights and the same batch: with dropout their losses differ
+    (each draws its own masks, as a separate run does); without it they are equal."""
+    from experiments import build
+    from experiments.ensemble.module import EnsembleModule
+    from experiments.ensemble.run import member_config
+
+    for dropout, differ in ((0.3, True), (0.0, False)):
+        cfg = compose([*BASE, f"model.dropout={dropout}"])
+        modules = [build.assemble(member_config(cfg, 0), tmp_path, run_id="x", flat_config={}).module
+                   for _ in range(3)]
+        ens = EnsembleModule(modules, [0, 1, 2], grad_clip=None).train()
+        src = torch.randint(4, 10, (1, 8, 6)).expand(3, 8, 6)  # the same batch for every member
+        tgt = torch.randint(4, 10, (1, 8, 7)).expand(3, 8, 7)
+        losses = ens.member_losses({"src": src, "tgt_in": tgt[..., :-1]}, tgt[..., 1:]).detach()
+        assert (len(set(losses.tolist())) == 3) is differ, (dropout, losses)

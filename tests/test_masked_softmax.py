@@ -15,8 +15,9 @@ from variants.masking import masked_softmax
 def reference(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Each row's softmax over its allowed keys, zeros elsewhere, computed row by row (float64)."""
     out = torch.zeros_like(scores, dtype=torch.float64)
-    flat_s, flat_a = scores.double().reshape(-1, scores.shape[-1]), allowed.expand_as(scores).reshape(-1, scores.shape[-1])
-    flat_o = out.view(-1, scores.shape[-1])
+    keys = scores.shape[-1]
+    flat_s, flat_a = scores.double().reshape(-1, keys), allowed.expand_as(scores).reshape(-1, keys)
+    flat_o = out.view(-1, keys)
     for i in range(flat_s.shape[0]):
         keep = flat_a[i]
         if keep.any():

@@ -4,12 +4,15 @@ The forward pass is ``vmap(functional_call)`` over that dimension (``randomness=
 each member draws its own dropout masks). Each member's loss is its separate run's loss; the
 sum of the live members' losses is backpropagated, and since no parameter is shared, each
 gradient is exactly that member's. Everything that would otherwise mix members is done per
-member: gradient clipping by each member's own norm, and divergence (a member whose loss is
-not finite is marked, its weights stop changing, the others go on). AdamW and the schedule
+member: gradient clipping by each member's own norm, divergence (a member whose loss is
+not finite is marked, its weights stop changing, the others go on) and early stopping (a member
+stopped by its own validation, ``experiments.ensemble.validation``, is frozen the same way, as
+completed). AdamW and the schedule
 act elementwise, so one optimiser over the stacked weights steps each member as its own would.
 """
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -30,8 +33,10 @@ class EnsembleModule(L.LightningModule):
                  log_every: int = 50) -> None:
         super().__init__()
         self.seeds, self.grad_clip, self.log_every = list(seeds), grad_clip or None, max(int(log_every), 1)
-        template = members[0]
-        # a plain list: the template lends its code and structure, never its own weights
+        # A copy: member 0's own module is validated and tested with its own backends
+        # (experiments.ensemble.validation); the template lends only its code and structure, never
+        # its weights, and is held in a plain list so that it is no submodule.
+        template = copy.deepcopy(members[0])
         self._template = [template]
         # Inside the batched step every attention layer takes its reference path (``math``), which
         # each fast path is tested equal to: a fast path may read its shapes from the data (the
@@ -63,6 +68,7 @@ class EnsembleModule(L.LightningModule):
         n = len(members)
         self.register_buffer("alive", torch.ones(n, dtype=torch.bool))
         self.register_buffer("diverged_at", torch.full((n,), -1, dtype=torch.long))
+        self.register_buffer("stopped_at", torch.full((n,), -1, dtype=torch.long))  # early stopping
         self.register_buffer("tokens_seen", torch.zeros(n, dtype=torch.long))
         #: each member's training loss every ``log_every`` steps: [(step, [loss or None per member])]
         self.loss_history: list[tuple[int, list[float | None]]] = []
@@ -75,6 +81,26 @@ class EnsembleModule(L.LightningModule):
     @property
     def members(self) -> int:
         return len(self.seeds)
+
+    @property
+    def updating(self) -> Tensor:
+        """(N,) bool: the members still training (neither diverged nor stopped early)."""
+        return self.alive & (self.stopped_at < 0)
+
+    def training_members(self) -> list[int]:
+        return self.updating.nonzero().flatten().tolist()
+
+    def stop_member(self, index: int, step: int) -> None:
+        """Member ``index`` stopped early at ``step`` by its own validation: its weights stay as they are."""
+        self.stopped_at[index] = step
+        self._freeze_dead()
+
+    def member_steps(self, index: int, final_step: int) -> int:
+        """The training steps member ``index`` took: to its divergence, its early stop, or the end."""
+        for marks in (self.diverged_at, self.stopped_at):
+            if int(marks[index]) >= 0:
+                return int(marks[index])
+        return final_step
 
     def member_state(self, index: int) -> dict[str, Tensor]:
         """Member ``index``'s weights and buffers as a ``Transformer`` state dict."""
@@ -114,7 +140,7 @@ class EnsembleModule(L.LightningModule):
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
         losses = self.member_losses(batch["inputs"], batch["targets"])  # (N,)
         finite = torch.isfinite(losses.detach())
-        newly = self.alive & ~finite
+        newly = self.updating & ~finite
         if bool(newly.any()):
             for i in newly.nonzero().flatten().tolist():
                 log.warning("member %d (seed=%d): loss became %s at step %d; it stops, the others go on",
@@ -122,16 +148,18 @@ class EnsembleModule(L.LightningModule):
             self.diverged_at[newly] = self.global_step
             self.alive &= finite
             self._freeze_dead()
-        if not bool(self.alive.any()):
+        updating = self.updating
+        if not bool(updating.any()):
             self.trainer.should_stop = True
             return None
-        self.tokens_seen += batch["tokens"].to(self.tokens_seen.device) * self.alive
-        live = torch.where(self.alive, losses, torch.zeros_like(losses))
-        self.log("train/loss", live.sum() / self.alive.sum(), prog_bar=True)
-        if self.global_step % self.log_every == 0:
+        self.tokens_seen += batch["tokens"].to(self.tokens_seen.device) * updating
+        live = torch.where(updating, losses, torch.zeros_like(losses))
+        self.log("train/loss", live.sum() / updating.sum(), prog_bar=True)
+        # the steps a separate run logs its training loss at (Lightning: every n-th batch, its index)
+        if (self.global_step + 1) % self.log_every == 0:
             values = losses.detach().tolist()
             self.loss_history.append((int(self.global_step), [v if a else None for v, a in
-                                                              zip(values, self.alive.tolist())]))
+                                                              zip(values, updating.tolist())]))
         return live.sum()
 
     # -- what would mix members, done per member ---------------------------------------------------
@@ -140,9 +168,9 @@ class EnsembleModule(L.LightningModule):
         grads = [p.grad for p in self.stacked if p.grad is not None]
         if not grads:
             return
-        dead = ~self.alive
+        dead = ~self.updating
         for g in grads:
-            g[dead] = 0.0  # a diverged member's gradient may hold NaN; it takes no step anyway
+            g[dead] = 0.0  # a diverged member's gradient may hold NaN; a frozen member takes no step anyway
         if self.grad_clip is None:
             return
         norms = torch.stack([g.reshape(g.shape[0], -1).norm(dim=1) for g in grads])  # (P, N)
@@ -152,14 +180,14 @@ class EnsembleModule(L.LightningModule):
             g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        # AdamW's momentum and weight decay would move a diverged member's weights: put them back.
+        # AdamW's momentum and weight decay would move a frozen member's weights: put them back.
         with torch.no_grad():
             for i, weights in self._frozen.items():
                 for p, w in zip(self.stacked, weights):
                     p[i] = w
 
     def _freeze_dead(self) -> None:
-        for i in (~self.alive).nonzero().flatten().tolist():
+        for i in (~self.updating).nonzero().flatten().tolist():
             if i not in self._frozen:
                 self._frozen[i] = [p[i].detach().clone() for p in self.stacked]
 

@@ -126,7 +126,7 @@ def _train_members(cfg: DictConfig, run_dir: Path, todo: list[Member], began: fl
         m.result["references"] = variant_references(used_variants(m.cfg, m.result["unused"]))
     ensemble, trainer = None, None
     try:
-        ensemble, trainer, train_seconds = _fit(cfg, run_dir / SHARED, todo, callbacks)
+        ensemble, trainer, train_seconds, validation = _fit(cfg, run_dir / SHARED, todo, callbacks)
     except BaseException as err:  # noqa: BLE001 - every ending is recorded, in every member
         failure = build.describe_failure(err, trainer, run_dir / SHARED)
         out = [_finish(m, failure, began, trainer) for m in todo]
@@ -136,7 +136,7 @@ def _train_members(cfg: DictConfig, run_dir: Path, todo: list[Member], began: fl
     shared = (time.perf_counter() - began) / len(todo)
     out = []
     for index, m in enumerate(todo):
-        out.append(_evaluate_member(m, ensemble, index, trainer, train_seconds, shared))
+        out.append(_evaluate_member(m, ensemble, index, trainer, train_seconds, shared, validation.records[index]))
     return out
 
 
@@ -148,6 +148,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     from experiments.checkpointing import AtomicCheckpointIO
     from experiments.ensemble.data import MemberBatches
     from experiments.ensemble.module import EnsembleModule
+    from experiments.ensemble.validation import MemberValidation, validation_interval
     from experiments.loggers import csv_logger
 
     t = cfg.trainer
@@ -155,6 +156,15 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     module = EnsembleModule([m.parts.module for m in todo], seeds, cfg.optim.grad_clip,
                             log_every=t.log_every_n_steps)
     extra = [FailAtStep(int(cfg.fail_at_step))] if cfg.get("fail_at_step") is not None else []
+    loaders = []
+    for m in todo:
+        dm = m.parts.datamodule
+        dm.prepare_data()
+        dm.setup("fit")
+        loaders.append(dm.train_dataloader())
+    # before the fit's callbacks: a member stopped early at this step takes no step after it
+    validation = MemberValidation([m.parts for m in todo], [m.run_dir for m in todo],
+                                  validation_interval(todo[0].parts.trainer, min(len(x) for x in loaders)))
     trainer = L.Trainer(
         accelerator=t.accelerator, devices=1, precision=t.precision, max_steps=t.max_steps,
         limit_val_batches=0, num_sanity_val_steps=0, deterministic=t.deterministic,
@@ -163,17 +173,12 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
         callbacks=[ModelCheckpoint(dirpath=str(shared_dir / "checkpoints"), filename="step{step}", save_last=True,
                                    save_top_k=0, every_n_train_steps=max(t.checkpoint_every_n_steps, 1),
                                    auto_insert_metric_name=False),
-                   PlainProgress(every=max(t.log_every_n_steps, 1)), StepTimer(), *extra, *callbacks],
+                   validation, PlainProgress(every=max(t.log_every_n_steps, 1)), StepTimer(), *extra, *callbacks],
         plugins=[AtomicCheckpointIO()], default_root_dir=str(shared_dir), use_distributed_sampler=False,
     )
     first = todo[0].parts
-    loaders = []
     for m in todo:
-        dm = m.parts.datamodule
-        dm.trainer = trainer  # each member's sampler reads the ensemble's epoch and step, as in its own run
-        dm.prepare_data()
-        dm.setup("fit")
-        loaders.append(dm.train_dataloader())
+        m.parts.datamodule.trainer = trainer  # each member's sampler reads the ensemble's epoch and step, as in its own run
     spec = first.module.spec
     batches = MemberBatches(loaders, kind=first.datamodule.kind, arch=spec.arch, pad_id=spec.pad_id,
                             bos_id=spec.bos_id, sep_id=first.datamodule.sep_id)
@@ -186,7 +191,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     train_seconds = time.perf_counter() - start
     if trainer.interrupted:
         raise KeyboardInterrupt("training was interrupted")
-    return module, trainer, train_seconds
+    return module, trainer, train_seconds, validation
 
 
 def _same_members(ckpt: Path, seeds: list[int]) -> bool:
@@ -198,14 +203,19 @@ def _same_members(ckpt: Path, seeds: list[int]) -> bool:
 
 
 def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds: float,
-                     shared_seconds: float) -> dict[str, Any]:
-    """Member ``index`` evaluated by its own run (as ``experiments.train.train`` evaluates a separate run)."""
+                     shared_seconds: float, record) -> dict[str, Any]:
+    """Member ``index`` evaluated by its own run (as ``experiments.train.train`` evaluates a separate run).
+
+    ``record`` (``validation.MemberRecord``) holds what its validations during training found: their
+    history, logged here at a separate run's steps; its last one, which is the final validation when
+    it saw the final weights; and its best weights, tested under ``eval.checkpoint=best``.
+    """
     from experiments import build
     from experiments.lightning_parts import wandb_setting
 
     began = time.perf_counter()
     result, n = m.result, ensemble.members
-    steps = int(ensemble.diverged_at[index]) if not bool(ensemble.alive[index]) else int(fit_trainer.global_step)
+    steps = ensemble.member_steps(index, int(fit_trainer.global_step))
     timer = next((c for c in fit_trainer.callbacks if type(c).__name__ == "StepTimer"), None)
     step_ms = timer.summary().get("step_ms") if timer is not None else None
     tokens = int(ensemble.tokens_seen[index])
@@ -216,7 +226,9 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
         "threads": torch.get_num_threads(), "world_size": 1,
     })
     result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
-    if not bool(ensemble.alive[index]):
+    if record.stopped_at is not None:
+        result["ensemble"]["stopped_early"] = record.reason
+    if int(ensemble.diverged_at[index]) >= 0:
         value = "nan"
         result.update(status="diverged", error=f"loss became {value} at step {steps}", diverged_at_step=steps)
         return _finish(m, {}, began, None, shared_seconds)
@@ -226,9 +238,20 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         load_member(module.model, ensemble.member_state(index))
         module.tokens_seen = tokens
-        _log_history(trainer, ensemble.loss_history, index)
-        val = build.final_validation(trainer, module, datamodule)
-        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, verbose=False))
+        _log_history(trainer, ensemble.loss_history, record.history, index)
+        # the final validation and the test are logged at the member's last step, as a separate run's
+        trainer.fit_loop.epoch_loop._batches_that_stepped = steps
+        tested = record.best_path if m.cfg.eval.get("checkpoint", "last") == "best" else None
+        if tested is not None:
+            log.info("seed=%d: testing the best weights (eval.checkpoint=best): %s", m.seed, tested)
+            result["tested_checkpoint"] = str(Path(tested).relative_to(m.run_dir))
+            val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested,
+                                                        verbose=False))
+        elif record.last is not None and record.last[0] == steps:
+            val = dict(record.last[1])  # the final weights were validated at their last step already
+        else:
+            val = build.final_validation(trainer, module, datamodule)
+        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
         result["metrics"] = {**val, **test, **module.bleu_scores()}
         result["by_length"] = module.length_metrics()
         result["cost"]["peak_memory_mb"] = build.peak_memory_mb(module.device)
@@ -255,13 +278,15 @@ def load_member(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
         raise RuntimeError(f"member weights do not fit the model: missing {missing}, unexpected {unexpected}")
 
 
-def _log_history(trainer, history: list[tuple[int, list[float | None]]], index: int) -> None:
-    """The member's training-loss curve, from the batched training, into its own CSV and W&B logs."""
-    for step, losses in history:
-        if losses[index] is None:
-            continue
+def _log_history(trainer, losses: list[tuple[int, list[float | None]]], validations: list[tuple[int, dict]],
+                 index: int) -> None:
+    """The member's training-loss curve and its validations during training, at the steps its separate
+    run logs them, into its own CSV and W&B logs (in step order: W&B drops a step older than the last)."""
+    rows = [(step, 0, {"train/loss": values[index]}) for step, values in losses if values[index] is not None]
+    rows += [(step, 1, metrics) for step, metrics in validations]
+    for step, _, metrics in sorted(rows, key=lambda row: row[:2]):
         for logger in trainer.loggers:
-            logger.log_metrics({"train/loss": losses[index]}, step=step)
+            logger.log_metrics(metrics, step=step)
     for logger in trainer.loggers:
         logger.save()
 
