@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
@@ -148,28 +148,9 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
         tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
-        if tested is None:
-            val = build.final_validation(trainer, module, datamodule)
-        else:
-            log.info("testing the best weights (eval.checkpoint=best): %s", tested)
-            result["tested_checkpoint"] = str(Path(tested).relative_to(run_dir)) if Path(tested).is_relative_to(
-                run_dir) else tested
-            val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested,
-                                                        verbose=False))
-        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
-        result["metrics"] = {**val, **test, **module.bleu_scores()}
-        result["by_length"] = module.length_metrics()
-        result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
+        evaluate(cfg, result, parts, run_dir, tested, lambda: build.final_validation(trainer, module, datamodule))
+        result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
         result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
-        result["cost"]["test_seconds"] = module.test_seconds
-        if module.collect_attention_stats:
-            result["cost"]["attention_stats_seconds"] = module.stats_seconds
-            if trainer.is_global_zero:
-                result["attention_stats"] = build.save_attention_stats(module, run_dir)
-        if cfg.eval.attention_maps and trainer.is_global_zero:
-            maps_to_wandb = lightning_parts.wandb_setting(cfg, "log_attention_maps", True)
-            build.save_attention_maps(module, datamodule, run_dir, wandb if maps_to_wandb else None)
-        result["status"] = "completed"
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
         build.release_ddp_ranks(trainer)
         result.update(build.describe_failure(err, trainer, run_dir))
@@ -179,6 +160,35 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     build.release_ddp_ranks(trainer)
     _finish(result, trainer, wandb, run_dir, began)
     return result
+
+
+def evaluate(cfg: DictConfig, result: dict[str, Any], parts: Any, run_dir: Path, tested: str | None,
+             final_validation: Callable[[], dict[str, float]]) -> None:
+    """What every trained run records after training, into ``result``: the validation (of the best
+    weights ``tested``, else ``final_validation()``), the test, per-length metrics, attention
+    statistics and maps. A separate run and each ensemble member (``experiments.ensemble.run``) alike."""
+    from experiments import build, lightning_parts
+
+    trainer, module, datamodule = parts.trainer, parts.module, parts.datamodule
+    if tested is None:
+        val = final_validation()
+    else:
+        log.info("testing the best weights (eval.checkpoint=best): %s", tested)
+        result["tested_checkpoint"] = str(Path(tested).relative_to(run_dir)) if Path(tested).is_relative_to(
+            run_dir) else tested
+        val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
+    test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
+    result["metrics"] = {**val, **test, **module.bleu_scores()}
+    result["by_length"] = module.length_metrics()
+    result["cost"]["test_seconds"] = module.test_seconds
+    if module.collect_attention_stats:
+        result["cost"]["attention_stats_seconds"] = module.stats_seconds
+        if trainer.is_global_zero:
+            result["attention_stats"] = build.save_attention_stats(module, run_dir)
+    if cfg.eval.attention_maps and trainer.is_global_zero:
+        maps_to_wandb = lightning_parts.wandb_setting(cfg, "log_attention_maps", True)
+        build.save_attention_maps(module, datamodule, run_dir, parts.wandb if maps_to_wandb else None)
+    result["status"] = "completed"
 
 
 def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads: int) -> dict[str, Any]:

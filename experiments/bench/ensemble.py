@@ -9,7 +9,9 @@ machine has more), one after another in one run, with the load average printed b
 - ``ensemble-T-threads``: one process, ``ensemble.seeds=N``, T intra-op threads (``--ensemble-threads``);
 - ``sequential``: N single runs, one after another (the preset's threads);
 - ``parallel-J``: one multirun over the N seeds with the joblib launcher, J at a time.
-Every member's metrics are compared with its separate run's (the table's last column).
+Every member's metrics are compared with its separate run's; beside that difference, the noise
+floor of float reordering: seed ``--seed`` run once more alone with ``backend=math`` (the
+ensemble's attention path, summing in another order than SDPA), against its ordinary run.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                         help="intra-op threads of the ensemble process, one row each (default: --cores)")
     parser.add_argument("--work", type=Path, default=Path("bench_ensemble"), help="folder for the runs")
     parser.add_argument("--only", nargs="*", default=None, help="run only these arrangements (by name)")
+    parser.add_argument("--no-floor", action="store_true", help="skip the backend=math run of the first seed")
     parser.add_argument("--out", type=Path, default=None, help="write the table as JSON here")
 
 
@@ -93,6 +96,10 @@ def ensemble(args: argparse.Namespace) -> int:
                               _dir("hydra.sweep.dir", work / f"parallel-{j}")]], work / f"parallel-{j}")
           for j in args.jobs],
     ]
+    if not args.no_floor:
+        arrangements.append(("floor-math", [[*pin, *py, *cell, "seed=0", "backend=math",
+                                             _dir("hydra.run.dir", work / "floor-math" / "seed=0")]],
+                             work / "floor-math"))
     if args.only:
         arrangements = [a for a in arrangements if a[0] in args.only]
     rows = []
@@ -117,12 +124,17 @@ def ensemble(args: argparse.Namespace) -> int:
     print("|---|---:|---:|---:|")
     for r in rows:
         r["speedup_vs_sequential"] = sequential / r["wall_seconds"]
+        if r["arrangement"] == "floor-math":
+            continue
         print(f"| {r['arrangement']} | {r['wall_seconds']:.1f} | {r['speedup_vs_sequential']:.2f} | "
               f"{r['completed']}/{args.seeds} |")
     diff = _largest_difference(members, alone)
+    floor = _largest_difference(_results(work / "floor-math"), alone)
     print(f"\nlargest |ensemble member - its separate run| over the metrics: {diff}")
+    print(f"largest |separate run with backend=math - the same run| (float reordering alone): {floor}")
     if args.out:
         args.out.write_text(json.dumps({"cell": cell, "seeds": args.seeds, "cores": args.cores,
-                                        "ensemble_threads": threads, "rows": rows, "largest_difference": diff},
+                                        "ensemble_threads": threads, "rows": rows, "largest_difference": diff,
+                                        "reordering_floor": floor},
                                        indent=2))
-    return 0 if all(r["completed"] == args.seeds for r in rows) else 1
+    return 0 if all(r["completed"] == (1 if r["arrangement"] == "floor-math" else args.seeds) for r in rows) else 1

@@ -211,7 +211,7 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
     it saw the final weights; and its best weights, tested under ``eval.checkpoint=best``.
     """
     from experiments import build
-    from experiments.lightning_parts import wandb_setting
+    from experiments.single_run import evaluate
 
     began = time.perf_counter()
     result, n = m.result, ensemble.members
@@ -242,27 +242,14 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
         # the final validation and the test are logged at the member's last step, as a separate run's
         trainer.fit_loop.epoch_loop._batches_that_stepped = steps
         tested = record.best_path if m.cfg.eval.get("checkpoint", "last") == "best" else None
-        if tested is not None:
-            log.info("seed=%d: testing the best weights (eval.checkpoint=best): %s", m.seed, tested)
-            result["tested_checkpoint"] = str(Path(tested).relative_to(m.run_dir))
-            val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested,
-                                                        verbose=False))
-        elif record.last is not None and record.last[0] == steps:
-            val = dict(record.last[1])  # the final weights were validated at their last step already
-        else:
-            val = build.final_validation(trainer, module, datamodule)
-        test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
-        result["metrics"] = {**val, **test, **module.bleu_scores()}
-        result["by_length"] = module.length_metrics()
+        last = record.last if record.last is not None and record.last[0] == steps else None
+
+        def final_validation() -> dict[str, float]:
+            # the final weights were validated at their last step already, or are validated now
+            return dict(last[1]) if last is not None else build.final_validation(trainer, module, datamodule)
+
+        evaluate(m.cfg, result, parts, m.run_dir, tested, final_validation)
         result["cost"]["peak_memory_mb"] = build.peak_memory_mb(module.device)
-        result["cost"]["test_seconds"] = module.test_seconds
-        if module.collect_attention_stats:
-            result["cost"]["attention_stats_seconds"] = module.stats_seconds
-            result["attention_stats"] = build.save_attention_stats(module, m.run_dir)
-        if m.cfg.eval.attention_maps:
-            build.save_attention_maps(module, datamodule, m.run_dir,
-                                      wandb if wandb_setting(m.cfg, "log_attention_maps", True) else None)
-        result["status"] = "completed"
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
         result.update(build.describe_failure(err, trainer, m.run_dir))
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
