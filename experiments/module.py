@@ -4,6 +4,8 @@ Training is teacher-forced cross-entropy (with optional label smoothing) plus,
 for REINFORCE hard attention, a score-function term (``experiments/reinforce.py``).
 Validation is teacher-forced; testing of seq2seq tasks generates
 greedily with the key/value cache and scores exact matches per evaluation length.
+What differs between seq2seq, lm and classify (inputs and targets, the loss, the metrics)
+lives in one adapter per kind (``experiments/task_adapters.py``), chosen once in ``__init__``.
 """
 from __future__ import annotations
 
