@@ -4,6 +4,8 @@ Training is teacher-forced cross-entropy (with optional label smoothing) plus,
 for REINFORCE hard attention, a score-function term (``experiments/reinforce.py``).
 Validation is teacher-forced; testing of seq2seq tasks generates
 greedily with the key/value cache and scores exact matches per evaluation length.
+What differs between seq2seq, lm and classify (inputs and targets, the loss, the metrics)
+lives in one adapter per kind (``experiments/task_adapters.py``), chosen once in ``__init__``.
 """
 from __future__ import annotations
 
@@ -15,15 +17,15 @@ from typing import Any
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import MeanMetric, SumMetric
 
 from experiments import attention_stats
-from experiments.batches import IGNORE, REPEATED, concat_io, lm_io, prompt_rows, seq2seq_io
+from experiments.batches import IGNORE, REPEATED
 from experiments.config import OptimConf
 from experiments.model import ModelSpec, Transformer
 from experiments.reinforce import Baseline, mean_entropy, repeat_batch, returns, stack_log_probs, surrogate
+from experiments.task_adapters import TaskAdapter, adapter_for
 from variants.attention.hard import reinforce_layers
 
 
@@ -85,6 +87,9 @@ class Seq2SeqModule(L.LightningModule):
         self.optim_spec.validate()
         self.model = Transformer(self.spec)
         self.task_kind, self.max_steps, self.sep_id = task_kind, max_steps, sep_id
+        # what differs between seq2seq, lm and classify, chosen once (experiments/task_adapters.py)
+        self.adapter: TaskAdapter = adapter_for(task_kind, self.spec.arch, pad_id=self.spec.pad_id,
+                                                bos_id=self.spec.bos_id, sep_id=sep_id)
         self.generate_at_test, self.bleu = generate, bleu
         self.eval_lengths = [int(n) for n in (eval_lengths or [])]
         self.tokens_seen = 0
@@ -122,30 +127,14 @@ class Seq2SeqModule(L.LightningModule):
 
     # -- loss -----------------------------------------------------------------------------------
     def _io(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
-        """(logits, targets, src) for the batch, whatever the arch."""
-        arch, pad = self.spec.arch, self.spec.pad_id
+        """(logits, targets, src) for the batch, whatever the task and arch."""
+        inputs, targets, src = self.adapter.io(batch)
         # Always through forward(), so that model.compile=true compiles every architecture.
-        if self.task_kind == "classify":
-            return self.model(batch["src"]), batch["label"], batch["src"]
-        if self.task_kind == "lm":
-            inputs, targets = lm_io(batch["tokens"])
-            return self.model(None, inputs), targets, None
-        if arch == "seq2seq":
-            tgt_in, targets = seq2seq_io(batch["tgt"], self.spec.bos_id, pad)
-            return self.model(batch["src"], tgt_in), targets, batch["src"]
-        inputs, targets = concat_io(batch["src"], batch["tgt"], pad, self.sep_id)
-        return self.model(None, inputs), targets, batch["src"]
+        return self.model(**inputs), targets, src
 
     def _losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
         """Mean loss and the per-example loss (B,)."""
-        if logits.dim() == 2:  # classification
-            per = F.cross_entropy(logits.float(), targets, reduction="none", label_smoothing=smoothing)
-            return per.mean(), per
-        per_tok = F.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE,
-                                  reduction="none", label_smoothing=smoothing)  # (B, T)
-        mask = targets.ne(IGNORE)
-        per = (per_tok * mask).sum(1) / mask.sum(1).clamp(min=1)
-        return (per_tok * mask).sum() / mask.sum().clamp(min=1), per
+        return self.adapter.losses(logits, targets, smoothing)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         if self.cudagraph_steps:
@@ -160,8 +149,7 @@ class Seq2SeqModule(L.LightningModule):
             loss = loss + self._reinforce(costs, targets, src)
         self._watch_divergence(loss)
         # Counted on the device and read once at the end: int() here would sync a GPU every step.
-        seen = targets.ne(IGNORE).sum() + (src.ne(self.spec.pad_id).sum() if src is not None else 0)
-        self.tokens_seen = self.tokens_seen + seen.detach()
+        self.tokens_seen = self.tokens_seen + self.adapter.seen(targets, src).detach()
         # Not a progress-bar metric: Lightning turns those into numbers (.item()) after every step,
         # which would stall the GPU each step. The bar and the log lines read ``callback_metrics``
         # at ``log_every_n_steps``.
@@ -190,11 +178,7 @@ class Seq2SeqModule(L.LightningModule):
 
     def _token_losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
         """Per-position losses c (B, T), 0 where nothing is scored; a classifier's (B,) becomes (B, 1)."""
-        if logits.dim() == 2:
-            return F.cross_entropy(logits.float(), targets, reduction="none", label_smoothing=smoothing)[:, None]
-        per_tok = F.cross_entropy(logits.float().transpose(1, 2), targets, ignore_index=IGNORE,
-                                  reduction="none", label_smoothing=smoothing)  # (B, T)
-        return per_tok * targets.ne(IGNORE)
+        return self.adapter.token_losses(logits, targets, smoothing)
 
     def _reinforce(self, costs: Tensor, targets: Tensor, src: Tensor | None) -> Tensor:
         """The score-function term of every REINFORCE stack, for a loss of sum(costs) / N.
@@ -202,7 +186,7 @@ class Seq2SeqModule(L.LightningModule):
         costs (B, T): per-position losses (the training loss is their sum over the N scored positions).
         """
         spec = self.reinforce_spec
-        scored = targets.ne(IGNORE) if targets.dim() == 2 else torch.ones_like(costs, dtype=torch.bool)
+        scored = self.adapter.scored(targets)  # (B, T), like costs
         norm = scored.sum().clamp(min=1)
         total = costs.new_zeros(())
         for name, baseline in self.baselines.items():
@@ -249,10 +233,8 @@ class Seq2SeqModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         loss = self.val_loss.compute()
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
-        self.log("val/acc" if self.task_kind == "classify" else "val/token_acc", self.val_acc.compute(), sync_dist=True)
-        if self.task_kind == "lm":
-            self.log("val/ppl", torch.exp(loss), sync_dist=True)
-            self.log("val/bpc", loss / math.log(2), sync_dist=True)
+        for name, value in self.adapter.epoch_metrics("val", loss, self.val_acc.compute()).items():
+            self.log(name, value, sync_dist=True)
         self.val_loss.reset()
         self.val_acc.reset()
 
@@ -276,22 +258,12 @@ class Seq2SeqModule(L.LightningModule):
         mask = targets.ne(IGNORE)
         self.test_loss.update(loss, weight=int(mask.sum()))
         length = str(int(batch["length"][0])) if "length" in batch else None
-        if self.task_kind == "seq2seq" and self.generate_at_test:
-            generated = self.greedy(batch)  # (B, T)
-            tgt = batch["tgt"]
-            real = tgt.ne(self.spec.pad_id)
-            tok = (generated.eq(tgt) & real).sum()
-            seq = (generated.eq(tgt) | ~real).all(1)
-            if self.bleu and self.decode_text is not None:
-                self.hypotheses += [self.decode_text(row.tolist()) for row in generated]
-                self.references += [self.decode_text(row.tolist()) for row in tgt]
-        else:
-            if logits.dim() == 2:
-                hits = logits.argmax(-1).eq(targets)
-                tok, real, seq = hits.sum(), torch.ones_like(hits), hits
-            else:
-                hits = logits.argmax(-1).eq(targets) & mask
-                tok, real, seq = hits.sum(), mask, (hits | ~mask).all(1)
+        # seq2seq generates greedily (when eval.generate); the others score the teacher-forced logits
+        greedy = self.greedy if self.generate_at_test else None
+        tok, real, seq, generated = self.adapter.test_scores(batch, logits, targets, greedy)
+        if generated is not None and self.bleu and self.decode_text is not None:
+            self.hypotheses += [self.decode_text(row.tolist()) for row in generated]
+            self.references += [self.decode_text(row.tolist()) for row in batch["tgt"]]
         self.test_acc.update(tok / real.sum().clamp(min=1), weight=int(real.sum()))
         self.test_seq.update(seq.float().mean(), weight=seq.numel())
         if length in self.by_length:
@@ -300,7 +272,7 @@ class Seq2SeqModule(L.LightningModule):
             m["ntok"].update(real.sum().float())
             m["seq"].update(seq.sum().float())
             m["nseq"].update(float(seq.numel()))
-            m["nll"].update((per_example * mask.sum(1).clamp(min=1) if logits.dim() == 3 else per_example).sum())
+            m["nll"].update(self.adapter.example_nll(per_example, targets).sum())
         if self.collect_attention_stats:
             self._sync()
             began = time.perf_counter()
@@ -329,19 +301,9 @@ class Seq2SeqModule(L.LightningModule):
         batch = self._stats_share(batch, length)
         if batch is None:
             return
-        aligned = None
-        if self.task_kind == "classify":
-            layers = self.model.attention_weights(src=batch["src"])
-        elif self.task_kind == "lm":
-            layers = self.model.attention_weights(tgt_in=lm_io(batch["tokens"])[0])
-        elif self.spec.arch == "seq2seq":
-            tgt_in, _ = seq2seq_io(batch["tgt"], self.spec.bos_id, self.spec.pad_id)
-            layers = self.model.attention_weights(src=batch["src"], tgt_in=tgt_in)
-            if self.alignment is not None:
-                aligned = self.alignment(batch["src"], batch["tgt"])  # (B, T, S)
-        else:
-            inputs, _ = concat_io(batch["src"], batch["tgt"], self.spec.pad_id, self.sep_id)
-            layers = self.model.attention_weights(tgt_in=inputs)
+        inputs, _, _ = self.adapter.io(batch)
+        layers = self.model.attention_weights(**inputs)
+        aligned = self.adapter.aligned(batch, self.alignment)  # (B, T, S) | None
         for name, (weights, visible, queries) in layers.items():
             sums = attention_stats.layer_sums(weights, visible, queries, aligned if name.startswith("cross") else None)
             key = (name, length)
@@ -350,15 +312,9 @@ class Seq2SeqModule(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         loss = self.test_loss.compute()
         self.log("test/loss", loss, sync_dist=True)
-        if self.task_kind == "classify":
-            self.log("test/acc", self.test_acc.compute(), sync_dist=True)
-        else:
-            self.log("test/token_acc", self.test_acc.compute(), sync_dist=True)
-            if self.task_kind == "seq2seq":
-                self.log("test/seq_acc", self.test_seq.compute(), sync_dist=True)
-        if self.task_kind == "lm":
-            self.log("test/ppl", torch.exp(loss), sync_dist=True)
-            self.log("test/bpc", loss / math.log(2), sync_dist=True)
+        metrics = self.adapter.epoch_metrics("test", loss, self.test_acc.compute(), self.test_seq.compute())
+        for name, value in metrics.items():
+            self.log(name, value, sync_dist=True)
         for metric in (self.test_loss, self.test_acc, self.test_seq):
             metric.reset()
         if self.bleu:
@@ -387,17 +343,9 @@ class Seq2SeqModule(L.LightningModule):
         """Per evaluation length, from the last test run: {"<n>": {"token_acc", "seq_acc"} | {"acc"} | ...}."""
         out: dict[str, dict[str, float]] = {}
         for n, m in self.by_length.items():
-            ntok, nseq = float(m["ntok"].compute()), float(m["nseq"].compute())
-            if nseq == 0:
+            if float(m["nseq"].compute()) == 0:
                 continue
-            if self.task_kind == "classify":
-                out[n] = {"acc": float(m["seq"].compute()) / nseq}
-            elif self.task_kind == "lm":
-                nll = float(m["nll"].compute()) / max(ntok, 1)
-                out[n] = {"loss": nll, "bpc": nll / math.log(2), "token_acc": float(m["tok"].compute()) / max(ntok, 1)}
-            else:
-                out[n] = {"token_acc": float(m["tok"].compute()) / max(ntok, 1),
-                          "seq_acc": float(m["seq"].compute()) / nseq}
+            out[n] = self.adapter.length_metrics({k: float(metric.compute()) for k, metric in m.items()})
         return out
 
     def bleu_scores(self) -> dict[str, float]:
@@ -412,22 +360,8 @@ class Seq2SeqModule(L.LightningModule):
     # -- generation -----------------------------------------------------------------------------
     @torch.no_grad()
     def greedy(self, batch: dict[str, Tensor], use_cache: bool = True) -> Tensor:
-        """Greedy outputs aligned with ``batch["tgt"]``: (B, T)."""
-        tgt = batch["tgt"]
-        steps = tgt.shape[1]
-        if self.spec.arch == "seq2seq":
-            prompt = tgt.new_full((tgt.shape[0], 1), self.spec.bos_id)
-            return self.model.generate(prompt, steps, src=batch["src"], use_cache=use_cache)
-        # Decoder-only: prompts of different lengths are decoded in groups of equal length,
-        # so no example is shifted by left padding.
-        prompts = prompt_rows(batch["src"], self.spec.pad_id, self.sep_id)
-        out = tgt.new_full(tgt.shape, self.spec.pad_id)
-        lengths = torch.tensor([p.numel() for p in prompts])
-        for n in lengths.unique().tolist():
-            idx = (lengths == n).nonzero().flatten()
-            group = torch.stack([prompts[i] for i in idx.tolist()])
-            out[idx.to(out.device)] = self.model.generate(group, steps, use_cache=use_cache)
-        return out
+        """Greedy outputs aligned with ``batch["tgt"]``: (B, T) (seq2seq tasks only)."""
+        return self.adapter.generate(self.model, batch, use_cache)
 
     # -- optimiser ------------------------------------------------------------------------------
     def configure_optimizers(self):
@@ -463,15 +397,8 @@ class Seq2SeqModule(L.LightningModule):
         self.eval()
         example = {k: v.to(self.device) for k, v in example.items()}
         try:
-            if self.task_kind == "classify":
-                return self.model.attention_maps(src=example["src"])
-            if self.task_kind == "lm":
-                return self.model.attention_maps(tgt_in=lm_io(example["tokens"])[0])
-            if self.spec.arch == "seq2seq":
-                tgt_in, _ = seq2seq_io(example["tgt"], self.spec.bos_id, self.spec.pad_id)
-                return self.model.attention_maps(src=example["src"], tgt_in=tgt_in)
-            inputs, _ = concat_io(example["src"], example["tgt"], self.spec.pad_id, self.sep_id)
-            return self.model.attention_maps(tgt_in=inputs)
+            inputs, _, _ = self.adapter.io(example)
+            return self.model.attention_maps(**inputs)
         finally:
             self.train(was_training)
 

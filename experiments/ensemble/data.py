@@ -1,10 +1,11 @@
 """The members' batches side by side: each member reads its own seed's loader, in that run's order.
 
-A separate run turns a task batch into model inputs and targets (``experiments.batches``);
-here each member does the same on its own batch, then the N results are right-padded to
-common lengths and stacked along a new leading member dimension. Padding is what a batch
-already holds: extra key positions that are masked, extra query positions whose targets
-are ``IGNORE``. So a member's loss is its separate run's loss, up to the order of sums.
+A separate run turns a task batch into model inputs and targets through its task adapter
+(``experiments.task_adapters``); here each member does the same on its own batch through the
+same adapter, then the N results are right-padded to common lengths and stacked along a new
+leading member dimension. Padding is what a batch already holds: extra key positions that are
+masked, extra query positions whose targets are ``IGNORE``. So a member's loss is its separate
+run's loss, up to the order of sums.
 """
 from __future__ import annotations
 
@@ -14,25 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from experiments.batches import IGNORE, concat_io, lm_io, seq2seq_io
+from experiments.batches import IGNORE
+from experiments.task_adapters import TaskAdapter, adapter_for
 
 # the model's keyword inputs, as ``Seq2SeqModule._io`` passes them
 INPUT_KEYS = ("src", "tgt_in")
-
-
-def member_io(batch: dict[str, Tensor], *, kind: str, arch: str, pad_id: int, bos_id: int,
-              sep_id: int) -> tuple[dict[str, Tensor], Tensor, Tensor | None]:
-    """One member's (model inputs by keyword, targets, src), as ``Seq2SeqModule._io`` builds them."""
-    if kind == "classify":
-        return {"src": batch["src"]}, batch["label"], batch["src"]
-    if kind == "lm":
-        inputs, targets = lm_io(batch["tokens"])
-        return {"tgt_in": inputs}, targets, None
-    if arch == "seq2seq":
-        tgt_in, targets = seq2seq_io(batch["tgt"], bos_id, pad_id)
-        return {"src": batch["src"], "tgt_in": tgt_in}, targets, batch["src"]
-    inputs, targets = concat_io(batch["src"], batch["tgt"], pad_id, sep_id)
-    return {"tgt_in": inputs}, targets, batch["src"]
 
 
 def stack_padded(tensors: list[Tensor], value: int) -> Tensor:
@@ -52,8 +39,9 @@ class MemberBatches:
     the batches already consumed, exactly as a resumed separate run does.
     """
 
-    def __init__(self, loaders: list[Any], **io: Any) -> None:
-        self.loaders, self.io = loaders, io
+    def __init__(self, loaders: list[Any], *, kind: str, arch: str, pad_id: int, bos_id: int, sep_id: int) -> None:
+        self.loaders, self.pad_id = loaders, pad_id
+        self.adapter: TaskAdapter = adapter_for(kind, arch, pad_id=pad_id, bos_id=bos_id, sep_id=sep_id)
 
     def __len__(self) -> int:
         return min(len(loader) for loader in self.loaders)
@@ -63,11 +51,10 @@ class MemberBatches:
             yield self.collate(list(batches))
 
     def collate(self, batches: list[dict[str, Tensor]]) -> dict[str, Any]:
-        pad = self.io["pad_id"]
-        ios = [member_io(b, **self.io) for b in batches]
-        inputs = {key: stack_padded([io[0][key] for io in ios], pad) for key in INPUT_KEYS if key in ios[0][0]}
+        ios = [self.adapter.io(b) for b in batches]
+        inputs = {key: stack_padded([io[0][key] for io in ios], self.pad_id) for key in INPUT_KEYS if key in ios[0][0]}
         targets = stack_padded([io[1] for io in ios], IGNORE)
-        tokens = torch.stack([_seen(io[1], io[2], pad) for io in ios])  # (N,)
+        tokens = torch.stack([self.adapter.seen(io[1], io[2]) for io in ios])  # (N,): as Seq2SeqModule.training_step
         return {"inputs": inputs, "targets": targets, "tokens": tokens}
 
     # Lightning looks for these to know that a mid-epoch resume is exact (see ResumableLoader).
@@ -76,9 +63,3 @@ class MemberBatches:
 
     def load_state_dict(self, state: dict) -> None:
         return None
-
-
-def _seen(targets: Tensor, src: Tensor | None, pad_id: int) -> Tensor:
-    """What ``Seq2SeqModule.training_step`` adds to ``tokens_seen``."""
-    seen = targets.ne(IGNORE).sum()
-    return seen + src.ne(pad_id).sum() if src is not None else seen
