@@ -6,6 +6,7 @@ variants it used in its result.json (experiments.result.variant_references), and
 those of the metrics and statistics it shows (analysis.paper.bibliography). Each entry is written
 here once; only data that is certain is given (no page numbers where unsure).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -351,8 +352,10 @@ def declare(bibtex: str) -> str:
     """
     key = entry_key(bibtex)
     if BIBLIOGRAPHY.get(key, bibtex).strip() != bibtex.strip():
-        raise ValueError(f"the citation key {key!r} is already in common/bibliography.py with another entry; "
-                         "use that key or choose another")
+        raise ValueError(
+            f"the citation key {key!r} is already in common/bibliography.py with another entry; "
+            "use that key or choose another"
+        )
     BIBLIOGRAPHY[key] = bibtex.strip()
     return key
 
@@ -363,6 +366,8 @@ def lookup(keys: tuple[str, ...] | list[str], origin: str) -> list[str]:
     if missing:
         near = difflib.get_close_matches(missing[0], list(BIBLIOGRAPHY), n=1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ValueError(f"{origin}: references={missing[0]!r} is not a key of common/bibliography.py{hint} "
-                       "(add its BibTeX entry there, or declare() it from a plugin)")
+        raise ValueError(
+            f"{origin}: references={missing[0]!r} is not a key of common/bibliography.py{hint} "
+            "(add its BibTeX entry there, or declare() it from a plugin)"
+        )
     return [BIBLIOGRAPHY[k] for k in keys]

@@ -1,5 +1,6 @@
 """The identity of a run's cell: its resolved config minus the seed and the keys that do not change what it
 computes. The report groups runs by it, and a training run names its W&B cell with it, so both read one definition."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,11 +11,22 @@ from typing import Any, Mapping
 CONFIG_PREFIX = "config."
 SEED_KEY = "seed"
 # Keys (whole dotted components: "name" is not "name_of_x") that never change what a run computes.
-NOISE_PREFIXES = ("logger", "trainer.progress_bar", "trainer.log_every_n_steps", "trainer.checkpoint_every_n_steps",
-                  "resume", "name", "fail_at_step", "num_threads", "objective", "eval.attention_maps", "hydra",
-                  "claims",  # what the analysis tests (analysis/claims/), not what a run computes
-                  "ensemble",  # how the seeds were trained (alone or batched): a member is its seed's run
-                  "jobs_per_gpu")  # how many cells shared a GPU: where, not what, a run computed
+NOISE_PREFIXES = (
+    "logger",
+    "trainer.progress_bar",
+    "trainer.log_every_n_steps",
+    "trainer.checkpoint_every_n_steps",
+    "resume",
+    "name",
+    "fail_at_step",
+    "num_threads",
+    "objective",
+    "eval.attention_maps",
+    "hydra",
+    "claims",  # what the analysis tests (analysis/claims/), not what a run computes
+    "ensemble",  # how the seeds were trained (alone or batched): a member is its seed's run
+    "jobs_per_gpu",
+)  # how many cells shared a GPU: where, not what, a run computed
 # The result's own columns for the registry groups; config.<group>.name is the same value.
 GROUP_COLUMNS = ("task", "attention", "position")
 ID_LENGTH = 12
@@ -67,7 +79,7 @@ def identity(row: Mapping[str, Any]) -> dict[str, Any]:
     for column, value in row.items():
         if not isinstance(column, str) or not column.startswith(CONFIG_PREFIX):
             continue
-        key = column[len(CONFIG_PREFIX):]
+        key = column[len(CONFIG_PREFIX) :]
         if key == SEED_KEY or is_noise(key):
             continue
         value = normalise(value)

@@ -16,6 +16,7 @@ A claim names a metric, two sides given as factor values and what it expects::
 
 Standard library only: ``experiments`` and ``analysis`` both import it, and it imports neither.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,10 @@ class Claim:
 
     def key(self) -> str:
         """The claim's content, without where it was written: two copies of one claim are one claim."""
-        content = {f: getattr(self, f) for f in ("name", "metric", "expect", "a", "b", "filters", "margin", "over",
-                                                  "bounds", "source", "paper")}
+        content = {
+            f: getattr(self, f)
+            for f in ("name", "metric", "expect", "a", "b", "filters", "margin", "over", "bounds", "source", "paper")
+        }
         return json.dumps(content, sort_keys=True, default=str)
 
 
@@ -76,14 +79,16 @@ def _number(value: Any, field_name: str, allowed: str) -> float:
 
 def _side(value: Any, field_name: str) -> tuple[tuple[str, Any], ...]:
     if not isinstance(value, Mapping) or not value:
-        raise ClaimError(f"{field_name}={value!r} is not allowed; it must be a mapping of factor values, "
-                         "e.g. {position: alibi}")
+        raise ClaimError(
+            f"{field_name}={value!r} is not allowed; it must be a mapping of factor values, e.g. {{position: alibi}}"
+        )
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise ClaimError(f"{field_name} has the key {key!r}; keys are factor or config names, e.g. position")
         if isinstance(item, (Mapping, list, tuple)) or item is None:
-            raise ClaimError(f"{field_name}.{key}={item!r} is not allowed; a factor value is a string, "
-                             "number or boolean")
+            raise ClaimError(
+                f"{field_name}.{key}={item!r} is not allowed; a factor value is a string, number or boolean"
+            )
     return tuple(sorted(value.items()))
 
 
@@ -110,8 +115,10 @@ def parse_claim(raw: Any, origin: str) -> Claim:
         raise ClaimError(f"{origin}.expect={expect!r} is not allowed; choose one of {list(EXPECTS)}")
     metric = raw["metric"]
     if not isinstance(metric, str) or not re.fullmatch(r"[^@\s]+(@\d+)?", metric):
-        raise ClaimError(f"{origin}.metric={metric!r} is not allowed; give a metric name (test/bleu) or a "
-                         "per-length one, NAME@LENGTH (token_acc@16)")
+        raise ClaimError(
+            f"{origin}.metric={metric!r} is not allowed; give a metric name (test/bleu) or a "
+            "per-length one, NAME@LENGTH (token_acc@16)"
+        )
     a = _side(raw["a"], f"{origin}.a")
     filters = _side(raw["where"], f"{origin}.where") if raw.get("where") is not None else ()
     for key, _ in filters:
@@ -122,23 +129,31 @@ def parse_claim(raw: Any, origin: str) -> Claim:
     if expect == "ratio":
         for misplaced in ("b", "margin"):
             if raw.get(misplaced) is not None:
-                raise ClaimError(f"{origin}.{misplaced} is not used by expect=ratio; a ratio claim tests side a "
-                                 "against bounds")
+                raise ClaimError(
+                    f"{origin}.{misplaced} is not used by expect=ratio; a ratio claim tests side a against bounds"
+                )
         if split_metric(metric)[1] is None:
-            raise ClaimError(f"{origin}.metric={metric!r} is not allowed for expect=ratio; give the length, "
-                             "NAME@LENGTH (token_acc@32)")
+            raise ClaimError(
+                f"{origin}.metric={metric!r} is not allowed for expect=ratio; give the length, "
+                "NAME@LENGTH (token_acc@32)"
+            )
         over = raw.get("over")
         if isinstance(over, bool) or not isinstance(over, int) or over <= 0:
-            raise ClaimError(f"{origin}.over={over!r} is not allowed; expect=ratio needs the length whose value "
-                             "is the denominator, a positive integer")
+            raise ClaimError(
+                f"{origin}.over={over!r} is not allowed; expect=ratio needs the length whose value "
+                "is the denominator, a positive integer"
+            )
         if over == split_metric(metric)[1]:
             raise ClaimError(f"{origin}.over={over} is the metric's own length; a ratio needs two lengths")
         raw_bounds = raw.get("bounds")
         if not isinstance(raw_bounds, (list, tuple)) or len(raw_bounds) != 2 or raw_bounds == [None, None]:
-            raise ClaimError(f"{origin}.bounds={raw_bounds!r} is not allowed; expect=ratio needs [low, high], "
-                             "either may be null, e.g. [0.9, null]")
-        low, high = (None if v is None else _number(v, f"{origin}.bounds", "a pair of numbers or nulls")
-                     for v in raw_bounds)
+            raise ClaimError(
+                f"{origin}.bounds={raw_bounds!r} is not allowed; expect=ratio needs [low, high], "
+                "either may be null, e.g. [0.9, null]"
+            )
+        low, high = (
+            None if v is None else _number(v, f"{origin}.bounds", "a pair of numbers or nulls") for v in raw_bounds
+        )
         if low is not None and high is not None and not low < high:
             raise ClaimError(f"{origin}.bounds={list(raw_bounds)} is not allowed; low must be below high")
         bounds = (low, high)
@@ -152,14 +167,27 @@ def parse_claim(raw: Any, origin: str) -> Claim:
         if expect == "equivalent":
             margin = _number(raw.get("margin"), f"{origin}.margin", "a number > 0 for expect=equivalent")
             if margin <= 0:
-                raise ClaimError(f"{origin}.margin={raw.get('margin')!r} is not allowed; expect=equivalent needs "
-                                 "a margin > 0 (the largest difference that still counts as equal)")
+                raise ClaimError(
+                    f"{origin}.margin={raw.get('margin')!r} is not allowed; expect=equivalent needs "
+                    "a margin > 0 (the largest difference that still counts as equal)"
+                )
         else:
             margin = _number(raw.get("margin", 0.0), f"{origin}.margin", "a number (0: any difference)")
     name = _text(raw.get("name"), f"{origin}.name") or origin
-    return Claim(name=name, metric=metric, expect=expect, a=a, b=b, filters=filters, margin=margin, over=over,
-                 bounds=bounds, source=_text(raw.get("source"), f"{origin}.source"),
-                 paper=_text(raw.get("paper"), f"{origin}.paper"), origin=origin)
+    return Claim(
+        name=name,
+        metric=metric,
+        expect=expect,
+        a=a,
+        b=b,
+        filters=filters,
+        margin=margin,
+        over=over,
+        bounds=bounds,
+        source=_text(raw.get("source"), f"{origin}.source"),
+        paper=_text(raw.get("paper"), f"{origin}.paper"),
+        origin=origin,
+    )
 
 
 def parse_claims(raw: Any, origin: str = "claims") -> list[Claim]:

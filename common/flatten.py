@@ -1,5 +1,6 @@
 """Nested mappings as dotted keys: how a run's config is spelled in result.json (written by experiments,
 read back by analysis); one function so that the writer and the reader cannot drift apart."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -1,4 +1,5 @@
 """The name a command is run by, for its --help: the console script's, or ``python -m <module>``."""
+
 from __future__ import annotations
 
 import sys

@@ -2,6 +2,7 @@
 
 ``run(overrides, run_dir=...)`` trains one configuration from Python and returns its result.
 """
+
 from __future__ import annotations
 
 from typing import Any

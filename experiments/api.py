@@ -8,6 +8,7 @@ The config is composed exactly as ``python -m experiments.train`` composes it, t
 checks run first (a bad override raises ``PreflightError`` or ``ConfigError``), and the run writes
 the same files into ``run_dir`` (result.json, checkpoints, logs).
 """
+
 from __future__ import annotations
 
 from datetime import datetime

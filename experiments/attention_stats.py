@@ -28,6 +28,7 @@ layer reads as a whole; one head that aligns while others do other work still co
 batches; ``summarise`` divides. Everything is a sum until the end, so batches of any size
 (and DDP ranks) combine exactly.
 """
+
 from __future__ import annotations
 
 import torch
@@ -47,8 +48,9 @@ def entropy(p: Tensor) -> Tensor:
     return -torch.special.xlogy(p, p).sum(-1)
 
 
-def layer_sums(weights: Tensor, allowed: Tensor | None, queries: Tensor | None,
-               aligned: Tensor | None = None) -> dict[str, Tensor]:
+def layer_sums(
+    weights: Tensor, allowed: Tensor | None, queries: Tensor | None, aligned: Tensor | None = None
+) -> dict[str, Tensor]:
     """Per-head sums of one batch.
 
     weights (B, H, Tq, Tk); allowed (B|1, 1, Tq|1, Tk) bool or None (every key visible);
@@ -84,7 +86,7 @@ def layer_sums(weights: Tensor, allowed: Tensor | None, queries: Tensor | None,
     sums["n_ratio"] = rf.sum((0, 2))
     sums["entropy_ratio"] = (ent / log_n * rf).sum((0, 2))
     if aligned is not None:
-        target = (aligned.bool() & visible)  # (B, Tq, Tk)
+        target = aligned.bool() & visible  # (B, Tq, Tk)
         has = keep & target.any(-1)[:, None, :]  # (B, H, Tq)
         af = has.to(w.dtype)
         share = (p * target[:, None].to(w.dtype)).sum(-1)  # (B, H, Tq)
@@ -97,8 +99,9 @@ def layer_sums(weights: Tensor, allowed: Tensor | None, queries: Tensor | None,
         layer_has = has.any(1).to(w.dtype)  # (B, Tq)
         sums["layer_n_align"] = layer_has.sum()
         sums["layer_align_share"] = ((mean_p * target.to(w.dtype)).sum(-1) * layer_has).sum()
-        sums["layer_align_acc"] = (target.gather(-1, mean_p.argmax(-1, keepdim=True))[..., 0].to(w.dtype)
-                                   * layer_has).sum()
+        sums["layer_align_acc"] = (
+            target.gather(-1, mean_p.argmax(-1, keepdim=True))[..., 0].to(w.dtype) * layer_has
+        ).sum()
     return sums
 
 
@@ -145,11 +148,13 @@ def _mean(value: Tensor) -> float | None:
     return float(finite.mean()) if finite.numel() else None
 
 
-def headline_layer(stats: dict[str, dict[str, dict[str, float]]],
-                   train_lengths: tuple[int, int] | list[int] | None) -> str | None:
+def headline_layer(
+    stats: dict[str, dict[str, dict[str, float]]], train_lengths: tuple[int, int] | list[int] | None
+) -> str | None:
     """The layer a one-line summary quotes: the cross layer with the best mean alignment accuracy
     over the evaluation lengths inside the training range (all lengths when none is inside);
     without alignment, the last layer of the decoder (or the encoder)."""
+
     def inside(length: str) -> bool:
         return bool(train_lengths) and length.isdigit() and train_lengths[0] <= int(length) <= train_lengths[1]
 
@@ -160,6 +165,12 @@ def headline_layer(stats: dict[str, dict[str, dict[str, float]]],
         if values and (score := sum(kept or values) / len(kept or values)) > best_score:
             best, best_score = layer, score
     if best is None and stats:
-        best = sorted(stats, key=lambda name: (name.startswith("decoder"), name.startswith("encoder"),
-                                               int(name.rsplit("/", 1)[-1]) if name[-1].isdigit() else 0))[-1]
+        best = sorted(
+            stats,
+            key=lambda name: (
+                name.startswith("decoder"),
+                name.startswith("encoder"),
+                int(name.rsplit("/", 1)[-1]) if name[-1].isdigit() else 0,
+            ),
+        )[-1]
     return best

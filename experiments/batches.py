@@ -3,6 +3,7 @@
 Targets use ``IGNORE`` wherever no loss is due (padding; the prompt of a
 decoder-only model trained on a seq2seq task).
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Assembling one run from its config: task, model, loggers, trainer; and reading it out afterwards."""
+
 from __future__ import annotations
 
 import errno
@@ -63,17 +64,27 @@ def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
     """The Transformer's spec: ``cfg.model`` as its typed schema object, plus what the task decides."""
     chosen = OmegaConf.to_object(cfg.model)  # a ModelConf (experiments/config.py), defaults filled in
     node = lambda key: OmegaConf.to_container(cfg[key], resolve=True)  # noqa: E731 - a group node, resolved
-    roles = {role: None if getattr(chosen, role) is None else VariantSpec.of(getattr(chosen, role))
-             for role in ("encoder_attention", "decoder_attention", "cross_attention")}
+    roles = {
+        role: None if getattr(chosen, role) is None else VariantSpec.of(getattr(chosen, role))
+        for role in ("encoder_attention", "decoder_attention", "cross_attention")
+    }
     return ModelSpec.of(
-        chosen, **roles, vocab_size=int(datamodule.vocab_size), attention=VariantSpec.of(node("attention")),
-        position=VariantSpec.of(node("position")), num_classes=int(getattr(datamodule, "num_classes", 0) or 0),
-        backend=cfg.backend, pad_id=datamodule.pad_id, bos_id=datamodule.bos_id, eos_id=datamodule.eos_id,
+        chosen,
+        **roles,
+        vocab_size=int(datamodule.vocab_size),
+        attention=VariantSpec.of(node("attention")),
+        position=VariantSpec.of(node("position")),
+        num_classes=int(getattr(datamodule, "num_classes", 0) or 0),
+        backend=cfg.backend,
+        pad_id=datamodule.pad_id,
+        bos_id=datamodule.bos_id,
+        eos_id=datamodule.eos_id,
     )
 
 
-def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any],
-             overrides: list[str] | None = None) -> Parts:
+def assemble(
+    cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any], overrides: list[str] | None = None
+) -> Parts:
     checks.check_config(cfg)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build_datamodule(cfg, run_dir)
@@ -93,29 +104,39 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     module.alignment = datamodule.alignment
     module.stats_examples = cfg.eval.attention_stats_examples
     if cfg.model.compile:
-        on_cpu = cfg.trainer.accelerator == "cpu" or (cfg.trainer.accelerator == "auto"
-                                                      and not torch.cuda.is_available())
+        on_cpu = cfg.trainer.accelerator == "cpu" or (
+            cfg.trainer.accelerator == "auto" and not torch.cuda.is_available()
+        )
         compile_model(module.model, "cpu" if on_cpu else "cuda", cfg.model.compile_mode)
         # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
         datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
     # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
-    module.divergence_every = math.gcd(max(cfg.trainer.log_every_n_steps, 1),
-                                       max(cfg.trainer.checkpoint_every_n_steps, 1))
+    module.divergence_every = math.gcd(
+        max(cfg.trainer.log_every_n_steps, 1), max(cfg.trainer.checkpoint_every_n_steps, 1)
+    )
     params = count_parameters(module.model)
 
-    from experiments import lightning_parts
-
-    from experiments import wandb_run
+    from experiments import lightning_parts, wandb_run
 
     unused = module.model.unused_settings()  # e.g. cross attention on a decoder: neither a tag nor in the cell id
 
     def start_wandb(params: dict[str, Any]) -> Any:
         return wandb_logger(
-            run_dir=run_dir, run_id=run_id, group=cfg.name,
+            run_dir=run_dir,
+            run_id=run_id,
+            group=cfg.name,
             config=wandb_run.run_config(cfg, flat_config, list(overrides or []), unused),
-            **{**params, "job_type": wandb_run.job_type(cfg),
-               "tags": [cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg, unused),
-                        *(params.get("tags") or [])]},
+            **{
+                **params,
+                "job_type": wandb_run.job_type(cfg),
+                "tags": [
+                    cfg.task.name,
+                    cfg.attention.name,
+                    cfg.position.name,
+                    *role_tags(cfg, unused),
+                    *(params.get("tags") or []),
+                ],
+            },
         )
 
     loggers, wandb = lightning_parts.build_loggers(cfg, run_dir, start_wandb)
@@ -124,8 +145,9 @@ def assemble(cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[s
     callbacks = lightning_parts.build_callbacks(cfg, run_dir)
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
-    trainer = lightning_parts.build_trainer(cfg, run_dir, loggers=loggers, callbacks=callbacks,
-                                            plugins=[AtomicCheckpointIO(), *cluster_plugins()])
+    trainer = lightning_parts.build_trainer(
+        cfg, run_dir, loggers=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO(), *cluster_plugins()]
+    )
     return Parts(trainer=trainer, module=module, datamodule=datamodule, wandb=wandb, params=params)
 
 
@@ -197,8 +219,9 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB -> MB (Linux)
 
 
-def cost(trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float,
-         compile_seconds: float | None = None) -> dict[str, Any]:
+def cost(
+    trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float, compile_seconds: float | None = None
+) -> dict[str, Any]:
     """``train_seconds`` is the whole fit (compilation, validation, checkpoints included) and
     ``fit_tokens_per_second`` its rate; ``tokens_per_second`` is the steady state: the tokens of
     the timed steps after warm-up over their time (``callbacks.StepTimer``)."""
@@ -245,8 +268,11 @@ def describe_failure(err: BaseException, trainer: L.Trainer | None, run_dir: Pat
     if isinstance(err, SystemExit):
         # SIGTERM (Lightning) or a SLURM time limit / preemption (submitit requeues, then exits):
         # the requeued job finds this result unfinished and resumes from checkpoints/last.ckpt.
-        return {"status": "failed", "error": "interrupted: the process was told to stop (SIGTERM, or SLURM "
-                "requeued the job); running the cell again resumes it from checkpoints/last.ckpt"}
+        return {
+            "status": "failed",
+            "error": "interrupted: the process was told to stop (SIGTERM, or SLURM "
+            "requeued the job); running the cell again resumes it from checkpoints/last.ckpt",
+        }
     (run_dir / "error.log").write_text("".join(traceback.format_exception(err)))
     log.error("run failed: %s: %s (traceback in %s)", type(err).__name__, err, run_dir / "error.log")
     return {"status": "failed", "error": f"{type(err).__name__}: {err}"}

@@ -1,4 +1,5 @@
 """Small Lightning callbacks the training app adds."""
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,7 @@ class PlainProgress(L.Callback):
             rate = (step - first) / (now - began) if step > first and now > began else None
             pace = f", {rate:.1f} steps/s, {(trainer.max_steps - step) / rate:.0f}s left" if rate else ""
             self._since = (now, step)
-            log.info("step %d/%d train/loss %s (%.1fs%s)", step, trainer.max_steps, loss_txt,
-                     now - self.start, pace)
+            log.info("step %d/%d train/loss %s (%.1fs%s)", step, trainer.max_steps, loss_txt, now - self.start, pace)
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking:
@@ -75,8 +75,11 @@ class LastValidation(L.Callback):
         if trainer.sanity_checking:
             return
         self.step = trainer.global_step
-        self.metrics = {key.split("/dataloader_idx")[0]: float(value)
-                        for key, value in trainer.callback_metrics.items() if key.startswith("val/")}
+        self.metrics = {
+            key.split("/dataloader_idx")[0]: float(value)
+            for key, value in trainer.callback_metrics.items()
+            if key.startswith("val/")
+        }
 
 
 class StepTimer(L.Callback):
@@ -143,7 +146,7 @@ class StepTimer(L.Callback):
         and ``steady_tokens_per_second``: the tokens of those steps over their summed time (this process)."""
         self._read_events()
         found = step_time_summary(self.times_ms, self.WARMUP_STEPS)
-        timed = [pair for pair in self._tokens if pair[1] is not None][:len(self.times_ms)]
+        timed = [pair for pair in self._tokens if pair[1] is not None][: len(self.times_ms)]
         first = len(self.times_ms) - int(found["step_ms_steps"])
         kept_ms = sum(self.times_ms[first:])
         tokens = sum(after - before for before, after in zip(*(_floats(side) for side in zip(*timed[first:]))))
@@ -165,7 +168,7 @@ def _floats(values: tuple[Any, ...]) -> list[float]:
 
 def step_time_summary(times_ms: list[float], warmup: int) -> dict[str, float | int | None]:
     """The median of ``times_ms`` without the first ``warmup`` (at most half of them, so a short run keeps some)."""
-    kept = times_ms[min(warmup, len(times_ms) // 2):]
+    kept = times_ms[min(warmup, len(times_ms) // 2) :]
     if not kept:
         return {"step_ms": None, "step_ms_steps": 0}
     return {"step_ms": float(statistics.median(kept)), "step_ms_steps": len(kept)}

@@ -1,4 +1,5 @@
 """Checkpoints written atomically and read back without unpickling arbitrary objects."""
+
 from __future__ import annotations
 
 from pathlib import Path

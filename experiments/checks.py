@@ -1,4 +1,5 @@
 """Checks of a composed config, run before anything trains. One line per error."""
+
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
@@ -37,14 +38,17 @@ def check_logger(cfg: DictConfig) -> None:
 def check_config(cfg: DictConfig) -> None:
     from experiments.tasks import TASKS
     from variants import ATTENTION, POSITION
-    from variants.kernels import BACKENDS
     from variants.discovery import import_plugins
+    from variants.kernels import BACKENDS
 
     import_plugins(list(cfg.get("plugins") or []))
 
     missing = sorted(OmegaConf.missing_keys(cfg))
-    _require(not missing, f"{', '.join(missing)}: required but not set; give it on the command line, "
-                          f"e.g. {missing[0] if missing else ''}=...")
+    _require(
+        not missing,
+        f"{', '.join(missing)}: required but not set; give it on the command line, "
+        f"e.g. {missing[0] if missing else ''}=...",
+    )
     ATTENTION.get(cfg.attention.name)
     POSITION.get(cfg.position.name)
     TASKS.get(cfg.task.name)
@@ -69,33 +73,50 @@ def check_config(cfg: DictConfig) -> None:
     _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
     _require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")
-    _require(t.fast_dev_run or t.max_steps > 0,
-             f"trainer.max_steps={t.max_steps} is not allowed; it must be a positive number of steps")
+    _require(
+        t.fast_dev_run or t.max_steps > 0,
+        f"trainer.max_steps={t.max_steps} is not allowed; it must be a positive number of steps",
+    )
     n = cfg.eval.attention_stats_examples
-    _require(n is None or n > 0,
-             f"eval.attention_stats_examples={n} is not allowed; it must be a positive integer or null (all)")
-    _require(t.get("val_check_interval") is None or t.val_check_interval > 0,
-             f"trainer.val_check_interval={t.val_check_interval} is not allowed; it must be > 0")
+    _require(
+        n is None or n > 0,
+        f"eval.attention_stats_examples={n} is not allowed; it must be a positive integer or null (all)",
+    )
+    _require(
+        t.get("val_check_interval") is None or t.val_check_interval > 0,
+        f"trainer.val_check_interval={t.val_check_interval} is not allowed; it must be > 0",
+    )
     for key in ("dropout", "attention_dropout"):
         value = m[key]
         _require(0 <= value < 1, f"model.{key}={value} is not allowed; it must be in [0, 1)")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is not allowed; it must be >= 0")
     _require(cfg.jobs_per_gpu >= 1, f"jobs_per_gpu={cfg.jobs_per_gpu} is not allowed; it must be >= 1")
-    _require(cfg.jobs_per_gpu == 1 or "ddp" not in str(t.strategy),
-             f"jobs_per_gpu={cfg.jobs_per_gpu} with trainer.strategy={t.strategy}: a DDP cell uses whole GPUs; "
-             "set jobs_per_gpu=1")
+    _require(
+        cfg.jobs_per_gpu == 1 or "ddp" not in str(t.strategy),
+        f"jobs_per_gpu={cfg.jobs_per_gpu} with trainer.strategy={t.strategy}: a DDP cell uses whole GPUs; "
+        "set jobs_per_gpu=1",
+    )
     if "ddp" in str(t.strategy):
         devices = t.devices
-        many = (isinstance(devices, int) and devices > 1) or t.num_nodes > 1 or devices in ("auto", -1) \
+        many = (
+            (isinstance(devices, int) and devices > 1)
+            or t.num_nodes > 1
+            or devices in ("auto", -1)
             or (not isinstance(devices, int) and len(list(devices)) > 1)
-        _require(many, f"trainer.strategy={t.strategy} with trainer.devices={devices} and num_nodes={t.num_nodes}: "
-                       "DDP needs more than one process; set trainer.devices >= 2 or use trainer=cpu")
+        )
+        _require(
+            many,
+            f"trainer.strategy={t.strategy} with trainer.devices={devices} and num_nodes={t.num_nodes}: "
+            "DDP needs more than one process; set trainer.devices >= 2 or use trainer=cpu",
+        )
     check_claims(cfg)
     if t.accelerator in ("gpu", "cuda"):
         import torch  # here, so that importing the checks does not import torch
 
-        _require(torch.cuda.is_available(),
-                 f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu")
+        _require(
+            torch.cuda.is_available(),
+            f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu",
+        )
 
 
 def check_claims(cfg: DictConfig) -> None:
@@ -126,11 +147,15 @@ def longest_sequence(cfg: DictConfig, datamodule) -> int:
 def check_task_fit(cfg: DictConfig, datamodule) -> None:
     kind, arch = datamodule.kind, cfg.model.arch
     allowed = ARCH_FOR_KIND[kind]
-    _require(arch in allowed, f"model.arch={arch} does not fit task={cfg.task.name} (a {kind} task); "
-                              f"allowed: {list(allowed)}")
+    _require(
+        arch in allowed,
+        f"model.arch={arch} does not fit task={cfg.task.name} (a {kind} task); allowed: {list(allowed)}",
+    )
     if cfg.position.name == "learned":
         max_len = int(cfg.position.get("max_len", 512))
         need = longest_sequence(cfg, datamodule)
-        _require(max_len >= need,
-                 f"position.max_len={max_len} is shorter than the longest sequence of task={cfg.task.name} "
-                 f"with model.arch={arch} ({need}, eval lengths included); set position.max_len >= {need}")
+        _require(
+            max_len >= need,
+            f"position.max_len={max_len} is shorter than the longest sequence of task={cfg.task.name} "
+            f"with model.arch={arch} ({need}, eval lengths included); set position.max_len >= {need}",
+        )

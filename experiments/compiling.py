@@ -1,4 +1,5 @@
 """``model.compile=true``: the model through ``torch.compile``, set up the same way for training and benchmarks."""
+
 from __future__ import annotations
 
 from torch import nn

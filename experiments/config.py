@@ -6,6 +6,7 @@ parameters, checked by its registry); everything else is typed, so
 hold the keywords of Lightning's classes, checked against those classes' signatures before a run
 (``experiments/lightning_parts.py``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any, Optional
 
 # the learning-rate schedules experiments.module implements (optim.schedule)
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
+
 
 @dataclass
 class ModelOptions:
@@ -83,10 +85,15 @@ class OptimConf:
         """The REINFORCE options as ``experiments.reinforce.ReinforceSpec``."""
         from experiments.reinforce import ReinforceSpec
 
-        return ReinforceSpec(weight=self.reinforce_weight, reward=self.reinforce_reward,
-                             discount=self.reinforce_discount,
-                             baseline=self.reinforce_baseline, baseline_decay=self.reinforce_baseline_decay,
-                             samples=self.reinforce_samples, entropy=self.reinforce_entropy)
+        return ReinforceSpec(
+            weight=self.reinforce_weight,
+            reward=self.reinforce_reward,
+            discount=self.reinforce_discount,
+            baseline=self.reinforce_baseline,
+            baseline_decay=self.reinforce_baseline_decay,
+            samples=self.reinforce_samples,
+            entropy=self.reinforce_entropy,
+        )
 
     def validate(self) -> None:
         from variants.checks import VariantConfigError, one_of, positive, probability

@@ -17,6 +17,7 @@ the same functions with float tensors only:
 
 ``python -m experiments.bench peers`` measures the compiled step (see README).
 """
+
 from __future__ import annotations
 
 import torch

@@ -3,6 +3,7 @@
 Their own module, so that the training entry, the builder, the preflight and the checks can name them without
 importing each other (which made import circles).
 """
+
 from __future__ import annotations
 
 

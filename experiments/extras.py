@@ -1,4 +1,5 @@
 """Optional dependencies (pyproject.toml's extras): what needs each, and the one line a missing one gives."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,8 +25,10 @@ NEEDS = {
 
 def missing_extra(extra: str, what: str) -> ConfigError:
     """``<what> needs attnlab[<extra>]: pip install 'attnlab[<extra>]'``, in one line."""
-    return ConfigError(f"{what} needs the optional dependencies of attnlab[{extra}], which are not installed: "
-                       f"pip install 'attnlab[{extra}]'")
+    return ConfigError(
+        f"{what} needs the optional dependencies of attnlab[{extra}], which are not installed: "
+        f"pip install 'attnlab[{extra}]'"
+    )
 
 
 def installed(module: str) -> bool:

@@ -7,6 +7,7 @@ whatever the umask; the rename would carry that mode over and a teammate on a sh
 cluster could not read the results, so the file gets ``0666 & ~umask`` (0644 under 022)
 before it is renamed, as ``open()`` would have given it.
 """
+
 from __future__ import annotations
 
 import errno
@@ -114,8 +115,10 @@ def check_output_path(path: Path | str, flag: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise OutputError(err.errno, f"{flag} {path}: cannot create the folder {path.parent} "
-                                     f"({describe(err, path.parent).split(': ', 1)[1]})") from None
+        raise OutputError(
+            err.errno,
+            f"{flag} {path}: cannot create the folder {path.parent} ({describe(err, path.parent).split(': ', 1)[1]})",
+        ) from None
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
     except OSError as err:
@@ -132,8 +135,10 @@ def check_free_space(folder: Path | str, need_bytes: int, what: str) -> None:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if free < need_bytes:
-        raise OutputError(errno.ENOSPC, f"{folder}: no space left on the device: {what} needs about "
-                                        f"{_size(need_bytes)} and {_size(free)} are free")
+        raise OutputError(
+            errno.ENOSPC,
+            f"{folder}: no space left on the device: {what} needs about {_size(need_bytes)} and {_size(free)} are free",
+        )
 
 
 def _size(n: int) -> str:

@@ -10,6 +10,7 @@ path, and one timing row per encoding family.
   multihead (or local) on flex against SDPA (the dense bias; flash where there is none), timed side
   by side.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -61,8 +62,9 @@ def flex_cases(device: torch.device, dtype: torch.dtype, d_model: int = 64, head
             for a_params in ATTENTION.variations(attention):
                 torch.manual_seed(0)
                 try:
-                    fast = ATTENTION.build(attention, d_model=d_model, num_heads=heads, backend="flex",
-                                           **a_params, **extra)
+                    fast = ATTENTION.build(
+                        attention, d_model=d_model, num_heads=heads, backend="flex", **a_params, **extra
+                    )
                 except VariantConfigError:  # e.g. predictive local: no flex form, refused by its own check
                     continue
                 math = ATTENTION.build(attention, d_model=d_model, num_heads=heads, backend="math", **a_params, **extra)
@@ -88,8 +90,17 @@ def flex_cases(device: torch.device, dtype: torch.dtype, d_model: int = 64, head
     return found
 
 
-def flex_timings(device: torch.device, dtype: torch.dtype, *, T: int = 2048, d_model: int = 1024, heads: int = 16,
-                 batch: int = 4, window: int = 256, rounds: int = 10) -> list[dict[str, Any]]:
+def flex_timings(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    T: int = 2048,
+    d_model: int = 1024,
+    heads: int = 16,
+    batch: int = 4,
+    window: int = 256,
+    rounds: int = 10,
+) -> list[dict[str, Any]]:
     """One row per encoding family with a score_mod, and one for the window: flex ms, SDPA ms, their ratio."""
     from variants import ATTENTION, POSITION
 
@@ -104,8 +115,17 @@ def flex_timings(device: torch.device, dtype: torch.dtype, *, T: int = 2048, d_m
             step()  # compile and autotune outside the timing
         got = side_by_side(steps, device, warmup=1, rounds=rounds, clock="wall")
         flex, other = got["flex"], got[baseline]
-        rows.append({"family": f"{attention}+{position}", "T": T, "flex_ms": flex.ms, "baseline": baseline,
-                     "baseline_ms": other.ms, "flex_peak_mb": flex.peak_mb, "baseline_peak_mb": other.peak_mb,
-                     "speedup": None if not flex.ms or other.ms is None else other.ms / flex.ms,
-                     "status": flex.status if flex.status != "ok" else other.status})
+        rows.append(
+            {
+                "family": f"{attention}+{position}",
+                "T": T,
+                "flex_ms": flex.ms,
+                "baseline": baseline,
+                "baseline_ms": other.ms,
+                "flex_peak_mb": flex.peak_mb,
+                "baseline_peak_mb": other.peak_mb,
+                "speedup": None if not flex.ms or other.ms is None else other.ms / flex.ms,
+                "status": flex.status if flex.status != "ok" else other.status,
+            }
+        )
     return rows

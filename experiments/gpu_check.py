@@ -30,6 +30,7 @@ Writes the JSON summary (``--out``, refused in one line before any work when it 
 written) after every check, so a run cut short keeps what finished, and prints a table. The
 exit code is 1 when a check failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,11 +57,38 @@ DEADLINE = {"at": float("inf")}
 ROOT = Path(__file__).resolve().parents[1]
 # The run every training check starts from: a small model, a few hundred steps.
 # peers on a GPU: B 32, T 512, d 512, 6+6 layers (bf16); uncompiled, to stay within the budget
-PEERS_GPU_SHAPE = ["--batch", "32", "--length", "512", "--d-model", "512", "--heads", "8", "--layers", "6",
-                   "--ffn", "2048", "--no-compile", "--repeats", "5", "--batches", "4"]
-SHORT_RUN = ["task=reverse", "model.d_model=64", "model.ffn_dim=128", "trainer.max_steps=200",
-             "trainer.val_check_interval=100", "trainer.progress_bar=false", "logger=none",
-             "eval.attention_maps=false", "task.train_size=2000", "task.val_size=128", "task.test_size=64"]
+PEERS_GPU_SHAPE = [
+    "--batch",
+    "32",
+    "--length",
+    "512",
+    "--d-model",
+    "512",
+    "--heads",
+    "8",
+    "--layers",
+    "6",
+    "--ffn",
+    "2048",
+    "--no-compile",
+    "--repeats",
+    "5",
+    "--batches",
+    "4",
+]
+SHORT_RUN = [
+    "task=reverse",
+    "model.d_model=64",
+    "model.ffn_dim=128",
+    "trainer.max_steps=200",
+    "trainer.val_check_interval=100",
+    "trainer.progress_bar=false",
+    "logger=none",
+    "eval.attention_maps=false",
+    "task.train_size=2000",
+    "task.val_size=128",
+    "task.test_size=64",
+]
 
 
 class Skip(Exception):
@@ -88,6 +116,7 @@ def check(name: str):
     def register(fn: Callable[[argparse.Namespace], dict[str, Any]]):
         CHECKS[name] = fn
         return fn
+
     return register
 
 
@@ -123,8 +152,10 @@ def kernel_choices(device: torch.device) -> list[tuple[str, str, Any]]:
         return [("sdpa", "sdpa", None)]
     from torch.nn.attention import SDPBackend
 
-    choices = [("sdpa-flash", "sdpa", SDPBackend.FLASH_ATTENTION),
-               ("sdpa-efficient", "sdpa", SDPBackend.EFFICIENT_ATTENTION)]
+    choices = [
+        ("sdpa-flash", "sdpa", SDPBackend.FLASH_ATTENTION),
+        ("sdpa-efficient", "sdpa", SDPBackend.EFFICIENT_ATTENTION),
+    ]
     if xformers_available():
         choices.append(("xformers", "xformers", None))
     return choices
@@ -164,11 +195,11 @@ def layer_run(layer, pos, call: str, device: torch.device, dtype: torch.dtype, s
     return [out.detach().float(), x.grad.float()]
 
 
-def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str] | None = None,
-                 d_model: int = 64, heads: int = 4) -> dict[str, Any]:
+def kernel_cases(
+    device: torch.device, dtype: torch.dtype, attentions: list[str] | None = None, d_model: int = 64, heads: int = 4
+) -> dict[str, Any]:
     """Every fused attention type x position encoding x call x kernel against the fp32 math path."""
     from variants import ATTENTION, POSITION
-
     from variants.kernels import xformers_unavailable
 
     fused_types = [n for n in ATTENTION.names() if {"sdpa", "xformers"} & set(ATTENTION.get(n).backends)]
@@ -188,8 +219,7 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
                 kernels = []
                 for label, backend, kernel in kernel_choices(device):
                     if backend in ATTENTION.get(attention).backends:
-                        fast = ATTENTION.build(attention, d_model=d_model, num_heads=heads, backend=backend,
-                                               **a_params)
+                        fast = ATTENTION.build(attention, d_model=d_model, num_heads=heads, backend=backend, **a_params)
                         fast.load_state_dict(math.state_dict())
                         kernels.append((label, fast.to(device).eval(), kernel))
                 skipped_kernels = int(xformers_skip is not None and "xformers" in ATTENTION.get(attention).backends)
@@ -202,12 +232,12 @@ def kernel_cases(device: torch.device, dtype: torch.dtype, attentions: list[str]
                             name = f"{attention}{_params(a_params)}+{position}{_params(p_params)}/{call}"
                             try:
                                 reference = layer_run(math, pos, call, device, torch.float32)
-                                math_low = None if dtype == torch.float32 else layer_run(math, pos, call, device,
-                                                                                          dtype)
+                                math_low = None if dtype == torch.float32 else layer_run(math, pos, call, device, dtype)
                             except Exception as err:  # noqa: BLE001 - the case fails alone, for every kernel
                                 counts["fail"] += len(kernels)
-                                failures += [f"{name}/{label}: the math path raised {first_line(err)}"
-                                             for label, _, _ in kernels]
+                                failures += [
+                                    f"{name}/{label}: the math path raised {first_line(err)}" for label, _, _ in kernels
+                                ]
                                 continue
                             for label, fast, kernel in kernels:
                                 case = f"{name}/{label}"
@@ -232,13 +262,18 @@ def kernels_outcome(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
     counts = found["counts"]
     if not counts["pass"] and not counts["fail"]:
         raise CheckFailed("no fused kernel took any case")
-    detail = (f"{counts['pass']} cases equal the math path, {counts['not applicable']} not applicable; "
-              f"largest error {found['worst'].get('error', 0):.2e} ({found['worst'].get('case')})")
+    detail = (
+        f"{counts['pass']} cases equal the math path, {counts['not applicable']} not applicable; "
+        f"largest error {found['worst'].get('error', 0):.2e} ({found['worst'].get('case')})"
+    )
     if counts["skipped"]:
         detail += f"; {counts['skipped']} xformers cases skipped: {found['skipped_because']}"
     if found["failures"]:
-        raise CheckFailed(f"{counts['fail']} of {counts['fail'] + counts['pass']} cases fail "
-                          f"({'; '.join(found['failures'][:3])}); {counts['pass']} equal the math path", found)
+        raise CheckFailed(
+            f"{counts['fail']} of {counts['fail'] + counts['pass']} cases fail "
+            f"({'; '.join(found['failures'][:3])}); {counts['pass']} equal the math path",
+            found,
+        )
     return {"detail": detail, **found}
 
 
@@ -263,8 +298,11 @@ def flex_outcome(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
     counts = found["counts"]
     if found["failures"]:
         raise CheckFailed(f"{counts['fail']} flex cases differ from the math path, e.g. {found['failures'][0]}")
-    return {"detail": f"{counts['pass']} flex cases equal the math path; largest error "
-                      f"{found['worst'].get('error', 0):.2e} ({found['worst'].get('case')})", **found}
+    return {
+        "detail": f"{counts['pass']} flex cases equal the math path; largest error "
+        f"{found['worst'].get('error', 0):.2e} ({found['worst'].get('case')})",
+        **found,
+    }
 
 
 @check("flex-fp32")
@@ -285,8 +323,12 @@ def _flex_timing(args: argparse.Namespace) -> dict[str, Any]:
     from experiments.flex_check import flex_timings
 
     rows = flex_timings(torch.device("cuda"), torch.bfloat16)
-    shown = ", ".join(f"{r['family']} {r['flex_ms']:.2f} ms ({r['speedup']:.2f}x {r['baseline']})"
-                      if r["speedup"] else f"{r['family']} {r['status']}" for r in rows)
+    shown = ", ".join(
+        f"{r['family']} {r['flex_ms']:.2f} ms ({r['speedup']:.2f}x {r['baseline']})"
+        if r["speedup"]
+        else f"{r['family']} {r['status']}"
+        for r in rows
+    )
     return {"detail": f"bf16, T={rows[0]['T']}: {shown}", "rows": rows}
 
 
@@ -316,12 +358,16 @@ def training_run(name: str, overrides: list[str], args: argparse.Namespace) -> d
     if result["status"] != "completed":
         raise CheckFailed(f"{result['status']}: {result.get('error')}")
     metrics, cost = result["metrics"], result["cost"]
-    return {"detail": f"{cost.get('steps')} steps, val/loss {metrics.get('val/loss', float('nan')):.3f}, "
-                      f"step {cost.get('step_ms') or float('nan'):.1f} ms, "
-                      f"{cost.get('tokens_per_second') or 0:,.0f} tokens/s steady "
-                      f"({cost.get('fit_tokens_per_second') or 0:,.0f} over the whole fit, "
-                      f"{cost.get('compile_seconds') or 0:.0f} s compiling) on {result['env'].get('device')}",
-            "metrics": metrics, "cost": cost, "precision": result["config"].get("trainer.precision")}
+    return {
+        "detail": f"{cost.get('steps')} steps, val/loss {metrics.get('val/loss', float('nan')):.3f}, "
+        f"step {cost.get('step_ms') or float('nan'):.1f} ms, "
+        f"{cost.get('tokens_per_second') or 0:,.0f} tokens/s steady "
+        f"({cost.get('fit_tokens_per_second') or 0:,.0f} over the whole fit, "
+        f"{cost.get('compile_seconds') or 0:.0f} s compiling) on {result['env'].get('device')}",
+        "metrics": metrics,
+        "cost": cost,
+        "precision": result["config"].get("trainer.precision"),
+    }
 
 
 @check("train-bf16")
@@ -339,8 +385,9 @@ def _train_compile(args: argparse.Namespace) -> dict[str, Any]:
 @check("train-cudagraphs")
 def _train_cudagraphs(args: argparse.Namespace) -> dict[str, Any]:
     need_cuda()
-    return training_run("train-cudagraphs", ["trainer=gpu", "model.compile=true",
-                                             "model.compile_mode=reduce-overhead"], args)
+    return training_run(
+        "train-cudagraphs", ["trainer=gpu", "model.compile=true", "model.compile_mode=reduce-overhead"], args
+    )
 
 
 @check("ddp")
@@ -359,15 +406,22 @@ def _ddp(args: argparse.Namespace) -> dict[str, Any]:
 def _mfu(args: argparse.Namespace) -> dict[str, Any]:
     need_cuda()
     out = Path(args.work) / "mfu" / "mfu.json"
-    proc = run_command([sys.executable, "-m", "experiments.bench", "mfu", "--device", "cuda", "--bf16",
-                        "--out", str(out)], out.parent, args.timeout)
+    proc = run_command(
+        [sys.executable, "-m", "experiments.bench", "mfu", "--device", "cuda", "--bf16", "--out", str(out)],
+        out.parent,
+        args.timeout,
+    )
     if proc.returncode != 0 or not out.exists():
         raise CheckFailed(f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}")
     found = json.loads(out.read_text())
     mfu = found.get("mfu")
     share = "unknown peak" if mfu is None else f"MFU {100 * mfu:.1f}% (goal 40% on an H100)"
-    return {"detail": f"{found['tokens_per_second']:,.0f} tokens/s, {found['achieved_tflops']:.0f} TFLOP/s, {share}",
-            "mfu": mfu, "achieved_tflops": found["achieved_tflops"], "device": found["device"]}
+    return {
+        "detail": f"{found['tokens_per_second']:,.0f} tokens/s, {found['achieved_tflops']:.0f} TFLOP/s, {share}",
+        "mfu": mfu,
+        "achieved_tflops": found["achieved_tflops"],
+        "device": found["device"],
+    }
 
 
 @check("peers")
@@ -376,24 +430,56 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
     (the CPU default, width 64 and batch 64 x 16 tokens, would time kernel launches only)."""
     need_cuda()
     out = Path(args.work) / "peers" / "peers.json"
-    proc = run_command([sys.executable, "-m", "experiments.bench", "peers", "--device", "cuda", "--bf16",
-                        *PEERS_GPU_SHAPE, "--out", str(out)], out.parent, args.timeout)
+    proc = run_command(
+        [
+            sys.executable,
+            "-m",
+            "experiments.bench",
+            "peers",
+            "--device",
+            "cuda",
+            "--bf16",
+            *PEERS_GPU_SHAPE,
+            "--out",
+            str(out),
+        ],
+        out.parent,
+        args.timeout,
+    )
     if proc.returncode != 0 or not out.exists():
         raise CheckFailed(f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}")
     found = json.loads(out.read_text())
-    ratios = {f"{name}: {key}": value for name, comparison in found["comparisons"].items()
-              if isinstance(comparison, dict)  # a comparison skipped here (x-transformers missing) has no ratios
-              for key, value in (comparison.get("ratios") or {}).items() if isinstance(value, (int, float))}
-    return {"detail": "; ".join(f"{k} {v:.2f}x" for k, v in ratios.items()), "ratios": ratios,
-            "targets": found.get("targets")}
+    ratios = {
+        f"{name}: {key}": value
+        for name, comparison in found["comparisons"].items()
+        if isinstance(comparison, dict)  # a comparison skipped here (x-transformers missing) has no ratios
+        for key, value in (comparison.get("ratios") or {}).items()
+        if isinstance(value, (int, float))
+    }
+    return {
+        "detail": "; ".join(f"{k} {v:.2f}x" for k, v in ratios.items()),
+        "ratios": ratios,
+        "targets": found.get("targets"),
+    }
 
 
 def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict[str, Any]:
     """``experiment=quick`` on the GPU into its own folder; wall seconds and the cells' results."""
     sweep_dir = Path(args.work) / name
-    command = [sys.executable, "-m", "experiments.train", "-m", "experiment=quick", "trainer=gpu",
-               f"trainer.max_steps={args.quick_steps}", "logger=none", "trainer.progress_bar=false",
-               "resume=false", *parallel, f"hydra.sweep.dir={sweep_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "-m",
+        "experiment=quick",
+        "trainer=gpu",
+        f"trainer.max_steps={args.quick_steps}",
+        "logger=none",
+        "trainer.progress_bar=false",
+        "resume=false",
+        *parallel,
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
     began = time.perf_counter()
     proc = run_command(command, sweep_dir, args.timeout)
     seconds = time.perf_counter() - began
@@ -403,10 +489,13 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
         bad = [f"{r['attention']}+{r['position']}: {r['status']}" for r in found if r["status"] != "completed"]
         raise CheckFailed(f"exit {proc.returncode}; {len(done)}/{len(found)} cells completed {bad[:3]}")
     step_ms = sorted(r["cost"].get("step_ms") or float("nan") for r in done)
-    return {"detail": f"{len(done)} cells x {args.quick_steps} steps in {seconds:.0f} s wall "
-                      f"(median step {step_ms[len(step_ms) // 2]:.1f} ms)",
-            "wall_seconds": seconds, "steps": args.quick_steps,
-            "cells": {f"{r['attention']}+{r['position']}": r["metrics"].get("test/token_acc") for r in done}}
+    return {
+        "detail": f"{len(done)} cells x {args.quick_steps} steps in {seconds:.0f} s wall "
+        f"(median step {step_ms[len(step_ms) // 2]:.1f} ms)",
+        "wall_seconds": seconds,
+        "steps": args.quick_steps,
+        "cells": {f"{r['attention']}+{r['position']}": r["metrics"].get("test/token_acc") for r in done},
+    }
 
 
 GRID_TIMES: dict[str, float] = {}
@@ -426,19 +515,31 @@ def _quick_grid_k(args: argparse.Namespace) -> dict[str, Any]:
     """K cells at a time on every GPU (``jobs_per_gpu``, experiments/gpu_share.py)."""
     need_cuda()
     k, gpus = args.jobs_per_gpu, torch.cuda.device_count()
-    data = quick_grid(args, f"quick-{k}", ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={k * gpus}",
-                                           f"jobs_per_gpu={k}"])
+    data = quick_grid(
+        args, f"quick-{k}", ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={k * gpus}", f"jobs_per_gpu={k}"]
+    )
     speedup = GRID_TIMES.get("one", float("nan")) / data["wall_seconds"]
-    return {**data, "jobs_per_gpu": k, "speedup": speedup,
-            "detail": f"{k} cells at a time per GPU: {data['detail']}, {speedup:.2f}x the 1-at-a-time wall time"}
+    return {
+        **data,
+        "jobs_per_gpu": k,
+        "speedup": speedup,
+        "detail": f"{k} cells at a time per GPU: {data['detail']}, {speedup:.2f}x the 1-at-a-time wall time",
+    }
 
 
 # -- the summary ----------------------------------------------------------------------------------------------
 def summary(outcomes: list[Outcome]) -> dict[str, Any]:
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (no CUDA)"
     counts = {s: sum(o.status == s for o in outcomes) for s in ("pass", "fail", "skipped")}
-    return {"schema": 1, "finished_at": now_iso(), "device": device, "gpus": torch.cuda.device_count(),
-            "counts": counts, "checks": [asdict(o) for o in outcomes], "env": environment(device)}
+    return {
+        "schema": 1,
+        "finished_at": now_iso(),
+        "device": device,
+        "gpus": torch.cuda.device_count(),
+        "counts": counts,
+        "checks": [asdict(o) for o in outcomes],
+        "env": environment(device),
+    }
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -470,12 +571,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick-steps", type=int, default=200, help="steps per cell of the quick grid")
     parser.add_argument("--jobs-per-gpu", type=int, default=4, help="cells at a time per GPU in quick-grid-k")
     parser.add_argument("--timeout", type=float, default=240, help="seconds each command may take")
-    parser.add_argument("--budget", type=float, default=480,
-                        help="seconds for the whole check: commands stop at it and later checks are skipped")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=480,
+        help="seconds for the whole check: commands stop at it and later checks are skipped",
+    )
     args = parser.parse_args(argv)
     if min(args.quick_steps, args.jobs_per_gpu) < 1 or min(args.timeout, args.budget) <= 0:
-        parser.error(f"--quick-steps={args.quick_steps}, --jobs-per-gpu={args.jobs_per_gpu}, "
-                     f"--timeout={args.timeout} and --budget={args.budget} must be positive")
+        parser.error(
+            f"--quick-steps={args.quick_steps}, --jobs-per-gpu={args.jobs_per_gpu}, "
+            f"--timeout={args.timeout} and --budget={args.budget} must be positive"
+        )
     problem = out_problem(args.out)
     if problem:
         print(f"gpu_check: --out={args.out} {problem}", file=sys.stderr)

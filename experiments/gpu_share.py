@@ -18,6 +18,7 @@ GPUs before it builds anything:
 Each process computes exactly what it would alone (the GPU's kernels do not depend on
 which other processes share it), so results equal running the cells one after another.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -75,8 +76,13 @@ def claim_gpu(sweep_dir: Path, job_num: int, jobs_per_gpu: int, poll_seconds: fl
         torch.cuda.set_device(gpu)
         torch.cuda.set_per_process_memory_fraction(1.0 / jobs_per_gpu, gpu)
         _PINNED["gpu"] = gpu
-        log.info("job %d on GPU %d (one of %d cells at once there, %.0f%% of its memory each)", job_num, gpu,
-                 jobs_per_gpu, 100.0 / jobs_per_gpu)
+        log.info(
+            "job %d on GPU %d (one of %d cells at once there, %.0f%% of its memory each)",
+            job_num,
+            gpu,
+            jobs_per_gpu,
+            100.0 / jobs_per_gpu,
+        )
         yield gpu
     finally:
         _PINNED["gpu"] = None
@@ -96,8 +102,13 @@ def trainer_devices(devices: Any) -> Any:
 def shared_gpu(cfg: Any, hydra_cfg: Any, multirun: bool) -> Iterator[int | None]:
     """A GPU slot for this job when ``jobs_per_gpu`` > 1 in a multirun on GPUs; otherwise nothing changes."""
     k = int(cfg.get("jobs_per_gpu", 1) or 1)
-    if not multirun or k <= 1 or not on_gpu(cfg.trainer) or os.environ.get("LOCAL_RANK") \
-            or torch.cuda.device_count() < 1:  # no GPU visible: the run's own checks refuse it, with a result
+    if (
+        not multirun
+        or k <= 1
+        or not on_gpu(cfg.trainer)
+        or os.environ.get("LOCAL_RANK")
+        or torch.cuda.device_count() < 1
+    ):  # no GPU visible: the run's own checks refuse it, with a result
         yield None
         return
     with claim_gpu(Path(hydra_cfg.sweep.dir), int(hydra_cfg.job.num), k) as gpu:

@@ -1,5 +1,6 @@
 """How a fused kernel's tensors are judged against the fp32 math path's: the tolerances and the comparison
 that ``gpu_check``'s kernel cases and ``flex_check``'s flex cases share."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,12 @@ def max_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
 
 
-def within_tolerance(fused: list[torch.Tensor], reference: list[torch.Tensor], dtype: torch.dtype,
-                     math_low: list[torch.Tensor] | None = None) -> tuple[bool, float, float]:
+def within_tolerance(
+    fused: list[torch.Tensor],
+    reference: list[torch.Tensor],
+    dtype: torch.dtype,
+    math_low: list[torch.Tensor] | None = None,
+) -> tuple[bool, float, float]:
     """(ok, error, allowed) of a fused kernel's tensors against the fp32 math path's.
 
     fp32: elementwise ``|fused - ref| <= atol + rtol |ref|``. Lower precision: the largest
@@ -51,8 +56,14 @@ def first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
 
 
-def judge(found: dict[str, Any], case: str, got: list[torch.Tensor], reference: list[torch.Tensor],
-          dtype: torch.dtype, math_low: list[torch.Tensor] | None) -> None:
+def judge(
+    found: dict[str, Any],
+    case: str,
+    got: list[torch.Tensor],
+    reference: list[torch.Tensor],
+    dtype: torch.dtype,
+    math_low: list[torch.Tensor] | None,
+) -> None:
     """One case judged into ``found`` (``counts``, ``failures``, ``worst``: the largest error seen)."""
     ok, error, allowed = within_tolerance(got, reference, dtype, math_low)
     found["counts"]["pass" if ok else "fail"] += 1

@@ -8,6 +8,7 @@
 What the run decides (its folder, the loggers and callbacks built here) is refused as a
 ``trainer.`` key, with the key to use instead.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -146,20 +147,28 @@ def check_callbacks(cfg: DictConfig) -> None:
             near = difflib.get_close_matches(str(name), list(OWN_CALLBACKS), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise ConfigError(
-                f"own_callbacks: {name!r} is not one of attnlab's callbacks {sorted(OWN_CALLBACKS)}{hint}")
+                f"own_callbacks: {name!r} is not one of attnlab's callbacks {sorted(OWN_CALLBACKS)}{hint}"
+            )
     for name, node in (cfg.get("callbacks") or {}).items():
         if node is not None and "_target_" not in node:
-            raise ConfigError(f"callbacks.{name} has no _target_; a callback is built from its class, e.g. "
-                              f"callbacks.{name}._target_=lightning.pytorch.callbacks.EarlyStopping")
+            raise ConfigError(
+                f"callbacks.{name} has no _target_; a callback is built from its class, e.g. "
+                f"callbacks.{name}._target_=lightning.pytorch.callbacks.EarlyStopping"
+            )
     if cfg.eval.get("checkpoint", "last") == "best" and not monitored_checkpoints(cfg):
-        raise ConfigError("eval.checkpoint=best needs a checkpoint that monitors a metric; "
-                          "add callbacks=best_checkpoint (callbacks.best_checkpoint.monitor=val/loss)")
+        raise ConfigError(
+            "eval.checkpoint=best needs a checkpoint that monitors a metric; "
+            "add callbacks=best_checkpoint (callbacks.best_checkpoint.monitor=val/loss)"
+        )
 
 
 def monitored_checkpoints(cfg: DictConfig) -> list[str]:
     """The callbacks that keep the best weights by a metric (ModelCheckpoint with ``monitor``)."""
-    return [name for name, node in (cfg.get("callbacks") or {}).items()
-            if node is not None and str(node.get("_target_", "")).endswith("ModelCheckpoint") and node.get("monitor")]
+    return [
+        name
+        for name, node in (cfg.get("callbacks") or {}).items()
+        if node is not None and str(node.get("_target_", "")).endswith("ModelCheckpoint") and node.get("monitor")
+    ]
 
 
 def build_callbacks(cfg: DictConfig, run_dir: Path) -> list[Any]:
@@ -185,9 +194,9 @@ def logger_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
 # keys that have moved, and where to
 MOVED = {
     "logger.log_attention_maps": "logger.log_attention_maps has moved to logger.wandb.log_attention_maps "
-                                 "(the maps are always saved to attention_maps.npz)",
+    "(the maps are always saved to attention_maps.npz)",
     "logger.wandb.enabled": "logger.wandb.enabled has gone: choose the loggers with the logger group, "
-                            "e.g. logger=csv (no W&B) or logger=none",
+    "e.g. logger=csv (no W&B) or logger=none",
 }
 
 
@@ -197,10 +206,13 @@ def check_loggers(cfg: DictConfig) -> None:
             raise ConfigError(message)
     for name, entry in logger_nodes(cfg).items():
         if "_target_" not in entry:
-            raise ConfigError(f"logger.{name} has no _target_; a logger is built from its class, e.g. "
-                              f"logger.{name}._target_=lightning.pytorch.loggers.CSVLogger")
-        if entry._target_ == TENSORBOARD and not any(importlib.util.find_spec(m) for m in ("tensorboard",
-                                                                                           "tensorboardX")):
+            raise ConfigError(
+                f"logger.{name} has no _target_; a logger is built from its class, e.g. "
+                f"logger.{name}._target_=lightning.pytorch.loggers.CSVLogger"
+            )
+        if entry._target_ == TENSORBOARD and not any(
+            importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")
+        ):
             from experiments.extras import missing_extra
 
             raise missing_extra("tensorboard", f"logger.{name} (TensorBoard)")
@@ -215,8 +227,11 @@ def build_loggers(cfg: DictConfig, run_dir: Path, wandb_run: Callable[[dict[str,
         if node._target_ == WANDB:
             if cfg.trainer.get("fast_dev_run"):
                 continue  # a smoke test leaves no W&B run behind
-            params = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items()
-                      if k != "_target_" and k not in OWN_WANDB_KEYS}
+            params = {
+                k: v
+                for k, v in OmegaConf.to_container(node, resolve=True).items()
+                if k != "_target_" and k not in OWN_WANDB_KEYS
+            }
             wandb = wandb_run(params)
             if wandb is not None:
                 loggers.append(wandb)
@@ -235,8 +250,9 @@ def wandb_setting(cfg: DictConfig, key: str, default: Any) -> Any:
 
 
 # -- the Trainer ----------------------------------------------------------------------------------
-def build_trainer(cfg: DictConfig, run_dir: Path, *, loggers: list[Any], callbacks: list[Any],
-                  plugins: list[Any]) -> Any:
+def build_trainer(
+    cfg: DictConfig, run_dir: Path, *, loggers: list[Any], callbacks: list[Any], plugins: list[Any]
+) -> Any:
     from hydra.utils import instantiate
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -250,7 +266,11 @@ def build_trainer(cfg: DictConfig, run_dir: Path, *, loggers: list[Any], callbac
     if isinstance(interval, int) and isinstance(max_steps, int) and max_steps > 0:
         node["val_check_interval"] = max(1, min(interval, max_steps))  # a short run still validates
     return instantiate(
-        node, logger=loggers or False, callbacks=callbacks, plugins=plugins, default_root_dir=str(run_dir),
+        node,
+        logger=loggers or False,
+        callbacks=callbacks,
+        plugins=plugins,
+        default_root_dir=str(run_dir),
         enable_progress_bar=progress_bar(cfg) and "progress" in (cfg.get("own_callbacks") or []),
         enable_checkpointing=any(isinstance(c, ModelCheckpoint) for c in callbacks),
     )

@@ -1,4 +1,5 @@
 """Loggers: CSV always, W&B when enabled, and W&B never able to take a run down."""
+
 from __future__ import annotations
 
 import csv
@@ -35,8 +36,9 @@ class SafeWandbLogger(WandbLogger):
             return fn(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - any W&B failure must leave the run going
             self.broken = True
-            log.warning("W&B failed while %s (%s: %s); continuing with the CSV logger only",
-                        what, type(err).__name__, err)
+            log.warning(
+                "W&B failed while %s (%s: %s); continuing with the CSV logger only", what, type(err).__name__, err
+            )
             return None
 
     def log_metrics(self, metrics, step=None) -> None:
@@ -123,16 +125,36 @@ def _step(row: dict[str, str]) -> int | None:
         return None
 
 
-def wandb_logger(*, run_dir: Path, run_id: str, group: str, tags: list[str], config: dict[str, Any],
-                 mode: str, project: str, entity: str | None, **init: Any) -> SafeWandbLogger | None:
+def wandb_logger(
+    *,
+    run_dir: Path,
+    run_id: str,
+    group: str,
+    tags: list[str],
+    config: dict[str, Any],
+    mode: str,
+    project: str,
+    entity: str | None,
+    **init: Any,
+) -> SafeWandbLogger | None:
     """Start the W&B run now, so a failure to start is caught before training.
 
     ``init``: any other keyword of WandbLogger / ``wandb.init`` (job_type, notes, ...), from ``logger.wandb``.
     """
     try:
-        logger = SafeWandbLogger(project=project, entity=entity, group=group, tags=tags, mode=mode,
-                                 save_dir=str(run_dir), id=run_id, resume="allow", config=config,
-                                 reinit="finish_previous", **init)
+        logger = SafeWandbLogger(
+            project=project,
+            entity=entity,
+            group=group,
+            tags=tags,
+            mode=mode,
+            save_dir=str(run_dir),
+            id=run_id,
+            resume="allow",
+            config=config,
+            reinit="finish_previous",
+            **init,
+        )
         from experiments.wandb_tables import define_metrics
 
         define_metrics(logger.experiment)

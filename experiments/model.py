@@ -12,11 +12,12 @@ Each stack owns one position encoding (absolute ones add to its embeddings,
 relative ones bias every self-attention layer). Cross attention gets no position
 hooks: decoder and encoder positions do not share an index space.
 """
+
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -118,8 +119,7 @@ class ModelSpec(ModelOptions):
 class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_dim: int, dropout: float) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, ffn_dim), ReLU(), Dropout(dropout),
-                                 nn.Linear(ffn_dim, d_model))
+        self.net = nn.Sequential(nn.Linear(d_model, ffn_dim), ReLU(), Dropout(dropout), nn.Linear(ffn_dim, d_model))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -141,8 +141,9 @@ class Residual(nn.Module):
 
 
 def _build_attention(spec: ModelSpec, variant: VariantSpec) -> AttentionLayer:
-    return ATTENTION.build(variant.name, d_model=spec.d_model, dropout=spec.attention_dropout,
-                           backend=spec.backend, **variant.params)
+    return ATTENTION.build(
+        variant.name, d_model=spec.d_model, dropout=spec.attention_dropout, backend=spec.backend, **variant.params
+    )
 
 
 class Layer(nn.Module):
@@ -156,25 +157,34 @@ class Layer(nn.Module):
         n_sub = 3 if cross_attn is not None else 2
         self.sub = nn.ModuleList(Residual(spec.d_model, spec.dropout, spec.norm) for _ in range(n_sub))
 
-    def forward(self, x: Tensor, *, causal: bool, pad: Tensor | None, position: PositionEncoding,
-                memory: Tensor | None = None, memory_pad: Tensor | None = None,
-                caches: tuple[KVCache, KVCache] | None = None,
-                maps: list[Tensor] | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        causal: bool,
+        pad: Tensor | None,
+        position: PositionEncoding,
+        memory: Tensor | None = None,
+        memory_pad: Tensor | None = None,
+        caches: tuple[KVCache, KVCache] | None = None,
+        maps: list[Tensor] | None = None,
+    ) -> Tensor:
         self_cache, cross_cache = caches if caches is not None else (None, None)
         want = maps is not None
 
         def attend_self(h: Tensor) -> Tensor:
-            out, w = self.self_attn(h, causal=causal, key_padding_mask=pad, position=position, cache=self_cache,
-                                    need_weights=want)
+            out, w = self.self_attn(
+                h, causal=causal, key_padding_mask=pad, position=position, cache=self_cache, need_weights=want
+            )
             if want:
                 maps.append(w)
             return out
 
         x = self.sub[0](x, attend_self)
         if self.cross_attn is not None:
+
             def attend_cross(h: Tensor) -> Tensor:
-                out, w = self.cross_attn(h, memory, key_padding_mask=memory_pad, cache=cross_cache,
-                                         need_weights=want)
+                out, w = self.cross_attn(h, memory, key_padding_mask=memory_pad, cache=cross_cache, need_weights=want)
                 if want:
                     maps.append(w)
                 return out
@@ -186,8 +196,14 @@ class Layer(nn.Module):
 class Stack(nn.Module):
     """Embedding + position encoding + N layers (+ a final LayerNorm for pre-norm)."""
 
-    def __init__(self, spec: ModelSpec, embedding: nn.Embedding, num_layers: int, self_attn: VariantSpec,
-                 cross_attn: VariantSpec | None) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        embedding: nn.Embedding,
+        num_layers: int,
+        self_attn: VariantSpec,
+        cross_attn: VariantSpec | None,
+    ) -> None:
         super().__init__()
         self.embedding = embedding
         std, self.scale = token_init(spec.embedding, spec.d_model)
@@ -199,8 +215,9 @@ class Stack(nn.Module):
         self.token_rms = std * self.scale
         # The position hooks need the head count of the layers they serve.
         heads = self_attn.params.get("num_heads") or getattr(ATTENTION.get(self_attn.name), "default_heads", 1)
-        self.position = POSITION.build(spec.position.name, d_model=spec.d_model, num_heads=heads,
-                                       **spec.position.params)
+        self.position = POSITION.build(
+            spec.position.name, d_model=spec.d_model, num_heads=heads, **spec.position.params
+        )
         self.drop = Dropout(spec.dropout)
         self.layers = nn.ModuleList(Layer(spec, self_attn, cross_attn) for _ in range(num_layers))
         # Only self attention takes the stack's encoding (cross attention gets no position hooks):
@@ -216,12 +233,28 @@ class Stack(nn.Module):
         positions = torch.arange(offset, offset + x.shape[1], device=tokens.device)
         return self.drop(self.position.embed(x, positions, scale=self.token_rms))
 
-    def forward(self, x: Tensor, *, causal: bool, pad: Tensor | None, memory: Tensor | None = None,
-                memory_pad: Tensor | None = None, caches: list[tuple[KVCache, KVCache]] | None = None,
-                maps: list[Tensor] | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        causal: bool,
+        pad: Tensor | None,
+        memory: Tensor | None = None,
+        memory_pad: Tensor | None = None,
+        caches: list[tuple[KVCache, KVCache]] | None = None,
+        maps: list[Tensor] | None = None,
+    ) -> Tensor:
         for i, layer in enumerate(self.layers):
-            x = layer(x, causal=causal, pad=pad, position=self.position, memory=memory, memory_pad=memory_pad,
-                      caches=caches[i] if caches is not None else None, maps=maps)
+            x = layer(
+                x,
+                causal=causal,
+                pad=pad,
+                position=self.position,
+                memory=memory,
+                memory_pad=memory_pad,
+                caches=caches[i] if caches is not None else None,
+                maps=maps,
+            )
         return self.final_norm(x)
 
 
@@ -253,8 +286,9 @@ class Transformer(nn.Module):
         if spec.arch in ("seq2seq", "encoder"):
             self.encoder = Stack(spec, self.embedding, spec.encoder_layers, enc_attn, None)
         if spec.arch in ("seq2seq", "decoder"):
-            self.decoder = Stack(spec, self.embedding, spec.decoder_layers, dec_attn,
-                                 cross if spec.arch == "seq2seq" else None)
+            self.decoder = Stack(
+                spec, self.embedding, spec.decoder_layers, dec_attn, cross if spec.arch == "seq2seq" else None
+            )
             self.lm_head = nn.Linear(d, spec.vocab_size, bias=False)
             if spec.tie_embeddings:
                 self.lm_head.weight = self.embedding.weight
@@ -265,9 +299,12 @@ class Transformer(nn.Module):
     def built_parts(self) -> set[str]:
         """The parts of ``PART_FIELDS`` this model built, read off its modules (not off ``spec.arch``)."""
         layers = list(self.decoder.layers) if self.decoder is not None else []
-        parts = {"encoder": self.encoder is not None, "decoder": self.decoder is not None,
-                 "cross attention": any(layer.cross_attn is not None for layer in layers),
-                 "classifier": hasattr(self, "classifier")}
+        parts = {
+            "encoder": self.encoder is not None,
+            "decoder": self.decoder is not None,
+            "cross attention": any(layer.cross_attn is not None for layer in layers),
+            "classifier": hasattr(self, "classifier"),
+        }
         return {part for part, built in parts.items() if built}
 
     def unused_settings(self) -> dict[str, str]:
@@ -275,8 +312,12 @@ class Transformer(nn.Module):
         ``{"cross_attention": "this model builds no cross attention", ...}``: a run records them as unused, and
         the analysis never makes them factors."""
         built = self.built_parts()
-        return {name: f"this model builds no {part}" for part, fields in PART_FIELDS.items() if part not in built
-                for name in fields}
+        return {
+            name: f"this model builds no {part}"
+            for part, fields in PART_FIELDS.items()
+            if part not in built
+            for name in fields
+        }
 
     # -- encoder ---------------------------------------------------------------------------------
     def encode(self, src: Tensor, maps: list[Tensor] | None = None) -> tuple[Tensor, Tensor]:
@@ -299,9 +340,16 @@ class Transformer(nn.Module):
         return self.classifier(pooled)
 
     # -- decoder ---------------------------------------------------------------------------------
-    def decode(self, tokens: Tensor, memory: Tensor | None = None, memory_pad: Tensor | None = None, *,
-               caches: list[tuple[KVCache, KVCache]] | None = None, offset: int = 0,
-               maps: list[Tensor] | None = None) -> Tensor:
+    def decode(
+        self,
+        tokens: Tensor,
+        memory: Tensor | None = None,
+        memory_pad: Tensor | None = None,
+        *,
+        caches: list[tuple[KVCache, KVCache]] | None = None,
+        offset: int = 0,
+        maps: list[Tensor] | None = None,
+    ) -> Tensor:
         """tokens (B, T) -> logits (B, T, V); with ``caches`` only the new tokens are given."""
         # Decoder inputs are padded on the right only, so the causal mask already keeps
         # every real token away from padding; no key padding mask is needed.
@@ -363,8 +411,9 @@ class Transformer(nn.Module):
 
     # -- inspection --------------------------------------------------------------------------------
     @torch.no_grad()
-    def attention_weights(self, src: Tensor | None = None,
-                          tgt_in: Tensor | None = None) -> dict[str, tuple[Tensor, Tensor, Tensor]]:
+    def attention_weights(
+        self, src: Tensor | None = None, tgt_in: Tensor | None = None
+    ) -> dict[str, tuple[Tensor, Tensor, Tensor]]:
         """Every attention layer's weights for a batch, with what each query could see.
 
         {"<block>/<layer>": (weights (B, H, Tq, Tk), visible (B|1, 1, Tq|1, Tk) bool, queries (B, Tq) bool)}:

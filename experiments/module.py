@@ -7,12 +7,13 @@ greedily with the key/value cache and scores exact matches per evaluation length
 What differs between seq2seq, lm and classify (inputs and targets, the loss, the metrics)
 lives in one adapter per kind (``experiments/task_adapters.py``), chosen once in ``__init__``.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 import lightning as L
@@ -27,7 +28,6 @@ from experiments.model import ModelSpec, Transformer
 from experiments.reinforce import Baseline, mean_entropy, repeat_batch, returns, stack_log_probs, surrogate
 from experiments.task_adapters import TaskAdapter, adapter_for
 from variants.attention.hard import reinforce_layers
-
 
 
 class DivergedError(RuntimeError):
@@ -62,7 +62,8 @@ def adamw_with_schedule(params: list[Tensor], spec: OptimSpec, max_steps: int, m
     no_decay = [p for p in params if p.dim() - member_dims < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=spec.lr, betas=tuple(spec.betas),
+        lr=spec.lr,
+        betas=tuple(spec.betas),
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, max_steps))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
@@ -71,9 +72,17 @@ def adamw_with_schedule(params: list[Tensor], spec: OptimSpec, max_steps: int, m
 class Seq2SeqModule(L.LightningModule):
     """Trains any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
 
-    def __init__(self, model: ModelSpec, optim: OptimSpec, task_kind: str, max_steps: int,
-                 eval_lengths: list[int] | None = None, sep_id: int = 3, generate: bool = True,
-                 bleu: bool = False) -> None:
+    def __init__(
+        self,
+        model: ModelSpec,
+        optim: OptimSpec,
+        task_kind: str,
+        max_steps: int,
+        eval_lengths: list[int] | None = None,
+        sep_id: int = 3,
+        generate: bool = True,
+        bleu: bool = False,
+    ) -> None:
         super().__init__()
         # plain dicts: a checkpoint's hyperparameters (load_from_checkpoint), a notebook, an older script
         model = ModelSpec.from_dict(model) if isinstance(model, Mapping) else model
@@ -88,8 +97,9 @@ class Seq2SeqModule(L.LightningModule):
         self.model = Transformer(self.spec)
         self.task_kind, self.max_steps, self.sep_id = task_kind, max_steps, sep_id
         # what differs between seq2seq, lm and classify, chosen once (experiments/task_adapters.py)
-        self.adapter: TaskAdapter = adapter_for(task_kind, self.spec.arch, pad_id=self.spec.pad_id,
-                                                bos_id=self.spec.bos_id, sep_id=sep_id)
+        self.adapter: TaskAdapter = adapter_for(
+            task_kind, self.spec.arch, pad_id=self.spec.pad_id, bos_id=self.spec.bos_id, sep_id=sep_id
+        )
         self.generate_at_test, self.bleu = generate, bleu
         self.eval_lengths = [int(n) for n in (eval_lengths or [])]
         self.tokens_seen = 0
@@ -99,18 +109,27 @@ class Seq2SeqModule(L.LightningModule):
         self._bad_loss: Tensor | None = None
         self.reinforce_spec = self.optim_spec.reinforce()
         # One baseline per stack whose hard layers train by REINFORCE (none for other models).
-        self.baselines = torch.nn.ModuleDict({
-            name: Baseline(self.reinforce_spec.baseline, self.reinforce_spec.baseline_decay,
-                           self.reinforce_spec.samples, features=self.spec.d_model)
-            for name in ("encoder", "decoder") if _reinforcing(getattr(self.model, name))
-        })
+        self.baselines = torch.nn.ModuleDict(
+            {
+                name: Baseline(
+                    self.reinforce_spec.baseline,
+                    self.reinforce_spec.baseline_decay,
+                    self.reinforce_spec.samples,
+                    features=self.spec.d_model,
+                )
+                for name in ("encoder", "decoder")
+                if _reinforcing(getattr(self.model, name))
+            }
+        )
         self.val_loss, self.val_acc = MeanMetric(), MeanMetric()
         self.test_loss, self.test_acc, self.test_seq = MeanMetric(), MeanMetric(), MeanMetric()
         # per evaluation length: correct tokens, tokens, correct sequences, sequences
-        self.by_length = torch.nn.ModuleDict({
-            str(n): torch.nn.ModuleDict({k: SumMetric() for k in ("tok", "ntok", "seq", "nseq", "nll")})
-            for n in self.eval_lengths
-        })
+        self.by_length = torch.nn.ModuleDict(
+            {
+                str(n): torch.nn.ModuleDict({k: SumMetric() for k in ("tok", "ntok", "seq", "nseq", "nll")})
+                for n in self.eval_lengths
+            }
+        )
         self.hypotheses: list[str] = []
         self.references: list[str] = []
         self.decode_text = None  # set by the training app for translation (ids -> text)
@@ -168,8 +187,9 @@ class Seq2SeqModule(L.LightningModule):
         if self._bad_loss is None:
             self._bad_loss = loss.new_tensor([-1.0, 0.0])  # (first bad step, its loss); once per run
         first = torch.isfinite(loss).logical_not() & self._bad_loss[0].lt(0)
-        self._bad_loss = torch.where(first, torch.stack((loss.new_full((), float(self.global_step)), loss)),
-                                     self._bad_loss)
+        self._bad_loss = torch.where(
+            first, torch.stack((loss.new_full((), float(self.global_step)), loss)), self._bad_loss
+        )
         done = self.global_step + 1
         if done % max(self.divergence_every, 1) == 0 or done >= self.max_steps:
             step, value = self._bad_loss.tolist()
@@ -406,8 +426,9 @@ class Seq2SeqModule(L.LightningModule):
 def _reinforcing(stack: torch.nn.Module | None) -> bool:
     from variants.attention.hard import HardAttention
 
-    return stack is not None and any(isinstance(m, HardAttention) and m.estimator == "reinforce"
-                                     for m in stack.modules())
+    return stack is not None and any(
+        isinstance(m, HardAttention) and m.estimator == "reinforce" for m in stack.modules()
+    )
 
 
 def gather_sums(sums: dict[Any, dict[str, Tensor]]) -> dict[Any, dict[str, Tensor]]:
@@ -440,4 +461,3 @@ def gather_texts(hypotheses: list[str], references: list[str]) -> tuple[list[str
     shares: list[Any] = [None] * world
     torch.distributed.all_gather_object(shares, (hypotheses, references))
     return [h for hyp, _ in shares for h in hyp], [r for _, ref in shares for r in ref]
-

@@ -7,6 +7,7 @@ value of every sweep, before the first cell starts. A single run is composed
 in full and its values checked too; in a sweep, value errors stay per cell (the
 other cells still run and the bad one is recorded as failed).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -14,8 +15,18 @@ from pathlib import Path
 from typing import Iterable
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("task", "attention", "position", "model", "trainer", "callbacks", "logger", "experiment", "hparams_search",
-          "variant_param")
+GROUPS = (
+    "task",
+    "attention",
+    "position",
+    "model",
+    "trainer",
+    "callbacks",
+    "logger",
+    "experiment",
+    "hparams_search",
+    "variant_param",
+)
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
@@ -81,8 +92,15 @@ def check_names(key: str, values: list[str]) -> None:
 
 
 def _registry_for(key: str):
-    if key in ("attention.name", "model.encoder_attention", "model.decoder_attention", "model.cross_attention",
-               "model.encoder_attention.name", "model.decoder_attention.name", "model.cross_attention.name"):
+    if key in (
+        "attention.name",
+        "model.encoder_attention",
+        "model.decoder_attention",
+        "model.cross_attention",
+        "model.encoder_attention.name",
+        "model.decoder_attention.name",
+        "model.cross_attention.name",
+    ):
         from variants import ATTENTION
 
         return ATTENTION
@@ -110,8 +128,21 @@ def _one_line(err: BaseException) -> str:
 
 
 # Hydra's flags: those after which nothing of attnlab's config runs, and those that take a value
-NOT_RUNNING = ("--help", "-h", "--hydra-help", "--version", "--shell-completion", "-sc",
-               "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun")
+NOT_RUNNING = (
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--version",
+    "--shell-completion",
+    "-sc",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--experimental-rerun",
+)
 WITH_VALUE = ("--cfg", "-c", "--package", "-p")
 INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 
@@ -175,8 +206,11 @@ def preflight(argv: list[str]) -> None:
     # One configuration per sweep value (the others at their first value): linear in the grid.
     sweeps = [(i, _values(o)) for i, o in enumerate(overrides) if o.is_sweep_override() and _values(o)]
     base = [_first(o) for o in overrides]
-    variants = [base] + [base[:i] + [f"{overrides[i].input_line.split('=', 1)[0]}={v}"] + base[i + 1:]
-                         for i, values in sweeps for v in values[1:]]
+    variants = [base] + [
+        base[:i] + [f"{overrides[i].input_line.split('=', 1)[0]}={v}"] + base[i + 1 :]
+        for i, values in sweeps
+        for v in values[1:]
+    ]
     for cell in variants:
         full = _compose([c for c in cell if c is not None])
         for key, values in _sweeper_params(full):
@@ -211,8 +245,8 @@ def check_trainer_override(key: str) -> None:
 
 def check_lightning(cfg) -> None:
     """The Trainer's keys and value types, the callbacks and the loggers of a composed config."""
-    from experiments.checks import ConfigError
     from experiments import lightning_parts
+    from experiments.checks import ConfigError
 
     try:
         lightning_parts.check_trainer(cfg.trainer)
@@ -231,8 +265,9 @@ def _trainer_key_error(overrides: list[str]) -> PreflightError | None:
 
             name = key.split(".", 1)[1]
             if name in trainer_keywords():
-                return PreflightError(f"{key}={value}: the trainer config does not list {name!r}; "
-                                      f"add it with +{key}={value}")
+                return PreflightError(
+                    f"{key}={value}: the trainer config does not list {name!r}; add it with +{key}={value}"
+                )
     return None
 
 
@@ -252,8 +287,9 @@ def _compose(overrides: list[str]):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             return compose(config_name="config", overrides=overrides, return_hydra_config=True)
     except Exception as err:  # noqa: BLE001 - every composition error becomes one line
-        raise (_role_parameter_error(overrides) or _trainer_key_error(overrides)
-               or PreflightError(_one_line(err))) from None
+        raise (
+            _role_parameter_error(overrides) or _trainer_key_error(overrides) or PreflightError(_one_line(err))
+        ) from None
 
 
 def _role_parameter_error(overrides: list[str]) -> PreflightError | None:
@@ -267,22 +303,25 @@ def _role_parameter_error(overrides: list[str]) -> PreflightError | None:
             node = f"model.{role}"
             if not key.startswith(node + "."):
                 continue
-            param = key[len(node) + 1:]
+            param = key[len(node) + 1 :]
             chosen = [o.split("=", 1)[1] for o in overrides if o.startswith(f"attention@{node}=")]
             if not chosen:
                 return PreflightError(
                     f"{key}={value}: {node} has no attention type of its own to take {param!r}; choose one "
-                    f"with the attention group at the role, e.g. attention@{node}=local {key}={value}")
+                    f"with the attention group at the role, e.g. attention@{node}=local {key}={value}"
+                )
             name = chosen[-1]
             if param not in attention_defaults(name):
                 from variants import ATTENTION
 
                 accepted = sorted(set(ATTENTION.accepted_params(name)) - {"d_model", "backend"})
                 if param in accepted:
-                    return PreflightError(f"{key}={value}: {param!r} is not in conf/attention/{name}.yaml; "
-                                          f"add it with +{key}={value}")
-                return PreflightError(f"{key}={value}: attention {name!r} at {node} has no parameter {param!r}; "
-                                      f"accepted: {accepted}")
+                    return PreflightError(
+                        f"{key}={value}: {param!r} is not in conf/attention/{name}.yaml; add it with +{key}={value}"
+                    )
+                return PreflightError(
+                    f"{key}={value}: attention {name!r} at {node} has no parameter {param!r}; accepted: {accepted}"
+                )
     return None
 
 
@@ -323,8 +362,10 @@ def _build_variants(cfg) -> None:
     # (cross attention gets no position hooks): its pair is checked too, named by the role.
     from experiments.roles import role_variants
 
-    built = {"encoder_attention": cfg.model.arch in ("seq2seq", "encoder"),
-             "decoder_attention": cfg.model.arch in ("seq2seq", "decoder")}
+    built = {
+        "encoder_attention": cfg.model.arch in ("seq2seq", "encoder"),
+        "decoder_attention": cfg.model.arch in ("seq2seq", "decoder"),
+    }
     for role, node in role_variants(cfg).items():
         if node is None or not built.get(role, False):
             continue

@@ -6,6 +6,7 @@ so this bar is one line over the whole run. The loss is read only at the steps L
 logs (every ``trainer.log_every_n_steps``): reading it on every step would wait for the
 GPU on every step.
 """
+
 from __future__ import annotations
 
 import time
@@ -44,12 +45,18 @@ class StepProgressBar(ProgressBar):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._progress = Progress(
-            TextColumn("step"), MofNCompleteColumn(), BarColumn(),
-            TextColumn("loss {task.fields[loss]} · {task.fields[rate]} steps/s ·"), TimeRemainingColumn(),
-            TextColumn("left"), transient=False)
+            TextColumn("step"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("loss {task.fields[loss]} · {task.fields[rate]} steps/s ·"),
+            TimeRemainingColumn(),
+            TextColumn("left"),
+            transient=False,
+        )
         self._progress.start()
-        self._task = self._progress.add_task("train", total=trainer.max_steps, completed=trainer.global_step,
-                                             loss=self._loss, rate="-")
+        self._task = self._progress.add_task(
+            "train", total=trainer.max_steps, completed=trainer.global_step, loss=self._loss, rate="-"
+        )
         self._since = (time.perf_counter(), trainer.global_step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:

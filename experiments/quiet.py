@@ -3,6 +3,7 @@
 Each entry is a warning a library raises about its own code or about this machine,
 whatever the run's config; anything that could concern the run stays visible.
 """
+
 from __future__ import annotations
 
 import warnings

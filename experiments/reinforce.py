@@ -30,6 +30,7 @@ unbiased estimate of grad E[L] whenever beta_bt does not depend on the samples i
   Xu et al. 2015. It changes the objective (towards spread-out attention), as does the hard
   layer's ``expected_mix``; the other options leave the gradient's expectation unchanged.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,16 +60,23 @@ class ReinforceSpec:
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or self.weight < 0:
             raise VariantConfigError(f"optim.reinforce_weight={self.weight!r} is not allowed; it must be >= 0")
         one_of("optim.reinforce_reward", self.reward, REWARDS)
-        if isinstance(self.discount, bool) or not isinstance(self.discount, (int, float)) \
-                or not 0 <= self.discount <= 1:
-            raise VariantConfigError(f"optim.reinforce_discount={self.discount!r} is not allowed; "
-                                     "it must be in [0, 1] (1: the unbiased loss from the position on)")
+        if (
+            isinstance(self.discount, bool)
+            or not isinstance(self.discount, (int, float))
+            or not 0 <= self.discount <= 1
+        ):
+            raise VariantConfigError(
+                f"optim.reinforce_discount={self.discount!r} is not allowed; "
+                "it must be in [0, 1] (1: the unbiased loss from the position on)"
+            )
         one_of("optim.reinforce_baseline", self.baseline, BASELINES)
         probability("optim.reinforce_baseline_decay", self.baseline_decay)
         positive("optim.reinforce_samples", self.samples, integer=True)
         if self.baseline == "leave_one_out" and self.samples < 2:
-            raise VariantConfigError(f"optim.reinforce_baseline=leave_one_out needs optim.reinforce_samples >= 2 "
-                                     f"(got {self.samples}): the other samples of an example are its baseline")
+            raise VariantConfigError(
+                f"optim.reinforce_baseline=leave_one_out needs optim.reinforce_samples >= 2 "
+                f"(got {self.samples}): the other samples of an example are its baseline"
+            )
         if isinstance(self.entropy, bool) or not isinstance(self.entropy, (int, float)) or self.entropy < 0:
             raise VariantConfigError(f"optim.reinforce_entropy={self.entropy!r} is not allowed; it must be >= 0")
 
@@ -186,9 +194,22 @@ def repeat_batch(batch: dict, samples: int) -> dict:
     if samples == 1:
         return batch
     size = next(v.shape[0] for v in batch.values() if isinstance(v, Tensor) and v.dim() > 0)
-    return {k: v.repeat_interleave(samples, 0) if isinstance(v, Tensor) and v.dim() > 0 and v.shape[0] == size
-            else v for k, v in batch.items()}
+    return {
+        k: v.repeat_interleave(samples, 0) if isinstance(v, Tensor) and v.dim() > 0 and v.shape[0] == size else v
+        for k, v in batch.items()
+    }
 
 
-__all__ = ["BASELINES", "Baseline", "MAX_POSITIONS", "REWARDS", "ReinforceSpec", "leave_one_out", "mean_entropy",
-           "repeat_batch", "returns", "stack_log_probs", "surrogate"]
+__all__ = [
+    "BASELINES",
+    "Baseline",
+    "MAX_POSITIONS",
+    "REWARDS",
+    "ReinforceSpec",
+    "leave_one_out",
+    "mean_entropy",
+    "repeat_batch",
+    "returns",
+    "stack_log_probs",
+    "surrogate",
+]

@@ -1,4 +1,5 @@
 """result.json (schema 1): building, hashing and writing it atomically."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,10 +20,30 @@ from common.flatten import flatten  # noqa: F401  (experiments.result.flatten st
 SCHEMA = 1
 STATUSES = ("completed", "diverged", "failed")
 # Keys that do not change what is computed: left out of the config hash.
-HASH_EXCLUDE_PREFIXES = ("logger.", "trainer.progress_bar", "trainer.log_every_n_steps", "resume", "name",
-                         "fail_at_step", "num_threads", "jobs_per_gpu", "claims", "ensemble.")
-PACKAGES = ("torch", "lightning", "hydra-core", "wandb", "pandas", "numpy", "torchmetrics", "tokenizers",
-            "sacrebleu", "attnlab")
+HASH_EXCLUDE_PREFIXES = (
+    "logger.",
+    "trainer.progress_bar",
+    "trainer.log_every_n_steps",
+    "resume",
+    "name",
+    "fail_at_step",
+    "num_threads",
+    "jobs_per_gpu",
+    "claims",
+    "ensemble.",
+)
+PACKAGES = (
+    "torch",
+    "lightning",
+    "hydra-core",
+    "wandb",
+    "pandas",
+    "numpy",
+    "torchmetrics",
+    "tokenizers",
+    "sacrebleu",
+    "attnlab",
+)
 
 
 def now_iso() -> str:

@@ -11,6 +11,7 @@ main group. The older forms ``model.cross_attention=hard`` (a bare name) and
 fills them with the same yaml defaults, once, before the config is flattened, hashed
 and recorded, so every form gives the same run and the same ``result.json``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -59,8 +60,10 @@ def expand_roles(cfg: DictConfig) -> DictConfig:
         if node is None:
             continue
         if "name" not in node:
-            raise RoleError(f"model.{role}={node} names no attention type; choose one with "
-                            f"attention@model.{role}=<name>, e.g. attention@model.{role}=local")
+            raise RoleError(
+                f"model.{role}={node} names no attention type; choose one with "
+                f"attention@model.{role}=<name>, e.g. attention@model.{role}=local"
+            )
         with open_dict(cfg):
             cfg.model[role] = {**attention_defaults(str(node["name"])), **node}
     return cfg
@@ -91,10 +94,16 @@ def used_variants(cfg: DictConfig, unused: Iterable[str] = ()) -> dict[str, list
     """Registry kind -> the names a run uses: its task, position and every attention type of any role,
     but a role whose config key is in ``unused`` (``model.cross_attention`` of a decoder-only model)."""
     skip = set(unused)
-    roles = [str(node["name"]) for role, node in role_variants(cfg).items()
-             if node is not None and f"model.{role}" not in skip]
-    return {"attention": [str(cfg.attention.name), *roles], "position": [str(cfg.position.name)],
-            "task": [str(cfg.task.name)]}
+    roles = [
+        str(node["name"])
+        for role, node in role_variants(cfg).items()
+        if node is not None and f"model.{role}" not in skip
+    ]
+    return {
+        "attention": [str(cfg.attention.name), *roles],
+        "position": [str(cfg.position.name)],
+        "task": [str(cfg.task.name)],
+    }
 
 
 def check_roles(cfg: DictConfig) -> None:
@@ -111,5 +120,13 @@ def check_roles(cfg: DictConfig) -> None:
             raise RoleError(f"model.{role}: {err}") from None
 
 
-__all__ = ["ROLES", "RoleError", "attention_defaults", "check_roles", "expand_roles", "label", "role_labels",
-           "role_variants"]
+__all__ = [
+    "ROLES",
+    "RoleError",
+    "attention_defaults",
+    "check_roles",
+    "expand_roles",
+    "label",
+    "role_labels",
+    "role_variants",
+]

@@ -2,6 +2,7 @@
 (``experiments.ensemble``) share: its identity across resumes, its config and hash, the result that says
 ``failed`` until the run proves otherwise, and what it reports to a sweeper. ``python -m experiments.train``
 is the command line around it."""
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.files import OutputError, check_free_space
 from experiments.quiet import quiet_library_warnings, quiet_lightning_info
-from experiments.result import (SCHEMA, command_line, config_hash, environment, flatten, now_iso, read_result,
-                                variant_references, write_json_atomic)
+from experiments.result import (
+    SCHEMA,
+    command_line,
+    config_hash,
+    environment,
+    flatten,
+    now_iso,
+    read_result,
+    variant_references,
+    write_json_atomic,
+)
 from experiments.roles import expand_roles, role_labels, used_variants
 from experiments.unused import record_unused
 
@@ -79,15 +89,33 @@ def completed_result(cfg: DictConfig, run_dir: Path, cfg_hash: str) -> dict[str,
     return None
 
 
-def new_result(cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[str, Any], cfg_hash: str,
-               run_id: str) -> dict[str, Any]:
+def new_result(
+    cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[str, Any], cfg_hash: str, run_id: str
+) -> dict[str, Any]:
     """A result that says ``failed`` until the run proves otherwise."""
     return {
-        "schema": SCHEMA, "run_id": run_id, "sweep": cfg.name, "status": "failed", "error": None,
-        "task": cfg.task.name, "attention": cfg.attention.name, "position": cfg.position.name, "seed": cfg.seed,
-        "arch": cfg.model.arch, "overrides": overrides, "config": flat, "config_hash": cfg_hash,
-        "metrics": {}, "by_length": {}, "cost": {}, "env": {}, "started_at": now_iso(), "finished_at": None,
-        "command": command_line(), "train_lengths": None, "run_dir": str(run_dir),
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "sweep": cfg.name,
+        "status": "failed",
+        "error": None,
+        "task": cfg.task.name,
+        "attention": cfg.attention.name,
+        "position": cfg.position.name,
+        "seed": cfg.seed,
+        "arch": cfg.model.arch,
+        "overrides": overrides,
+        "config": flat,
+        "config_hash": cfg_hash,
+        "metrics": {},
+        "by_length": {},
+        "cost": {},
+        "env": {},
+        "started_at": now_iso(),
+        "finished_at": None,
+        "command": command_line(),
+        "train_lengths": None,
+        "run_dir": str(run_dir),
         # the variant of each role that has its own, e.g. "local(mode=predictive,window=4)";
         # null where the role uses ``attention``
         **role_labels(cfg),
@@ -162,8 +190,14 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     return result
 
 
-def evaluate(cfg: DictConfig, result: dict[str, Any], parts: Any, run_dir: Path, tested: str | None,
-             final_validation: Callable[[], dict[str, float]]) -> None:
+def evaluate(
+    cfg: DictConfig,
+    result: dict[str, Any],
+    parts: Any,
+    run_dir: Path,
+    tested: str | None,
+    final_validation: Callable[[], dict[str, float]],
+) -> None:
     """What every trained run records after training, into ``result``: the validation (of the best
     weights ``tested``, else ``final_validation()``), the test, per-length metrics, attention
     statistics and maps. A separate run and each ensemble member (``experiments.ensemble.run``) alike."""
@@ -174,8 +208,9 @@ def evaluate(cfg: DictConfig, result: dict[str, Any], parts: Any, run_dir: Path,
         val = final_validation()
     else:
         log.info("testing the best weights (eval.checkpoint=best): %s", tested)
-        result["tested_checkpoint"] = str(Path(tested).relative_to(run_dir)) if Path(tested).is_relative_to(
-            run_dir) else tested
+        result["tested_checkpoint"] = (
+            str(Path(tested).relative_to(run_dir)) if Path(tested).is_relative_to(run_dir) else tested
+        )
         val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
     test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
     result["metrics"] = {**val, **test, **module.bleu_scores()}
@@ -205,16 +240,26 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     if done:
         return done
     quoted = str(run_dir).replace("'", "\\'")  # a quoted override value may hold "=" and ","
-    command = [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir='{quoted}'",
-               "hydra.output_subdir=null", f"num_threads={threads}"]
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        *overrides,
+        f"hydra.run.dir='{quoted}'",
+        "hydra.output_subdir=null",
+        f"num_threads={threads}",
+    ]
     started = time.time()
     log.info("DDP cell: running it as a single run in %s", run_dir)
     code = subprocess.run(command, cwd=get_original_cwd(), check=False).returncode
     result = read_result(run_dir / RESULT)
     if result is None or (run_dir / RESULT).stat().st_mtime < started:
         result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
-        result.update(error=f"the DDP run exited with code {code} before writing its result", finished_at=now_iso(),
-                      env=environment("unknown"))
+        result.update(
+            error=f"the DDP run exited with code {code} before writing its result",
+            finished_at=now_iso(),
+            env=environment("unknown"),
+        )
         write_json_atomic(run_dir / RESULT, result)
     return result
 

@@ -18,6 +18,7 @@ Timeouts and preemption are submitit's: ``signal_delay_s`` before the time limit
 USR2, submitit requeues the job (the launcher's ``checkpoint``: the same cell again) and the
 cell resumes from ``checkpoints/last.ckpt`` under the same W&B run (experiments/train.py).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -29,7 +30,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
 
 log = logging.getLogger("attnlab")
 GPU_ACCELERATORS = ("gpu", "cuda")
@@ -86,8 +86,15 @@ def parse_sinfo(text: str) -> list[Node]:
             continue
         partition, cpus, memory, gres = parts
         try:
-            nodes.append(Node(partition.rstrip("*"), partition.endswith("*"), int(cpus.rstrip("+")),
-                              int(memory.rstrip("+")), parse_gres_gpus(gres)))
+            nodes.append(
+                Node(
+                    partition.rstrip("*"),
+                    partition.endswith("*"),
+                    int(cpus.rstrip("+")),
+                    int(memory.rstrip("+")),
+                    parse_gres_gpus(gres),
+                )
+            )
         except ValueError:
             continue  # a node line sinfo could not fill in (down, unknown): not evidence either way
     return nodes
@@ -98,8 +105,9 @@ def cluster_nodes() -> list[Node]:
     if shutil.which("sinfo") is None:
         return []
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G"], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return parse_sinfo(out)
@@ -115,8 +123,10 @@ def check_request(launcher: Mapping[str, Any], nodes: list[Node]) -> None:
         if str(partition) not in partitions:
             near = difflib.get_close_matches(str(partition), partitions, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ClusterRequestError(f"hydra.launcher.partition={partition!r} is not a partition of this "
-                                      f"cluster; choose one of {partitions}{hint}")
+            raise ClusterRequestError(
+                f"hydra.launcher.partition={partition!r} is not a partition of this "
+                f"cluster; choose one of {partitions}{hint}"
+            )
         chosen = [n for n in nodes if n.partition == str(partition)]
     else:
         chosen = [n for n in nodes if n.default]
@@ -127,8 +137,7 @@ def check_request(launcher: Mapping[str, Any], nodes: list[Node]) -> None:
     tasks = int(launcher.get("tasks_per_node") or 1)
     wanted_nodes = int(launcher.get("nodes") or 1)
     if wanted_nodes > len(chosen):
-        raise ClusterRequestError(f"hydra.launcher.nodes={wanted_nodes} is more nodes than {where} has "
-                                  f"({len(chosen)})")
+        raise ClusterRequestError(f"hydra.launcher.nodes={wanted_nodes} is more nodes than {where} has ({len(chosen)})")
     gpus = launcher.get("gpus_per_node")
     if gpus is None and launcher.get("gpus_per_task"):
         gpus, key = int(launcher["gpus_per_task"]) * tasks, "gpus_per_task"
@@ -136,18 +145,23 @@ def check_request(launcher: Mapping[str, Any], nodes: list[Node]) -> None:
         key = "gpus_per_node"
     most = max(n.gpus for n in chosen)
     if gpus and int(gpus) > most:
-        raise ClusterRequestError(f"hydra.launcher.{key}={launcher.get(key)} asks for {gpus} GPUs per node; "
-                                  f"no node of {where} has more than {most}")
+        raise ClusterRequestError(
+            f"hydra.launcher.{key}={launcher.get(key)} asks for {gpus} GPUs per node; "
+            f"no node of {where} has more than {most}"
+        )
     cpus = launcher.get("cpus_per_task")
     most = max(n.cpus for n in chosen)
     if cpus and int(cpus) * tasks > most:
-        raise ClusterRequestError(f"hydra.launcher.cpus_per_task={cpus} x tasks_per_node={tasks} asks for "
-                                  f"{int(cpus) * tasks} CPUs per node; no node of {where} has more than {most}")
+        raise ClusterRequestError(
+            f"hydra.launcher.cpus_per_task={cpus} x tasks_per_node={tasks} asks for "
+            f"{int(cpus) * tasks} CPUs per node; no node of {where} has more than {most}"
+        )
     mem_gb = launcher.get("mem_gb")
     most = max(n.memory_mb for n in chosen)
     if mem_gb and float(mem_gb) * 1024 > most:
-        raise ClusterRequestError(f"hydra.launcher.mem_gb={mem_gb} is more memory than any node of {where} "
-                                  f"has ({most / 1024:.1f} GB)")
+        raise ClusterRequestError(
+            f"hydra.launcher.mem_gb={mem_gb} is more memory than any node of {where} has ({most / 1024:.1f} GB)"
+        )
 
 
 # -- following the jobs ---------------------------------------------------------------------------------
@@ -204,8 +218,13 @@ def _quiet_watcher_class():
                 return
             self._num_calls += 1
             try:
-                out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-o", "%i|%T", "-j", ",".join(ids)],
-                                     capture_output=True, text=True, timeout=60, check=True).stdout
+                out = subprocess.run(
+                    ["squeue", "-h", "-r", "--states=all", "-o", "%i|%T", "-j", ",".join(ids)],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=True,
+                ).stdout
             except (OSError, subprocess.SubprocessError):
                 return  # the controller did not answer this time; the result files still say when a job ends
             states = squeue_states(out)

@@ -1,5 +1,6 @@
 """What a run shows a person at its end: status, headline metrics, the per-length table,
 cost, and where the result, the report command and the W&B run are."""
+
 from __future__ import annotations
 
 import glob
@@ -11,8 +12,7 @@ from rich.table import Table
 
 from experiments.attention_stats import headline_layer
 
-HEADLINE = ("test/seq_acc", "test/token_acc", "test/acc", "test/bleu", "test/chrf", "test/ppl", "test/bpc",
-            "val/loss")
+HEADLINE = ("test/seq_acc", "test/token_acc", "test/acc", "test/bleu", "test/chrf", "test/ppl", "test/bpc", "val/loss")
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -43,8 +43,10 @@ def length_table(result: dict[str, Any]) -> Table | None:
     train = result.get("train_lengths")
     layer = headline_layer(stats, train)
     columns = [c for c in ("token_acc", "seq_acc", "acc", "loss", "bpc") if any(c in v for v in by_length.values())]
-    table = Table(title="by evaluation length" + (f" (training lengths {train[0]}-{train[1]})" if train else ""),
-                  title_justify="left")
+    table = Table(
+        title="by evaluation length" + (f" (training lengths {train[0]}-{train[1]})" if train else ""),
+        title_justify="left",
+    )
     table.add_column("length", justify="right")
     for column in columns:
         table.add_column(column, justify="right")

@@ -11,6 +11,7 @@ launching process whatever the launcher (basic, joblib, submitit):
 - ``on_multirun_end`` reads the results this sweep wrote and remembers whether
   any cell did not complete; ``train.main`` turns that into the exit code.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -35,11 +36,25 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 # A cell folder named by all of its overrides becomes unreadable (and, past 255 bytes,
 # impossible); past this length it is named by its variant keys and a hash of the overrides.
 MAX_CELL_NAME = 100
-CELL_KEYS = ("task", "attention", "position", "variant_param", "attention@model.cross_attention", "model.arch", "seed",
-             "optim.lr", "optim.warmup_steps")
-VARIANT_NAME_KEYS = {"attention.name": "attention", "position.name": "position", "task.name": "task",
-                     "model.encoder_attention": "attention", "model.decoder_attention": "attention",
-                     "model.cross_attention": "attention"}
+CELL_KEYS = (
+    "task",
+    "attention",
+    "position",
+    "variant_param",
+    "attention@model.cross_attention",
+    "model.arch",
+    "seed",
+    "optim.lr",
+    "optim.warmup_steps",
+)
+VARIANT_NAME_KEYS = {
+    "attention.name": "attention",
+    "position.name": "position",
+    "task.name": "task",
+    "model.encoder_attention": "attention",
+    "model.decoder_attention": "attention",
+    "model.cross_attention": "attention",
+}
 
 
 class SweepConfigError(ValueError):
@@ -105,8 +120,9 @@ def jobs_at_once(launcher: Mapping[str, Any] | None, cores: int) -> int:
     return 1
 
 
-def threads_per_process(launcher: Mapping[str, Any] | None, trainer: Mapping[str, Any], requested: int = 0,
-                        cores: int | None = None) -> int:
+def threads_per_process(
+    launcher: Mapping[str, Any] | None, trainer: Mapping[str, Any], requested: int = 0, cores: int | None = None
+) -> int:
     """Intra-op threads for each training process: ``requested`` when > 0, else the cores shared out.
 
     Parallel jobs and CPU DDP processes each get their share, so 2 jobs on 2 cores run
@@ -200,8 +216,10 @@ def check_grid(config: DictConfig) -> None:
     for key, values in grid_values(config):
         repeated = sorted({v for v in values if values.count(v) > 1})
         if repeated:
-            raise SweepConfigError(f"{key}={','.join(values)} in the sweep lists {repeated[0]!r} more than once; "
-                                   "those cells would be one run sharing one folder; list each value once")
+            raise SweepConfigError(
+                f"{key}={','.join(values)} in the sweep lists {repeated[0]!r} more than once; "
+                "those cells would be one run sharing one folder; list each value once"
+            )
         for value in values:
             if key in groups:
                 choices = group_options(key)
@@ -221,14 +239,18 @@ def check_launcher(launcher: Mapping[str, Any], trainer: Mapping[str, Any]) -> N
     if not str(launcher.get("_target_", "")).endswith("SlurmLauncher"):
         return
     if shutil.which("sbatch") is None:
-        raise SweepConfigError("hydra/launcher=submitit_slurm needs SLURM's sbatch, which is not on PATH here; "
-                               "submit from a cluster login node, or try the same path with "
-                               "hydra/launcher=submitit_local")
+        raise SweepConfigError(
+            "hydra/launcher=submitit_slurm needs SLURM's sbatch, which is not on PATH here; "
+            "submit from a cluster login node, or try the same path with "
+            "hydra/launcher=submitit_local"
+        )
     tasks, devices = launcher.get("tasks_per_node", 1), trainer.get("devices", 1)
     if "ddp" in str(trainer.get("strategy", "")) and tasks != devices:
         # Under srun every rank is a SLURM task; Lightning starts none itself.
-        raise SweepConfigError(f"hydra.launcher.tasks_per_node={tasks} with trainer.devices={devices}: "
-                               "a DDP job on SLURM runs one task per device; set them equal")
+        raise SweepConfigError(
+            f"hydra.launcher.tasks_per_node={tasks} with trainer.devices={devices}: "
+            "a DDP job on SLURM runs one task per device; set them equal"
+        )
     from experiments.slurm import ClusterRequestError, check_request, cluster_nodes
 
     try:
@@ -271,8 +293,13 @@ class SweepSummary(Callback):
         bad += LOST  # SLURM jobs that ended without writing their cell's result (none with other launchers)
         _LAST["failed"] = len(bad)
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no new results"
-        log.info("sweep %s: %s in %.0f s; %d results from earlier runs left as they were", sweep_dir, summary,
-                 time.time() - _LAST.get("started", time.time()), earlier)
+        log.info(
+            "sweep %s: %s in %.0f s; %d results from earlier runs left as they were",
+            sweep_dir,
+            summary,
+            time.time() - _LAST.get("started", time.time()),
+            earlier,
+        )
         if bad:
             log.warning("cells that did not complete: %s", "; ".join(bad))
         for line in cells:  # one line per cell, then what to run next

@@ -6,6 +6,7 @@ same adapter (``experiments/ensemble/data.py``). An adapter turns a batch into t
 inputs and the targets, scores logits through the one cross-entropy below, says what counts as
 tokens seen, and names and reduces the evaluation metrics of its kind.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,12 +29,14 @@ def cross_entropy(logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Te
     logits (B, C) with targets (B,) -> (B,); logits (B, T, V) with targets (B, T) -> (B, T).
     """
     # F.cross_entropy wants the classes in dimension 1: (B, T, V) -> (B, V, T); (B, C) stays.
-    return F.cross_entropy(logits.float().movedim(-1, 1), targets, ignore_index=IGNORE,
-                           reduction="none", label_smoothing=smoothing)
+    return F.cross_entropy(
+        logits.float().movedim(-1, 1), targets, ignore_index=IGNORE, reduction="none", label_smoothing=smoothing
+    )
 
 
 class Scores(NamedTuple):
     """One test batch's accuracy counts: correct units, units counted (a mask), per-example success."""
+
     tok: Tensor  # () correct tokens (a classifier's: correct labels)
     real: Tensor  # (B, T) | (B,) the units that count
     seq: Tensor  # (B,) bool: the whole example right
@@ -74,8 +77,13 @@ class TaskAdapter(ABC):
         return seen + src.ne(self.pad_id).sum() if src is not None else seen
 
     @abstractmethod
-    def test_scores(self, batch: dict[str, Tensor], logits: Tensor, targets: Tensor,
-                    greedy: Callable[[dict[str, Tensor]], Tensor] | None = None) -> Scores:
+    def test_scores(
+        self,
+        batch: dict[str, Tensor],
+        logits: Tensor,
+        targets: Tensor,
+        greedy: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    ) -> Scores:
         """Accuracy counts of a test batch from the teacher-forced ``logits``; a seq2seq task's from
         ``greedy(batch)`` (B, T) instead, when given."""
 
@@ -114,8 +122,13 @@ class TokenAdapter(TaskAdapter):
     def example_nll(self, per_example: Tensor, targets: Tensor) -> Tensor:
         return per_example * targets.ne(IGNORE).sum(1).clamp(min=1)
 
-    def test_scores(self, batch: dict[str, Tensor], logits: Tensor, targets: Tensor,
-                    greedy: Callable[[dict[str, Tensor]], Tensor] | None = None) -> Scores:
+    def test_scores(
+        self,
+        batch: dict[str, Tensor],
+        logits: Tensor,
+        targets: Tensor,
+        greedy: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    ) -> Scores:
         mask = targets.ne(IGNORE)
         hits = logits.argmax(-1).eq(targets) & mask
         return Scores(hits.sum(), mask, (hits | ~mask).all(1))
@@ -150,8 +163,13 @@ class Seq2SeqAdapter(TokenAdapter):
         tgt_in, targets = seq2seq_io(batch["tgt"], self.bos_id, self.pad_id)
         return {"src": batch["src"], "tgt_in": tgt_in}, targets, batch["src"]
 
-    def test_scores(self, batch: dict[str, Tensor], logits: Tensor, targets: Tensor,
-                    greedy: Callable[[dict[str, Tensor]], Tensor] | None = None) -> Scores:
+    def test_scores(
+        self,
+        batch: dict[str, Tensor],
+        logits: Tensor,
+        targets: Tensor,
+        greedy: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    ) -> Scores:
         if greedy is None:
             return super().test_scores(batch, logits, targets)
         generated = greedy(batch)  # (B, T)
@@ -221,8 +239,13 @@ class ClassifyAdapter(TaskAdapter):
     def example_nll(self, per_example: Tensor, targets: Tensor) -> Tensor:
         return per_example
 
-    def test_scores(self, batch: dict[str, Tensor], logits: Tensor, targets: Tensor,
-                    greedy: Callable[[dict[str, Tensor]], Tensor] | None = None) -> Scores:
+    def test_scores(
+        self,
+        batch: dict[str, Tensor],
+        logits: Tensor,
+        targets: Tensor,
+        greedy: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    ) -> Scores:
         hits = logits.argmax(-1).eq(targets)  # (B,)
         return Scores(hits.sum(), torch.ones_like(hits), hits)
 
@@ -235,7 +258,9 @@ class ClassifyAdapter(TaskAdapter):
 
 # task kind -> adapter; a seq2seq task on a decoder-only model takes the concatenated form
 ADAPTERS: dict[str, type[TaskAdapter]] = {
-    "seq2seq": Seq2SeqAdapter, "lm": LanguageModelAdapter, "classify": ClassifyAdapter,
+    "seq2seq": Seq2SeqAdapter,
+    "lm": LanguageModelAdapter,
+    "classify": ClassifyAdapter,
 }
 
 

@@ -8,6 +8,7 @@ This module is the command line; the run itself is ``experiments.single_run.trai
     python -m experiments.train task=reverse attention=local position=relative seed=1 trainer.max_steps=300
     python -m experiments.train -m experiment=quick
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,12 +26,14 @@ from experiments.errors import user_error_types
 from experiments.files import OutputError
 from experiments.gpu_share import shared_gpu
 from experiments.result import read_result
+
 # train: the run of one configuration, imported from here by the tests and the notebook API as before
-from experiments.single_run import (BAD_OBJECTIVE, RESULT, is_rank_zero, objective, resume_command, train,
-                                    train_in_child)
+from experiments.single_run import BAD_OBJECTIVE, RESULT, is_rank_zero, objective, resume_command, train, train_in_child
 from experiments.sweep import set_threads, threads_per_process
 
 log = logging.getLogger("attnlab")
+
+
 def runs_ranks_by_rerunning(trainer: DictConfig) -> bool:
     """Whether Lightning would start DDP ranks > 0 by re-running this command line."""
     from experiments.build import cluster_starts_ranks
@@ -82,8 +85,12 @@ def hydra_entry(cfg: DictConfig) -> float:
                 message = f"{status}: {result['error']}; the result could not be written either"
         else:
             message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
-        if status == "failed" and not result.get("user_error") and cfg.resume \
-                and (run_dir / "checkpoints" / "last.ckpt").exists():
+        if (
+            status == "failed"
+            and not result.get("user_error")
+            and cfg.resume
+            and (run_dir / "checkpoints" / "last.ckpt").exists()
+        ):
             message += f"; resume: {resume_command(run_dir, multirun)}"
         print(f"attnlab: {message}", file=sys.stderr)
         if not multirun:

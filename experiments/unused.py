@@ -13,6 +13,7 @@ records the configuration that was computed:
 
 A result written before this field existed has no ``unused`` key: every setting counts as used.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -28,7 +29,7 @@ def asked_value(config: dict[str, Any], key: str) -> Any:
     if key in config:
         return config[key]
     prefix = key + "."
-    node = {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}
+    node = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
     if not node:
         return None
     return label(node) if "name" in node else node

@@ -8,6 +8,7 @@
   ``attnlab/factors``: the overrides that made this run, as {key: value}.
 - artifacts: result.json always; checkpoints/last.ckpt when ``logger.wandb.log_checkpoint=true``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,9 @@ def cell(flat_config: dict[str, Any], result_fields: dict[str, Any]) -> str:
     return cell_id(identity(row))
 
 
-def run_config(cfg: DictConfig, flat_config: dict[str, Any], overrides: list[str],
-               unused: Iterable[str] = ()) -> dict[str, Any]:
+def run_config(
+    cfg: DictConfig, flat_config: dict[str, Any], overrides: list[str], unused: Iterable[str] = ()
+) -> dict[str, Any]:
     """The W&B config: the flattened config, the cell id and the factors. ``unused``: the model's settings it
     did not build (``Transformer.unused_settings``), which the cell id, as the report's, leaves out."""
     from experiments.unused import record_unused
@@ -73,7 +75,8 @@ def log_artifacts(run: Any, result: dict[str, Any], run_dir: Path, *, checkpoint
     for kind, name, path in files:
         if not path.is_file():
             continue
-        artifact = wandb.Artifact(f"{name}-{result['run_id']}", type=kind,
-                                  metadata={"status": result["status"], "sweep": result.get("sweep")})
+        artifact = wandb.Artifact(
+            f"{name}-{result['run_id']}", type=kind, metadata={"status": result["status"], "sweep": result.get("sweep")}
+        )
         artifact.add_file(str(path))
         run.log_artifact(artifact)

@@ -1,6 +1,7 @@
 """What a W&B run holds beyond the scalars Lightning logs: metric definitions, the per-length
 results and attention statistics as tables, and line plots of accuracy and alignment against
 evaluation length, so a dashboard shows each run's length-generalisation curve."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -60,8 +61,15 @@ def stats_rows(result: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     for layer, by_length in stats.items():
         for length in _lengths(by_length):
             s = by_length[length]
-            rows.append([layer, layer.split("/")[0], int(length) if length.isdigit() else length,
-                         _inside(length, train), *[s.get(k) for k in (*STATS, *EXTRA)]])
+            rows.append(
+                [
+                    layer,
+                    layer.split("/")[0],
+                    int(length) if length.isdigit() else length,
+                    _inside(length, train),
+                    *[s.get(k) for k in (*STATS, *EXTRA)],
+                ]
+            )
     return columns, rows
 
 
@@ -84,10 +92,12 @@ def log_result(run: Any, result: dict[str, Any]) -> None:
         accuracy = next((c for c in ("seq_acc", "acc", "token_acc") if c in columns), None)
         if accuracy:
             logged["charts/accuracy_vs_length"] = wandb.plot.line(
-                table, LENGTH, accuracy, title=f"{accuracy} against evaluation length")
+                table, LENGTH, accuracy, title=f"{accuracy} against evaluation length"
+            )
         if "alignment" in columns:
             logged["charts/alignment_vs_length"] = wandb.plot.line(
-                table, LENGTH, "alignment", title="attention alignment accuracy against evaluation length")
+                table, LENGTH, "alignment", title="attention alignment accuracy against evaluation length"
+            )
         run.log(logged)
     columns, rows = stats_rows(result)
     if rows:

@@ -1,4 +1,5 @@
 """Shared pieces of the variant tests: one parameter case per registered variation, one thread."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,7 +31,8 @@ def skip_if_incompatible(attention: str, position: str, p_params: dict | None = 
     from variants import ATTENTION, POSITION
     from variants.pairs import pair_problem
 
-    problem = pair_problem(ATTENTION.get(attention), POSITION.build(position, d_model=16, num_heads=2,
-                                                                     **(p_params or {})))
+    problem = pair_problem(
+        ATTENTION.get(attention), POSITION.build(position, d_model=16, num_heads=2, **(p_params or {}))
+    )
     if problem is not None:
         pytest.skip(f"attention={attention} cannot take position={position}: {problem} (refused at build time)")

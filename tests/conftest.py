@@ -1,4 +1,5 @@
 """Shared test fixtures: offline W&B, Hydra composition, a tiny config for fast runs."""
+
 from __future__ import annotations
 
 import os
@@ -16,11 +17,21 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 # Overrides that make a run take seconds: a tiny model, a few steps, small data.
 TINY = [
-    "model.d_model=16", "model.ffn_dim=32", "model.encoder_layers=1", "model.decoder_layers=1",
-    "attention.num_heads=2", "trainer.max_steps=2", "trainer.val_check_interval=2",
-    "trainer.limit_val_batches=1", "trainer.progress_bar=false",
-    "task.train_size=64", "task.val_size=16", "task.test_size=8", "task.batch_size=8",
-    "eval.attention_maps=false", "logger=csv",
+    "model.d_model=16",
+    "model.ffn_dim=32",
+    "model.encoder_layers=1",
+    "model.decoder_layers=1",
+    "attention.num_heads=2",
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+    "trainer.limit_val_batches=1",
+    "trainer.progress_bar=false",
+    "task.train_size=64",
+    "task.val_size=16",
+    "task.test_size=8",
+    "task.batch_size=8",
+    "eval.attention_maps=false",
+    "logger=csv",
 ]
 
 

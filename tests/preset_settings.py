@@ -4,6 +4,7 @@
 repository was written by the code before the model and optimiser defaults moved into one schema
 (then through build.model_dict and module._model_spec); tests/test_schema.py holds today's code to it.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,12 @@ def settings(overrides: list[str]) -> dict[str, Any]:
 
     cfg = expand_roles(compose(overrides))
     optim = asdict(OmegaConf.to_object(cfg.optim))
-    return {"model": asdict(model_spec(cfg, DATA)), "optim": {k: v for k, v in optim.items() if k != "grad_clip"},
-            "grad_clip": optim["grad_clip"], "compile": bool(cfg.model.compile)}
+    return {
+        "model": asdict(model_spec(cfg, DATA)),
+        "optim": {k: v for k, v in optim.items() if k != "grad_clip"},
+        "grad_clip": optim["grad_clip"],
+        "compile": bool(cfg.model.compile),
+    }
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ numbers are drawn from a seeded generator and kept in a ground-truth frame, so
 every table in the report is checked against an independent pandas / scipy
 computation on the same values.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,43 +20,79 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from analysis.command.errors import CollectError
+from analysis.data.collect import collect, collect_wandb_api, collect_wandb_offline, learning_curves
+from analysis.data.wandb_offline import read_wandb_offline_run
+from analysis.report.build import ReportError, build_report, main
+from analysis.report.document import fmt
+from analysis.report.sections import ONE_SEED_NOTICE, mean_text
 from analysis.stats import inference
 from tests import grid_effects
-from analysis.data.collect import collect, collect_wandb_api, collect_wandb_offline, learning_curves
-from analysis.report.document import fmt
-from analysis.command.errors import CollectError
-from analysis.report.build import ReportError, build_report, main
 from tests.cell_fixtures import md_table
-from analysis.report.sections import ONE_SEED_NOTICE, mean_text
-from analysis.data.wandb_offline import read_wandb_offline_run
 
 HOSTILE = "<script>alert(1)</script>"
 METRICS = ("test/token_acc", "test/seq_acc", "val/loss")
 # Cell quality: (token_acc centre, loss centre); distinct so that the best cell is unique.
-CENTRES = {("multihead", "sinusoidal"): (0.80, 0.9), ("multihead", "rope"): (0.93, 0.4),
-           ("local", "sinusoidal"): (0.70, 1.3), ("local", "rope"): (0.75, 1.1),
-           ("hard", "sinusoidal"): (0.60, 1.8), ("hard", "rope"): (0.62, 1.7)}
+CENTRES = {
+    ("multihead", "sinusoidal"): (0.80, 0.9),
+    ("multihead", "rope"): (0.93, 0.4),
+    ("local", "sinusoidal"): (0.70, 1.3),
+    ("local", "rope"): (0.75, 1.1),
+    ("hard", "sinusoidal"): (0.60, 1.8),
+    ("hard", "rope"): (0.62, 1.7),
+}
 
 
 # ---------------------------------------------------------------- fixture writers
 
-def result_dict(task: str, attention: str, position: str, seed: int, status: str = "completed",
-                metrics: dict | None = None, by_length: dict | None = None, error: str | None = None,
-                sweep: str = "ablation", train_lengths: list | None = None) -> dict:
+
+def result_dict(
+    task: str,
+    attention: str,
+    position: str,
+    seed: int,
+    status: str = "completed",
+    metrics: dict | None = None,
+    by_length: dict | None = None,
+    error: str | None = None,
+    sweep: str = "ablation",
+    train_lengths: list | None = None,
+) -> dict:
     run_id = f"{task}-{attention}-{position}-s{seed}"
     overrides = [f"task={task}", f"attention={attention}", f"position={position}", f"seed={seed}"]
     return {
-        "schema": 1, "run_id": run_id, "sweep": sweep, "status": status, "error": error,
-        "task": task, "attention": attention, "position": position, "seed": seed, "arch": "seq2seq",
+        "schema": 1,
+        "run_id": run_id,
+        "sweep": sweep,
+        "status": status,
+        "error": error,
+        "task": task,
+        "attention": attention,
+        "position": position,
+        "seed": seed,
+        "arch": "seq2seq",
         "overrides": overrides,
         "config": {"model.d_model": 64, "model.num_heads": 4, "optim.lr": 0.001, "seed": seed},
         "config_hash": f"h{abs(hash((task, attention, position))) % 10**8}",
-        "metrics": metrics or {}, "by_length": by_length or {},
-        "cost": {"params": 120_000 + 1000 * len(attention), "train_seconds": 10.0 + seed,
-                 "tokens_per_second": 5000.0 - 100 * seed, "peak_memory_mb": 210.5, "steps": 100},
-        "env": {"torch": "2.13.0", "device": "cpu", "git_sha": "0123456789abcdef", "host": "node1",
-                "python": "3.11.7", "packages": {"torch": "2.13.0", "lightning": "2.5.0"}},
-        "started_at": f"2026-01-0{1 + seed}T10:00:00+00:00", "finished_at": f"2026-01-0{1 + seed}T10:05:00+00:00",
+        "metrics": metrics or {},
+        "by_length": by_length or {},
+        "cost": {
+            "params": 120_000 + 1000 * len(attention),
+            "train_seconds": 10.0 + seed,
+            "tokens_per_second": 5000.0 - 100 * seed,
+            "peak_memory_mb": 210.5,
+            "steps": 100,
+        },
+        "env": {
+            "torch": "2.13.0",
+            "device": "cpu",
+            "git_sha": "0123456789abcdef",
+            "host": "node1",
+            "python": "3.11.7",
+            "packages": {"torch": "2.13.0", "lightning": "2.5.0"},
+        },
+        "started_at": f"2026-01-0{1 + seed}T10:00:00+00:00",
+        "finished_at": f"2026-01-0{1 + seed}T10:05:00+00:00",
         "command": "python -m experiments.train " + " ".join(overrides),
         "train_lengths": train_lengths,
     }
@@ -83,11 +120,16 @@ def write_maps(run_dir: Path) -> None:
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 2, 6, 6))
     weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)  # rows sum to one, like softmax output
-    np.savez(run_dir / "attention_maps.npz", **{"encoder_self/0": weights[0].astype(np.float32),
-                                                "encoder_self/1": weights[1].astype(np.float32),
-                                                "cross/0": weights[2].astype(np.float32)},
-             src_tokens=np.array(["a", "b", "c", "d", "e", "</s>"]),
-             tgt_tokens=np.array(["<s>", "e", "d", "c", "b", "a"]))
+    np.savez(
+        run_dir / "attention_maps.npz",
+        **{
+            "encoder_self/0": weights[0].astype(np.float32),
+            "encoder_self/1": weights[1].astype(np.float32),
+            "cross/0": weights[2].astype(np.float32),
+        },
+        src_tokens=np.array(["a", "b", "c", "d", "e", "</s>"]),
+        tgt_tokens=np.array(["<s>", "e", "d", "c", "b", "a"]),
+    )
 
 
 def make_sweep(root: Path) -> pd.DataFrame:
@@ -97,10 +139,16 @@ def make_sweep(root: Path) -> pd.DataFrame:
     """
     rng = np.random.default_rng(1234)
     truth = []
-    grids = {"copy": [("multihead", "sinusoidal"), ("multihead", "rope"), ("local", "sinusoidal"),
-                      ("local", "rope"), ("hard", "rope")],  # hard+sinusoidal is the missing cell
-             "reverse": [("multihead", "sinusoidal"), ("multihead", "rope"), ("local", "sinusoidal"),
-                         ("local", "rope")]}
+    grids = {
+        "copy": [
+            ("multihead", "sinusoidal"),
+            ("multihead", "rope"),
+            ("local", "sinusoidal"),
+            ("local", "rope"),
+            ("hard", "rope"),
+        ],  # hard+sinusoidal is the missing cell
+        "reverse": [("multihead", "sinusoidal"), ("multihead", "rope"), ("local", "sinusoidal"), ("local", "rope")],
+    }
     for task, cells in grids.items():
         for attention, position in cells:
             for seed in range(3):
@@ -108,29 +156,50 @@ def make_sweep(root: Path) -> pd.DataFrame:
                 status = "completed"
                 if task == "copy" and (attention, position) == ("hard", "rope"):
                     status = "failed"
-                elif task == "copy" and ((attention, position) == ("local", "rope")
-                                         or ((attention, position) == ("local", "sinusoidal") and seed == 2)):
+                elif task == "copy" and (
+                    (attention, position) == ("local", "rope")
+                    or ((attention, position) == ("local", "sinusoidal") and seed == 2)
+                ):
                     status = "diverged"
                 acc_c, loss_c = CENTRES[(attention, position)]
                 shift = 0.05 if task == "reverse" else 0.0
                 if status == "completed":
                     token_acc = float(np.clip(acc_c - shift + rng.normal(0, 0.02), 0, 1))
-                    metrics = {"test/token_acc": token_acc, "test/seq_acc": token_acc ** 4,
-                               "val/loss": float(loss_c + shift + rng.normal(0, 0.05))}
+                    metrics = {
+                        "test/token_acc": token_acc,
+                        "test/seq_acc": token_acc**4,
+                        "val/loss": float(loss_c + shift + rng.normal(0, 0.05)),
+                    }
                     by_length = {}
                     if task == "copy":
-                        by_length = {str(n): {"token_acc": float(token_acc * (1 - 0.02 * max(0, n - 12))),
-                                              "seq_acc": float(token_acc ** (n / 3))} for n in (4, 8, 12, 16, 24)}
-                    truth.append({"task": task, "attention": attention, "position": position, "seed": seed,
-                                  **metrics})
+                        by_length = {
+                            str(n): {
+                                "token_acc": float(token_acc * (1 - 0.02 * max(0, n - 12))),
+                                "seq_acc": float(token_acc ** (n / 3)),
+                            }
+                            for n in (4, 8, 12, 16, 24)
+                        }
+                    truth.append({"task": task, "attention": attention, "position": position, "seed": seed, **metrics})
                     write_csv_log(run_dir, metrics["val/loss"])
                 elif status == "diverged":
                     metrics, by_length = {"val/loss": None}, {}
                 else:
                     metrics, by_length = {}, {}
                 error = {"failed": "RuntimeError: out of memory", "diverged": "loss is nan at step 37"}.get(status)
-                write_result(run_dir, result_dict(task, attention, position, seed, status, metrics, by_length, error,
-                                                  train_lengths=[4, 12] if task == "copy" else None))
+                write_result(
+                    run_dir,
+                    result_dict(
+                        task,
+                        attention,
+                        position,
+                        seed,
+                        status,
+                        metrics,
+                        by_length,
+                        error,
+                        train_lengths=[4, 12] if task == "copy" else None,
+                    ),
+                )
     write_maps(root / "ablation" / "copy" / "multihead-sinusoidal" / "seed0")
     broken = root / "ablation" / "copy" / "broken"
     broken.mkdir(parents=True)
@@ -149,6 +218,7 @@ def sweep(tmp_path_factory):
 
 # ---------------------------------------------------------------- collect
 
+
 def test_collect_rows_columns_and_corrupt_file_warning(tmp_path):
     truth = make_sweep(tmp_path)
     with pytest.warns(UserWarning, match=r"broken[/\\]result\.json"):
@@ -157,8 +227,16 @@ def test_collect_rows_columns_and_corrupt_file_warning(tmp_path):
     assert len(frame) == 5 * 3 + 4 * 3  # every run but the truncated file
     assert frame["run_id"].is_unique
     assert dict(frame["status"].value_counts()) == {"completed": len(truth), "diverged": 4, "failed": 3}
-    for column in ("config.model.d_model", "cost.params", "cost.peak_memory_mb", "env.git_sha", "run_dir",
-                   "started_at", "finished_at", *METRICS):
+    for column in (
+        "config.model.d_model",
+        "cost.params",
+        "cost.peak_memory_mb",
+        "env.git_sha",
+        "run_dir",
+        "started_at",
+        "finished_at",
+        *METRICS,
+    ):
         assert column in frame.columns
     ranged = {m for m in runs.metrics if m.startswith(("test_in_range/", "test_beyond_range/"))}  # tests/test_summary
     assert set(runs.metrics) - ranged == set(METRICS)
@@ -199,6 +277,7 @@ def test_learning_curves_are_the_logged_values(tmp_path):
 
 # ---------------------------------------------------------------- stats
 
+
 def test_holm_on_known_p_values():
     # Sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> monotone 0.02, 0.03, 0.06, 0.06
     adjusted = inference.holm([0.01, 0.04, 0.03, 0.005, math.nan])
@@ -229,12 +308,19 @@ def welch_by_hand(a: list[float], b: list[float]) -> dict[str, float]:
     pooled SD weighted by degrees of freedom, from their formulas."""
     na, nb = len(a), len(b)
     va, vb = np.var(a, ddof=1) / na, np.var(b, ddof=1) / nb  # squared standard errors
-    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
     diff, se = np.mean(a) - np.mean(b), math.sqrt(va + vb)
     half = sps.t.ppf(0.975, df) * se
     pooled = math.sqrt(((na - 1) * np.var(a, ddof=1) + (nb - 1) * np.var(b, ddof=1)) / (na + nb - 2))
-    return {"df": df, "diff": diff, "diff_low": diff - half, "diff_high": diff + half, "t": diff / se,
-            "p": 2 * sps.t.sf(abs(diff / se), df), "d": diff / pooled}
+    return {
+        "df": df,
+        "diff": diff,
+        "diff_low": diff - half,
+        "diff_high": diff + half,
+        "t": diff / se,
+        "p": 2 * sps.t.sf(abs(diff / se), df),
+        "d": diff / pooled,
+    }
 
 
 def test_welch_and_cohens_d():
@@ -268,8 +354,9 @@ def test_main_effects_and_interaction(sweep):
     pd.testing.assert_series_equal(cols, cells.mean(axis=0), check_names=False)
     assert grand == pytest.approx(cells.to_numpy().mean())
     # Interaction from the cell means computed here, not from the marginals the function returned.
-    expected = cells.to_numpy() - cells.to_numpy().mean(1, keepdims=True) - cells.to_numpy().mean(0) \
-        + cells.to_numpy().mean()
+    expected = (
+        cells.to_numpy() - cells.to_numpy().mean(1, keepdims=True) - cells.to_numpy().mean(0) + cells.to_numpy().mean()
+    )
     np.testing.assert_allclose(interaction.loc[cells.index, cells.columns].to_numpy(), expected, atol=1e-12)
 
 
@@ -286,7 +373,8 @@ def test_comparisons_use_welch_and_holm(sweep):
         assert row.diff == pytest.approx(cell.mean() - base.mean())
         by_hand = welch_by_hand(list(cell), list(base))
         assert (row.diff_low, row.diff_high, row.d) == pytest.approx(
-            (by_hand["diff_low"], by_hand["diff_high"], by_hand["d"]), rel=1e-9)
+            (by_hand["diff_low"], by_hand["diff_high"], by_hand["d"]), rel=1e-9
+        )
     np.testing.assert_allclose(mine["p_holm"], inference.holm(mine["p"].to_numpy()))
     # multihead+rope is far better than the baseline on every task: the test must say so.
     best = mine[(mine["attention"] == "multihead") & (mine["position"] == "rope")].iloc[0]
@@ -294,6 +382,7 @@ def test_comparisons_use_welch_and_holm(sweep):
 
 
 # ---------------------------------------------------------------- report
+
 
 def test_report_tables_equal_pandas_and_scipy(sweep):
     root, truth, html = sweep
@@ -347,8 +436,14 @@ def test_report_figures_and_sections(sweep):
     assert sum(name.startswith("maps_") for name in pngs) == 1
     text = html.read_text()
     assert text.count('<img src="data:image/png;base64,') == len(pngs)
-    for title in ("Main effects and interaction", "Comparisons with multihead+sinusoidal", "Cost — copy",
-                  "Provenance", "0123456789abcdef", "lightning"):
+    for title in (
+        "Main effects and interaction",
+        "Comparisons with multihead+sinusoidal",
+        "Cost — copy",
+        "Provenance",
+        "0123456789abcdef",
+        "lightning",
+    ):
         assert title in text
 
 
@@ -368,8 +463,10 @@ def test_hostile_names_are_escaped(tmp_path):
     for seed in range(2):
         for attention in ("multihead", HOSTILE):
             metrics = {"test/token_acc": 0.5 + 0.1 * seed + (0.1 if attention == HOSTILE else 0.0)}
-            write_result(sweep / f"{abs(hash(attention))}-{seed}",
-                         result_dict("copy", attention, "sinusoidal", seed, metrics=metrics))
+            write_result(
+                sweep / f"{abs(hash(attention))}-{seed}",
+                result_dict("copy", attention, "sinusoidal", seed, metrics=metrics),
+            )
     write_result(sweep / "bad", result_dict("copy", HOSTILE, "rope", 0, status="failed", error=HOSTILE))
     write_maps(sweep / f"{abs(hash(HOSTILE))}-0")  # its figure name comes from the hostile string
     html = build_report([sweep], tmp_path / "out")
@@ -390,8 +487,10 @@ def test_hostile_names_are_escaped(tmp_path):
 def test_one_seed_sweep_claims_no_significance(tmp_path):
     for attention, acc in (("multihead", 0.7), ("local", 0.9)):
         for position in ("sinusoidal", "rope"):
-            write_result(tmp_path / "sweep" / f"{attention}-{position}",
-                         result_dict("copy", attention, position, 0, metrics={"test/token_acc": acc}))
+            write_result(
+                tmp_path / "sweep" / f"{attention}-{position}",
+                result_dict("copy", attention, position, 0, metrics={"test/token_acc": acc}),
+            )
     html = build_report([tmp_path / "sweep"], tmp_path / "out")
     assert ONE_SEED_NOTICE in (html.parent / "report.md").read_text()
     assert ONE_SEED_NOTICE in html.read_text()
@@ -401,18 +500,35 @@ def test_one_seed_sweep_claims_no_significance(tmp_path):
 
 def test_benchmark_section(tmp_path, sweep):
     root, _, _ = sweep
-    records = [{"attention": a, "position": "rope", "backend": "math", "T": t,
-                "status": "oom" if (a == "multihead" and t == 4096) else "ok",
-                "ms": None if (a == "multihead" and t == 4096) else (t / 256) ** (2 if a == "multihead" else 1),
-                "tokens_per_second": 1e5 / t, "peak_mb": t / 8.0}
-               for a in ("multihead", "local") for t in (256, 1024, 4096)]
-    bench = {"device": "cpu", "torch": "2.13.0", "records": records,
-             "exponents": [{"attention": "multihead", "position": "rope", "backend": "math", "exponent": 2.0,
-                            "T_range": [256, 1024]}]}
+    records = [
+        {
+            "attention": a,
+            "position": "rope",
+            "backend": "math",
+            "T": t,
+            "status": "oom" if (a == "multihead" and t == 4096) else "ok",
+            "ms": None if (a == "multihead" and t == 4096) else (t / 256) ** (2 if a == "multihead" else 1),
+            "tokens_per_second": 1e5 / t,
+            "peak_mb": t / 8.0,
+        }
+        for a in ("multihead", "local")
+        for t in (256, 1024, 4096)
+    ]
+    bench = {
+        "device": "cpu",
+        "torch": "2.13.0",
+        "records": records,
+        "exponents": [
+            {"attention": "multihead", "position": "rope", "backend": "math", "exponent": 2.0, "T_range": [256, 1024]}
+        ],
+    }
     (tmp_path / "bench.json").write_text(json.dumps(bench))
     with pytest.warns(UserWarning):
-        html = build_report([root / "ablation" / "reverse", root / "ablation" / "copy" / "broken"],
-                            tmp_path / "out", bench=tmp_path / "bench.json")
+        html = build_report(
+            [root / "ablation" / "reverse", root / "ablation" / "copy" / "broken"],
+            tmp_path / "out",
+            bench=tmp_path / "bench.json",
+        )
     markdown = (html.parent / "report.md").read_text()
     table = md_table(markdown, "Milliseconds per forward+backward step")
     assert table["multihead+rope (math)"]["T=4096"] == "oom"
@@ -425,10 +541,25 @@ def test_benchmark_section(tmp_path, sweep):
 def test_html_renders_in_headless_chromium(sweep, tmp_path):
     root, _, html = sweep
     png = tmp_path / "shot.png"
-    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=1200,2000",
-                    html.resolve().as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={png}",
+            "--window-size=1200,2000",
+            html.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     from matplotlib.image import imread
 
     pixels = imread(png)
@@ -438,12 +569,19 @@ def test_html_renders_in_headless_chromium(sweep, tmp_path):
 
 # ---------------------------------------------------------------- W&B
 
+
 def _offline_run(wandb, base: Path, result: dict, as_json: bool) -> None:
     """As the training app does it: the flat config as W&B config, the result minus config in the summary."""
-    run = wandb.init(mode="offline", dir=base, project="attnlab", group=result["sweep"],
-                     tags=[result["task"], result["attention"], result["position"]], id=result["run_id"],
-                     config=result["config"],
-                     settings=wandb.Settings(console="off", x_disable_stats=True, x_disable_machine_info=True))
+    run = wandb.init(
+        mode="offline",
+        dir=base,
+        project="attnlab",
+        group=result["sweep"],
+        tags=[result["task"], result["attention"], result["position"]],
+        id=result["run_id"],
+        config=result["config"],
+        settings=wandb.Settings(console="off", x_disable_stats=True, x_disable_machine_info=True),
+    )
     run.log({"train/loss": 1.0}, step=1)
     summary = {k: v for k, v in result.items() if k != "config"}
     run.summary["attnlab_result"] = json.dumps(summary) if as_json else summary
@@ -458,9 +596,16 @@ def test_wandb_offline_runs_give_the_result_json_frame(tmp_path, monkeypatch):
     sweep = tmp_path / "sweep"
     cells = [("multihead", "sinusoidal", 0), ("multihead", "rope", 0), ("local", "rope", 1)]
     for i, (attention, position, seed) in enumerate(cells):
-        result = result_dict("copy", attention, position, seed, sweep="wb-sweep", train_lengths=[4, 12],
-                             metrics={"test/token_acc": 0.5 + 0.1 * i, "val/loss": 1.0 - 0.1 * i},
-                             by_length={"8": {"token_acc": 0.9 - 0.1 * i}, "16": {"token_acc": 0.5}})
+        result = result_dict(
+            "copy",
+            attention,
+            position,
+            seed,
+            sweep="wb-sweep",
+            train_lengths=[4, 12],
+            metrics={"test/token_acc": 0.5 + 0.1 * i, "val/loss": 1.0 - 0.1 * i},
+            by_length={"8": {"token_acc": 0.9 - 0.1 * i}, "16": {"token_acc": 0.5}},
+        )
         run_dir = sweep / f"run{i}"
         write_result(run_dir, result)
         _offline_run(wandb, run_dir, result, as_json=(i == 1))  # one summary holds a JSON string
@@ -504,6 +649,7 @@ def test_wandb_api_rejects_bad_arguments():
 
 # ---------------------------------------------------------------- bad input
 
+
 def run_main(argv: list[str], capsys) -> tuple[int, list[str]]:
     code = main([str(a) for a in argv])
     err = capsys.readouterr().err.strip().splitlines()
@@ -544,8 +690,7 @@ def test_no_common_metric_exits_2(tmp_path, capsys):
 
 
 def test_partial_sweep_still_reports(tmp_path):
-    write_result(tmp_path / "s" / "a", result_dict("copy", "multihead", "sinusoidal", 0, status="failed",
-                                                   error="boom"))
+    write_result(tmp_path / "s" / "a", result_dict("copy", "multihead", "sinusoidal", 0, status="failed", error="boom"))
     html = build_report([tmp_path / "s"], tmp_path / "out")
     markdown = (html.parent / "report.md").read_text()
     assert "failed ×1" in markdown and "boom" in markdown
@@ -559,13 +704,16 @@ def test_report_error_is_a_value_error(tmp_path):
 
 # ---------------------------------------------------------------- statistics on hand-computed values
 
+
 def test_report_comparison_columns_on_unequal_samples(tmp_path):
     """The report's comparisons.csv carries Welch's 95% interval and Cohen's d of unequal samples."""
     cells = {("multihead", "sinusoidal"): WELCH_B, ("local", "rope"): WELCH_A}  # baseline: 5 seeds, other: 4
     for (attention, position), values in cells.items():
         for seed, value in enumerate(values):
-            write_result(tmp_path / "sweep" / f"{attention}-{position}-{seed}",
-                         result_dict("copy", attention, position, seed, metrics={"val/loss": value}))
+            write_result(
+                tmp_path / "sweep" / f"{attention}-{position}-{seed}",
+                result_dict("copy", attention, position, seed, metrics={"val/loss": value}),
+            )
     html = build_report([tmp_path / "sweep"], tmp_path / "out", baseline="multihead+sinusoidal")
     row = pd.read_csv(html.parent / "comparisons.csv").set_index(["attention", "position"]).loc[("local", "rope")]
     assert (row["n"], row["baseline_n"]) == (4, 5)
@@ -577,8 +725,14 @@ def test_report_comparison_columns_on_unequal_samples(tmp_path):
 
 
 # Attention (rows) x position (columns) cell means; by hand: row means 4, 6; column means 2, 5, 8; grand 5.
-GRID = {("hard", "alibi"): 1.0, ("hard", "rope"): 3.0, ("hard", "t5"): 8.0,
-        ("soft", "alibi"): 3.0, ("soft", "rope"): 7.0, ("soft", "t5"): 8.0}
+GRID = {
+    ("hard", "alibi"): 1.0,
+    ("hard", "rope"): 3.0,
+    ("hard", "t5"): 8.0,
+    ("soft", "alibi"): 3.0,
+    ("soft", "rope"): 7.0,
+    ("soft", "t5"): 8.0,
+}
 
 
 # Unequal seed counts: a cell counts once, however many seeds it has.
@@ -587,9 +741,20 @@ SEEDS = {("hard", "t5"): 4, ("soft", "alibi"): 6}
 
 def grid_runs(grid: dict[tuple[str, str], float]) -> pd.DataFrame:
     """Seeds spread symmetrically around each cell mean, so only the cell means matter."""
-    return pd.DataFrame([{"task": "copy", "attention": a, "position": p, "seed": s, "status": "completed",
-                          "val/loss": value + (0.5 if s % 2 else -0.5)}
-                         for (a, p), value in grid.items() for s in range(SEEDS.get((a, p), 2))])
+    return pd.DataFrame(
+        [
+            {
+                "task": "copy",
+                "attention": a,
+                "position": p,
+                "seed": s,
+                "status": "completed",
+                "val/loss": value + (0.5 if s % 2 else -0.5),
+            }
+            for (a, p), value in grid.items()
+            for s in range(SEEDS.get((a, p), 2))
+        ]
+    )
 
 
 def test_interaction_on_a_hand_computed_grid():
@@ -598,8 +763,7 @@ def test_interaction_on_a_hand_computed_grid():
     assert dict(cols) == pytest.approx({"alibi": 2.0, "rope": 5.0, "t5": 8.0})
     assert grand == pytest.approx(5.0)
     # cell - row mean - column mean + grand mean, e.g. hard+t5: 8 - 4 - 8 + 5 = 1
-    want = pd.DataFrame([[0.0, -1.0, 1.0], [0.0, 1.0, -1.0]], index=["hard", "soft"],
-                        columns=["alibi", "rope", "t5"])
+    want = pd.DataFrame([[0.0, -1.0, 1.0], [0.0, 1.0, -1.0]], index=["hard", "soft"], columns=["alibi", "rope", "t5"])
     np.testing.assert_allclose(interaction.loc[want.index, want.columns].to_numpy(), want.to_numpy())
 
 
@@ -608,15 +772,33 @@ def test_interaction_with_a_missing_cell():
     grid = {cell: value for cell, value in GRID.items() if cell != ("soft", "t5")}
     runs = grid_runs(grid)
     # A failed run of the missing cell is listed but counts nowhere.
-    runs = pd.concat([runs, pd.DataFrame([{"task": "copy", "attention": "soft", "position": "t5", "seed": 0,
-                                           "status": "failed", "val/loss": math.nan}])], ignore_index=True)
-    rows, cols, interaction, grand = grid_effects.main_effects(runs, "val/loss", attentions=["hard", "soft"],
-                                                        positions=["alibi", "rope", "t5"])
+    runs = pd.concat(
+        [
+            runs,
+            pd.DataFrame(
+                [
+                    {
+                        "task": "copy",
+                        "attention": "soft",
+                        "position": "t5",
+                        "seed": 0,
+                        "status": "failed",
+                        "val/loss": math.nan,
+                    }
+                ]
+            ),
+        ],
+        ignore_index=True,
+    )
+    rows, cols, interaction, grand = grid_effects.main_effects(
+        runs, "val/loss", attentions=["hard", "soft"], positions=["alibi", "rope", "t5"]
+    )
     # By hand: rows hard (1+3+8)/3 = 4, soft (3+7)/2 = 5; columns 2, 5, 8; grand (1+3+8+3+7)/5 = 4.4
     # (the mean of the row means would be 4.5, of the column means 5); e.g. soft+alibi: 3 - 5 - 2 + 4.4 = 0.4.
     assert dict(rows) == pytest.approx({"hard": 4.0, "soft": 5.0})
     assert dict(cols) == pytest.approx({"alibi": 2.0, "rope": 5.0, "t5": 8.0})
     assert grand == pytest.approx(4.4)
-    want = pd.DataFrame([[-0.6, -1.6, 0.4], [0.4, 1.4, math.nan]], index=["hard", "soft"],
-                        columns=["alibi", "rope", "t5"])
+    want = pd.DataFrame(
+        [[-0.6, -1.6, 0.4], [0.4, 1.4, math.nan]], index=["hard", "soft"], columns=["alibi", "rope", "t5"]
+    )
     np.testing.assert_allclose(interaction.loc[want.index, want.columns].to_numpy(), want.to_numpy())

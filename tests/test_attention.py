@@ -4,17 +4,18 @@ Parametrised over the registries (and each entry's declared options), so a
 newly registered variant is tested with no edit here. Tensors are tiny: the
 point is the masking and the arithmetic, not the speed.
 """
+
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
 
+from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, reinforce_terms
 from variants.attention.hard import ESTIMATORS
 from variants.attention.local import MODES
 from variants.attention.scores import SCORES
-from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 2, 9, 6, 16, 2
 #: small settings for any variant that takes them, so windows and blocks are exercised at T <= 12
@@ -102,7 +103,7 @@ def test_causal_future_does_not_change_the_past(attention, a_params, position, p
     out, _ = run(layer, pos, x, None, pad, "causal")
     for t in (0, 3, T - 2):
         changed = x.clone()
-        changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
+        changed[:, t + 1 :] = torch.randn_like(changed[:, t + 1 :])
         out_changed, _ = run(layer, pos, changed, None, pad, "causal")
         torch.testing.assert_close(out_changed[:, : t + 1], out[:, : t + 1], atol=1e-6, rtol=0)
 

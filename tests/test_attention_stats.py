@@ -1,4 +1,5 @@
 """Attention statistics equal a direct computation, query by query, on crafted weights."""
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ def reference(weights: np.ndarray, visible: np.ndarray, aligned: np.ndarray | No
 
 
 def computed(weights: np.ndarray, visible: np.ndarray, aligned: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    sums = A.layer_sums(torch.tensor(weights), torch.tensor(visible)[:, None], None,
-                        None if aligned is None else torch.tensor(aligned))
+    sums = A.layer_sums(
+        torch.tensor(weights), torch.tensor(visible)[:, None], None, None if aligned is None else torch.tensor(aligned)
+    )
     return {k: v.numpy() for k, v in A.per_head(sums).items()}
 
 
@@ -79,40 +81,88 @@ CAUSAL = np.tril(np.ones((N, N), dtype=bool))[None]
 def test_uniform_reads_every_key_evenly() -> None:
     weights = np.full((2, 3, N, N), 1 / N)
     d = np.mean([abs(j - i) for i in range(N) for j in range(N)])
-    check(weights, np.repeat(ALL, 2, 0), expected={"entropy": math.log(N), "entropy_ratio": 1.0, "distance": d,
-                                                    "offset": 0.0, "first": 1 / N, "self": 1 / N, "cut": 0.0})
+    check(
+        weights,
+        np.repeat(ALL, 2, 0),
+        expected={
+            "entropy": math.log(N),
+            "entropy_ratio": 1.0,
+            "distance": d,
+            "offset": 0.0,
+            "first": 1 / N,
+            "self": 1 / N,
+            "cut": 0.0,
+        },
+    )
 
 
 def test_causal_uniform_counts_only_the_keys_a_query_sees() -> None:
     weights = (CAUSAL / CAUSAL.sum(-1, keepdims=True))[:, None]  # (1, 1, N, N)
-    got = check(weights, CAUSAL, expected={"entropy_ratio": 1.0,
-                                           "entropy": np.mean([math.log(i + 1) for i in range(N)]),
-                                           "distance": np.mean([i / 2 for i in range(N)]),
-                                           "first": np.mean([1 / (i + 1) for i in range(N)])})
+    got = check(
+        weights,
+        CAUSAL,
+        expected={
+            "entropy_ratio": 1.0,
+            "entropy": np.mean([math.log(i + 1) for i in range(N)]),
+            "distance": np.mean([i / 2 for i in range(N)]),
+            "first": np.mean([1 / (i + 1) for i in range(N)]),
+        },
+    )
     assert got["offset"] == pytest.approx(-got["distance"][0])
 
 
 def test_one_hot_diagonal_is_aligned_for_copy_and_not_for_reverse() -> None:
-    check(diag(N), ALL, alignment("copy", N), expected={"entropy": 0.0, "entropy_ratio": 0.0, "distance": 0.0,
-                                                        "self": 1.0, "first": 1 / N, "align_acc": 1.0,
-                                                        "align_share": 1.0})
+    check(
+        diag(N),
+        ALL,
+        alignment("copy", N),
+        expected={
+            "entropy": 0.0,
+            "entropy_ratio": 0.0,
+            "distance": 0.0,
+            "self": 1.0,
+            "first": 1 / N,
+            "align_acc": 1.0,
+            "align_share": 1.0,
+        },
+    )
     check(diag(N), ALL, alignment("reverse", N), expected={"align_acc": 0.0, "align_share": 0.0})
     # odd length: the middle query is on the diagonal and the mirror alike
-    check(diag(N + 1), np.ones((1, N + 1, N + 1), bool), alignment("reverse", N + 1),
-          expected={"align_acc": 1 / (N + 1)})
+    check(
+        diag(N + 1), np.ones((1, N + 1, N + 1), bool), alignment("reverse", N + 1), expected={"align_acc": 1 / (N + 1)}
+    )
 
 
 def test_one_hot_mirrored_is_aligned_for_reverse() -> None:
-    check(mirrored(N), ALL, alignment("reverse", N),
-          expected={"align_acc": 1.0, "align_share": 1.0, "entropy": 0.0, "self": 0.0,
-                    "distance": np.mean([abs(N - 1 - 2 * i) for i in range(N)]), "offset": 0.0})
+    check(
+        mirrored(N),
+        ALL,
+        alignment("reverse", N),
+        expected={
+            "align_acc": 1.0,
+            "align_share": 1.0,
+            "entropy": 0.0,
+            "self": 0.0,
+            "distance": np.mean([abs(N - 1 - 2 * i) for i in range(N)]),
+            "offset": 0.0,
+        },
+    )
 
 
 def test_sink_on_the_first_key() -> None:
     weights = np.zeros((1, 2, N, N))
     weights[..., 0] = 1.0
-    check(weights, ALL, expected={"first": 1.0, "entropy": 0.0, "distance": np.mean(range(N)),
-                                  "offset": -np.mean(range(N)), "self": 1 / N})
+    check(
+        weights,
+        ALL,
+        expected={
+            "first": 1.0,
+            "entropy": 0.0,
+            "distance": np.mean(range(N)),
+            "offset": -np.mean(range(N)),
+            "self": 1 / N,
+        },
+    )
 
 
 def test_weights_that_do_not_sum_to_one_report_the_cut_and_are_read_normalised() -> None:
@@ -120,8 +170,9 @@ def test_weights_that_do_not_sum_to_one_report_the_cut_and_are_read_normalised()
     weights = rng.random((2, 2, N, N)) * 0.9 / N  # a Gaussian-windowed read keeps under 1
     got = check(weights, np.repeat(ALL, 2, 0))
     assert np.all(got["cut"] > 0.0)
-    check(weights / weights.sum(-1, keepdims=True), np.repeat(ALL, 2, 0), expected={"cut": 0.0,
-                                                                                     "entropy": got["entropy"]})
+    check(
+        weights / weights.sum(-1, keepdims=True), np.repeat(ALL, 2, 0), expected={"cut": 0.0, "entropy": got["entropy"]}
+    )
 
 
 def test_padding_and_unequal_rows_against_the_loop_reference() -> None:

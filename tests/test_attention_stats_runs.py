@@ -1,5 +1,6 @@
 """Attention statistics on real models: every attention type x encoding, a full run's files and W&B run,
 the closing summary, and a learning test (reverse aligns its cross attention)."""
+
 from __future__ import annotations
 
 import json
@@ -45,11 +46,22 @@ def tiny_module(attention: str, params: dict, position: str) -> tuple[Seq2SeqMod
     torch.manual_seed(0)
     task = TASKS.build("reverse", train_lengths=[2, 4], eval_lengths=LENGTHS, test_size=6, batch_size=4)
     module = Seq2SeqModule(
-        model={"arch": "seq2seq", "vocab_size": task.vocab_size, "d_model": 16, "ffn_dim": 32,
-               "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0,
-               "attention": {"name": attention, "params": {"num_heads": 2, **params}},
-               "position": {"name": position, "params": {}}},
-        optim={}, task_kind="seq2seq", max_steps=1, eval_lengths=LENGTHS)
+        model={
+            "arch": "seq2seq",
+            "vocab_size": task.vocab_size,
+            "d_model": 16,
+            "ffn_dim": 32,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "dropout": 0.0,
+            "attention": {"name": attention, "params": {"num_heads": 2, **params}},
+            "position": {"name": position, "params": {}},
+        },
+        optim={},
+        task_kind="seq2seq",
+        max_steps=1,
+        eval_lengths=LENGTHS,
+    )
     module.alignment = task.alignment
     module.eval()
     return module, task
@@ -113,8 +125,10 @@ def test_statistics_leave_the_scored_outputs_unchanged(attention: str) -> None:
     for stats in (False, True):
         module, task = tiny_module(attention, {}, "rope")
         run_test_loop(module, task, stats=stats)
-        results.append({n: {k: float(m.compute()) for k, m in g.items()} for n, g in module.by_length.items()}
-                       | {"loss": float(module.test_loss.compute()), "acc": float(module.test_acc.compute())})
+        results.append(
+            {n: {k: float(m.compute()) for k, m in g.items()} for n, g in module.by_length.items()}
+            | {"loss": float(module.test_loss.compute()), "acc": float(module.test_acc.compute())}
+        )
     assert results[0] == results[1]
 
 
@@ -130,10 +144,15 @@ def test_the_statistics_cap_reads_the_first_examples_of_each_length() -> None:
 def test_a_run_records_statistics_cost_and_wandb_tables(tmp_path) -> None:
     out = tmp_path / "run"
     overrides = [o for o in TINY if o != "logger=none"] + [
-        "logger=default", "trainer.max_steps=2", "num_threads=1", "task.eval_lengths=[4,14]",
-        f"hydra.run.dir={out}"]
-    done = subprocess.run([sys.executable, "-m", "experiments.train", *overrides], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+        "logger=default",
+        "trainer.max_steps=2",
+        "num_threads=1",
+        "task.eval_lengths=[4,14]",
+        f"hydra.run.dir={out}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
     stats = result["attention_stats"]
@@ -169,15 +188,26 @@ def test_a_run_records_statistics_cost_and_wandb_tables(tmp_path) -> None:
 
 def test_summary_names_the_headline_layer_and_marks_lengths_outside_training() -> None:
     layer = {"align_acc": 0.9, "entropy_ratio": 0.25}
-    result = {"status": "completed", "task": "reverse", "attention": "soft", "position": "rope", "seed": 0,
-              "run_id": "x", "metrics": {"test/seq_acc": 0.5}, "train_lengths": [2, 8],
-              "by_length": {"8": {"token_acc": 0.97, "seq_acc": 0.75}, "16": {"token_acc": 0.5, "seq_acc": 0.125}},
-              # over all lengths cross/0 aligns better (0.65 vs 0.525); inside the training lengths cross/1 does
-              "attention_stats": {"cross/0": {"8": {**layer, "align_acc": 0.3}, "16": {**layer, "align_acc": 1.0}},
-                                  "cross/1": {"8": {**layer, "align_acc": 0.95}, "16": {**layer, "align_acc": 0.1}}},
-              "cost": {"test_seconds": 10.0, "attention_stats_seconds": 0.4}}
+    result = {
+        "status": "completed",
+        "task": "reverse",
+        "attention": "soft",
+        "position": "rope",
+        "seed": 0,
+        "run_id": "x",
+        "metrics": {"test/seq_acc": 0.5},
+        "train_lengths": [2, 8],
+        "by_length": {"8": {"token_acc": 0.97, "seq_acc": 0.75}, "16": {"token_acc": 0.5, "seq_acc": 0.125}},
+        # over all lengths cross/0 aligns better (0.65 vs 0.525); inside the training lengths cross/1 does
+        "attention_stats": {
+            "cross/0": {"8": {**layer, "align_acc": 0.3}, "16": {**layer, "align_acc": 1.0}},
+            "cross/1": {"8": {**layer, "align_acc": 0.95}, "16": {**layer, "align_acc": 0.1}},
+        },
+        "cost": {"test_seconds": 10.0, "attention_stats_seconds": 0.4},
+    }
     console = Console(record=True, width=200)
     from pathlib import Path
+
     print_summary(result, Path("/runs/r"), console)
     text = console.export_text()
     # cross/1 aligns best inside the training lengths (0.95 vs 0.3), whatever happens past them
@@ -193,12 +223,26 @@ def test_reverse_learns_cross_attention_alignment(tmp_path) -> None:
     """multihead + sinusoidal on reverse (the quick preset, short sequences, 500 steps): the best cross
     layer's weights peak on the mirrored source position for >= 90% of the queries inside the training lengths."""
     out = tmp_path / "run"
-    overrides = ["experiment=quick", "attention=multihead", "position=sinusoidal", "logger=none", "num_threads=1",
-                 "eval.attention_maps=false", "trainer.max_steps=500", "trainer.val_check_interval=500",
-                 "task.train_lengths=[2,6]", "task.eval_lengths=[4,6,8]", "task.train_size=2000",
-                 "task.val_size=64", "task.test_size=32", "trainer.progress_bar=false", f"hydra.run.dir={out}"]
-    done = subprocess.run([sys.executable, "-m", "experiments.train", *overrides], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    overrides = [
+        "experiment=quick",
+        "attention=multihead",
+        "position=sinusoidal",
+        "logger=none",
+        "num_threads=1",
+        "eval.attention_maps=false",
+        "trainer.max_steps=500",
+        "trainer.val_check_interval=500",
+        "task.train_lengths=[2,6]",
+        "task.eval_lengths=[4,6,8]",
+        "task.train_size=2000",
+        "task.val_size=64",
+        "task.test_size=32",
+        "trainer.progress_bar=false",
+        f"hydra.run.dir={out}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
     assert result["by_length"]["6"]["seq_acc"] >= 0.9  # it learned the task
@@ -207,16 +251,29 @@ def test_reverse_learns_cross_attention_alignment(tmp_path) -> None:
     assert best >= 0.9
 
 
-@pytest.mark.parametrize("arch, task, layer", [("decoder", "reverse", "decoder_self/0"),
-                                               ("encoder", "parity", "encoder_self/0")])
+@pytest.mark.parametrize(
+    "arch, task, layer", [("decoder", "reverse", "decoder_self/0"), ("encoder", "parity", "encoder_self/0")]
+)
 def test_decoder_only_and_encoder_models_get_their_layers_statistics(arch: str, task: str, layer: str) -> None:
     data = TASKS.build(task, train_lengths=[2, 4], eval_lengths=LENGTHS, test_size=6, batch_size=4)
     module = Seq2SeqModule(
-        model={"arch": arch, "vocab_size": data.vocab_size, "d_model": 16, "ffn_dim": 32, "encoder_layers": 1,
-               "decoder_layers": 1, "num_classes": int(data.num_classes or 0), "pooling": "cls",
-               "attention": {"name": "multihead", "params": {"num_heads": 2}},
-               "position": {"name": "rope", "params": {}}},
-        optim={}, task_kind=data.kind, max_steps=1, eval_lengths=LENGTHS)
+        model={
+            "arch": arch,
+            "vocab_size": data.vocab_size,
+            "d_model": 16,
+            "ffn_dim": 32,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "num_classes": int(data.num_classes or 0),
+            "pooling": "cls",
+            "attention": {"name": "multihead", "params": {"num_heads": 2}},
+            "position": {"name": "rope", "params": {}},
+        },
+        optim={},
+        task_kind=data.kind,
+        max_steps=1,
+        eval_lengths=LENGTHS,
+    )
     module.eval()
     run_test_loop(module, data, stats=True)
     summary, _ = module.attention_statistics()

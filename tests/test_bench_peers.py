@@ -5,6 +5,7 @@ the JSON is written, every ratio is a positive finite number, the compared model
 have the same size, training losses are finite, and cached generation picks the
 same tokens as recomputation.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,39 @@ from experiments.batches import lm_io
 from experiments.bench.mfu import flops_per_token, matmul_parameters, peak_tflops
 from experiments.model import ModelSpec, Transformer, VariantSpec
 
-TOY = ["--batch", "4", "--length", "8", "--vocab", "40", "--d-model", "16", "--heads", "2", "--layers", "1",
-       "--ffn", "32", "--warmup", "1", "--repeats", "2", "--inner", "1", "--batches", "2", "--no-compile",
-       "--gen-tokens", "12", "--gen-prompt", "3", "--gen-batch", "2", "--gen-repeats", "2"]
+TOY = [
+    "--batch",
+    "4",
+    "--length",
+    "8",
+    "--vocab",
+    "40",
+    "--d-model",
+    "16",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--ffn",
+    "32",
+    "--warmup",
+    "1",
+    "--repeats",
+    "2",
+    "--inner",
+    "1",
+    "--batches",
+    "2",
+    "--no-compile",
+    "--gen-tokens",
+    "12",
+    "--gen-prompt",
+    "3",
+    "--gen-batch",
+    "2",
+    "--gen-repeats",
+    "2",
+]
 
 
 def test_peers_writes_finite_ratios(tmp_path, capsys):
@@ -47,8 +78,10 @@ def test_peers_writes_finite_ratios(tmp_path, capsys):
             assert max(sizes) <= 1.2 * min(sizes), (name, sizes)
     assert comparisons["generation"]["same_tokens"] == 1.0
     checked = {t["ratio"]: t for t in report["targets"]}
-    assert checked["attnlab / torch.nn.Transformer"]["value"] == comparisons["seq2seq"]["ratios"][
-        "attnlab / torch.nn.Transformer"]
+    assert (
+        checked["attnlab / torch.nn.Transformer"]["value"]
+        == comparisons["seq2seq"]["ratios"]["attnlab / torch.nn.Transformer"]
+    )
     assert checked["attnlab compiled / torch.nn.Transformer"]["value"] is None  # --no-compile
     assert "targets:" in capsys.readouterr().out
 
@@ -65,11 +98,20 @@ def test_flops_formula_matches_pytorch_counter():
     """6 N + 12 L T d per token equals the matmul FLOPs PyTorch counts in a forward + backward
     (on the math path, whose attention is plain matmuls; biases and norms make the small rest)."""
     d, layers, T, B, vocab = 64, 2, 32, 2, 256
-    model = Transformer(ModelSpec(
-        arch="decoder", vocab_size=vocab, attention=VariantSpec("multihead", {"num_heads": 4}),
-        position=VariantSpec("learned", {"max_len": T}), d_model=d, decoder_layers=layers, ffn_dim=4 * d,
-        dropout=0.0, norm="pre", backend="math",
-    ))
+    model = Transformer(
+        ModelSpec(
+            arch="decoder",
+            vocab_size=vocab,
+            attention=VariantSpec("multihead", {"num_heads": 4}),
+            position=VariantSpec("learned", {"max_len": T}),
+            d_model=d,
+            decoder_layers=layers,
+            ffn_dim=4 * d,
+            dropout=0.0,
+            norm="pre",
+            backend="math",
+        )
+    )
     inputs, targets = lm_io(torch.randint(4, vocab, (B, T + 1)))
     with FlopCounterMode(display=False) as counter:
         loss = F.cross_entropy(model(None, inputs).flatten(0, 1), targets.flatten())

@@ -1,17 +1,28 @@
 """Cells are configurations: cell ids, factor discovery, budget keys and duplicate runs, against pandas."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
 from analysis.data.cells import assign_cells
-from analysis.report.layout import asked_factors
 from analysis.data.collect import collect
+from analysis.report.layout import asked_factors
 from tests.cell_fixtures import flat_config, result, write
 
 # What this test takes as not changing the computation, spelled out independently of analysis.data.cells.
-NOISE = ["name", "num_threads", "resume", "logger.wandb.mode", "logger.wandb.tags", "trainer.progress_bar",
-         "trainer.log_every_n_steps", "trainer.checkpoint_every_n_steps", "eval.attention_maps", "fail_at_step"]
+NOISE = [
+    "name",
+    "num_threads",
+    "resume",
+    "logger.wandb.mode",
+    "logger.wandb.tags",
+    "trainer.progress_bar",
+    "trainer.log_every_n_steps",
+    "trainer.checkpoint_every_n_steps",
+    "eval.attention_maps",
+    "fail_at_step",
+]
 
 
 def sweep(root, specs) -> pd.DataFrame:
@@ -36,13 +47,22 @@ def partition(runs: pd.DataFrame) -> set[frozenset]:
 
 
 def test_cells_are_configurations_minus_seed_and_noise(tmp_path):
-    noisy = {"num_threads": 2, "logger.wandb.mode": "online", "name": "other", "trainer.progress_bar": True,
-             "trainer.log_every_n_steps": 5, "eval.attention_maps": False}
-    specs = [(f"local-w{w}-s{s}", "reverse", "local", "relative", s, {"attention.window": w})
-             for w in (4, 8) for s in (0, 1)]
+    noisy = {
+        "num_threads": 2,
+        "logger.wandb.mode": "online",
+        "name": "other",
+        "trainer.progress_bar": True,
+        "trainer.log_every_n_steps": 5,
+        "eval.attention_maps": False,
+    }
+    specs = [
+        (f"local-w{w}-s{s}", "reverse", "local", "relative", s, {"attention.window": w}) for w in (4, 8) for s in (0, 1)
+    ]
     specs += [(f"mh-s{s}", "reverse", "multihead", "relative", s, {}) for s in (0, 1)]
-    specs += [("local-w4-s2-noisy", "reverse", "local", "relative", 2, {"attention.window": 4, **noisy}),
-              ("local-w4-lr", "reverse", "local", "relative", 0, {"attention.window": 4, "optim.lr": 0.01})]
+    specs += [
+        ("local-w4-s2-noisy", "reverse", "local", "relative", 2, {"attention.window": 4, **noisy}),
+        ("local-w4-lr", "reverse", "local", "relative", 0, {"attention.window": 4, "optim.lr": 0.01}),
+    ]
     configs = sweep(tmp_path, specs)
     runs = collect([tmp_path])
     assert partition(runs.runs) == expected_partition(configs)
@@ -72,9 +92,11 @@ def test_subfactor_fixed_by_its_group_is_not_a_factor(tmp_path):
     runs = collect([tmp_path / "b"])
     assert runs.factors == ["position", "position.max_distance"]
     assert partition(runs.runs) == expected_partition(configs)
-    assert set(runs.runs["cell_label"]) == {"position=relative, position.max_distance=16",
-                                            "position=relative, position.max_distance=0",
-                                            "position=t5, position.max_distance=128"}
+    assert set(runs.runs["cell_label"]) == {
+        "position=relative, position.max_distance=16",
+        "position=relative, position.max_distance=0",
+        "position=t5, position.max_distance=128",
+    }
 
 
 def test_key_missing_in_some_runs_of_one_group_varies(tmp_path):
@@ -100,16 +122,22 @@ def test_task_groups_and_is_never_a_factor(tmp_path):
 
 
 def test_budget_keys_separate_cells_but_are_not_designed(tmp_path):
-    specs = [(f"{attention}-{steps}-{s}", "copy", attention, "rope", s, {"trainer.max_steps": steps})
-             for steps in (500, 1000) for attention in ("local", "multihead") for s in (0, 1)]
+    specs = [
+        (f"{attention}-{steps}-{s}", "copy", attention, "rope", s, {"trainer.max_steps": steps})
+        for steps in (500, 1000)
+        for attention in ("local", "multihead")
+        for s in (0, 1)
+    ]
     configs = sweep(tmp_path, specs)
     runs = collect([tmp_path])
     assert runs.factors == ["attention", "trainer.max_steps"]  # budget keys come last
     assert partition(runs.runs) == expected_partition(configs) and runs.runs["cell"].nunique() == 4
     # the report's rule (analysis.report.layout.asked_factors): budget keys are factors only when asked for
     assert asked_factors(runs.runs, runs.factors, None) == ["attention"]
-    assert asked_factors(runs.runs, runs.factors, ["trainer.max_steps", "attention"]) == ["attention",
-                                                                                       "trainer.max_steps"]
+    assert asked_factors(runs.runs, runs.factors, ["trainer.max_steps", "attention"]) == [
+        "attention",
+        "trainer.max_steps",
+    ]
 
 
 def test_assign_cells_does_not_modify_its_input(tmp_path):
@@ -130,13 +158,17 @@ def test_same_configuration_and_seed_twice_counts_once(tmp_path):
     other = flat_config("copy", "local", "rope", 1)
     write(tmp_path / "sweep0" / "run", result("run-c-failed", other, status="failed"))
     write(tmp_path / "sweep3" / "run", result("run-c", other, {"test/token_acc": 0.6}))
-    write(tmp_path / "sweep3" / "seed2", result("run-d", flat_config("copy", "local", "rope", 2),
-                                                {"test/token_acc": 0.65}))
+    write(
+        tmp_path / "sweep3" / "seed2",
+        result("run-d", flat_config("copy", "local", "rope", 2), {"test/token_acc": 0.65}),
+    )
     with pytest.warns(UserWarning, match="same configuration and seed") as caught:
         runs = collect([tmp_path])
     assert sum("same configuration and seed" in str(w.message) for w in caught) == 2
     assert sorted(runs.runs["run_id"]) == ["run-a", "run-c", "run-d"]
     assert runs.runs["seed"].tolist() == sorted(set(runs.runs["seed"]))  # each seed once
-    assert dict(zip(runs.duplicates["run_id"], runs.duplicates["duplicate_of"])) == {"run-b": "run-a",
-                                                                                      "run-c-failed": "run-c"}
+    assert dict(zip(runs.duplicates["run_id"], runs.duplicates["duplicate_of"])) == {
+        "run-b": "run-a",
+        "run-c-failed": "run-c",
+    }
     assert set(runs.by_length["run_id"]) == {"run-a"} and len(runs.by_length) == 2

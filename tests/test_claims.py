@@ -5,6 +5,7 @@ values: alibi truly above sinusoidal, rope equal to it, none below it, t5 with o
 seed. Every statistic and p-value is recomputed here with scipy's own tests and
 Holm's step-down written out, never with the module under test.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,12 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from analysis.claims.evaluate import COLUMNS, decide, evaluate as evaluate_claims
 from analysis.claims.cli import main as claims_main
+from analysis.claims.evaluate import COLUMNS, decide
+from analysis.claims.evaluate import evaluate as evaluate_claims
+from analysis.data.collect import collect
 from analysis.stats.claims import two_sample_test
 from common.claims import ClaimError, parse_claim, parse_claims
-from analysis.data.collect import collect
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.05
@@ -34,22 +36,57 @@ VALUES = {
     "none": [0.41, 0.45, 0.38, 0.50, 0.44],
     "t5": [0.80],
 }
-DROP = {"alibi": [0.01, 0.02, 0.00, 0.03, 0.01], "sinusoidal": [0.30, 0.35, 0.28, 0.40, 0.33],
-        "rope": [0.2, 0.25, 0.22, 0.18, 0.21], "none": [0.1, 0.12, 0.09, 0.11, 0.1], "t5": [0.05]}
+DROP = {
+    "alibi": [0.01, 0.02, 0.00, 0.03, 0.01],
+    "sinusoidal": [0.30, 0.35, 0.28, 0.40, 0.33],
+    "rope": [0.2, 0.25, 0.22, 0.18, 0.21],
+    "none": [0.1, 0.12, 0.09, 0.11, 0.1],
+    "t5": [0.05],
+}
 
 
-def result(position: str, seed: int, value: float, drop: float, claims: list | None = None, task: str = "copy",
-           lr: float = 0.001, status: str = "completed") -> dict:
-    config = {"task.name": task, "attention.name": "multihead", "position.name": position, "seed": seed,
-              "optim.lr": lr, "model.d_model": 64, "claims": claims or []}
+def result(
+    position: str,
+    seed: int,
+    value: float,
+    drop: float,
+    claims: list | None = None,
+    task: str = "copy",
+    lr: float = 0.001,
+    status: str = "completed",
+) -> dict:
+    config = {
+        "task.name": task,
+        "attention.name": "multihead",
+        "position.name": position,
+        "seed": seed,
+        "optim.lr": lr,
+        "model.d_model": 64,
+        "claims": claims or [],
+    }
     done = status == "completed"
     return {
-        "schema": 1, "run_id": f"{task}-{position}-{lr}-s{seed}", "sweep": "fixture", "status": status,
-        "error": None if done else "boom", "task": task, "attention": "multihead", "position": position,
-        "seed": seed, "arch": "seq2seq", "overrides": [], "config": config, "config_hash": "h",
+        "schema": 1,
+        "run_id": f"{task}-{position}-{lr}-s{seed}",
+        "sweep": "fixture",
+        "status": status,
+        "error": None if done else "boom",
+        "task": task,
+        "attention": "multihead",
+        "position": position,
+        "seed": seed,
+        "arch": "seq2seq",
+        "overrides": [],
+        "config": config,
+        "config_hash": "h",
         "metrics": {"test/token_acc": value, "val/loss": 1 - value} if done else {},
         "by_length": {"8": {"token_acc": value}, "16": {"token_acc": value - drop}} if done else {},
-        "cost": {}, "env": {}, "started_at": None, "finished_at": None, "command": "", "train_lengths": [2, 8],
+        "cost": {},
+        "env": {},
+        "started_at": None,
+        "finished_at": None,
+        "command": "",
+        "train_lengths": [2, 8],
     }
 
 
@@ -58,14 +95,20 @@ def write_sweep(root: Path, claims: list | None = None, values: dict = VALUES, *
         for seed, value in enumerate(seeds):
             run = root / f"{kwargs.get('task', 'copy')}-{position}-{kwargs.get('lr', 0.001)}-{seed}"
             run.mkdir(parents=True, exist_ok=True)
-            (run / "result.json").write_text(json.dumps(result(position, seed, value, DROP[position][seed],
-                                                               claims, **kwargs)))
+            (run / "result.json").write_text(
+                json.dumps(result(position, seed, value, DROP[position][seed], claims, **kwargs))
+            )
     return root
 
 
 def claim(**fields) -> dict:
-    base = {"name": "c", "metric": "test/token_acc", "a": {"position": "alibi"}, "b": {"position": "sinusoidal"},
-            "expect": "greater"}
+    base = {
+        "name": "c",
+        "metric": "test/token_acc",
+        "a": {"position": "alibi"},
+        "b": {"position": "sinusoidal"},
+        "expect": "greater",
+    }
     base.update(fields)
     return {k: v for k, v in base.items() if v is not None}
 
@@ -89,6 +132,7 @@ def a(position: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- verdicts against scipy
+
 
 def test_true_difference_is_supported_with_scipys_welch(tmp_path):
     rows = evaluate(tmp_path, [claim(margin=0.1)])
@@ -158,10 +202,10 @@ def test_equivalence_is_tost_against_the_textbook_formulas(tmp_path):
     x, y, m = a("rope"), a("sinusoidal"), 0.08
     va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
+    df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
     d = x.mean() - y.mean()
-    p_low = sps.t.sf((d + m) / se, df)      # H1: d > -m
-    p_high = sps.t.cdf((d - m) / se, df)    # H1: d < m
+    p_low = sps.t.sf((d + m) / se, df)  # H1: d > -m
+    p_high = sps.t.cdf((d - m) / se, df)  # H1: d < m
     assert row["p"] == pytest.approx(max(p_low, p_high), rel=1e-9)
     assert row["df"] == pytest.approx(df, rel=1e-9)
     assert row["verdict"] == ("supported" if max(p_low, p_high) < ALPHA else "inconclusive")
@@ -188,8 +232,9 @@ def test_tost_hand_computed_case():
 
 def test_ratio_claim_is_a_one_sample_test_on_per_run_ratios(tmp_path):
     flat = claim(metric="token_acc@16", over=8, expect="ratio", bounds=[0.9, None], b=None)
-    sagging = claim(metric="token_acc@16", over=8, expect="ratio", bounds=[0.9, 1.1], b=None,
-                    a={"position": "sinusoidal"}, name="d")
+    sagging = claim(
+        metric="token_acc@16", over=8, expect="ratio", bounds=[0.9, 1.1], b=None, a={"position": "sinusoidal"}, name="d"
+    )
     rows = evaluate(tmp_path, [flat, sagging])
     ratios = (a("alibi") - np.asarray(DROP["alibi"])) / a("alibi")
     one = sps.ttest_1samp(ratios, 0.9, alternative="greater")
@@ -204,17 +249,24 @@ def test_ratio_claim_is_a_one_sample_test_on_per_run_ratios(tmp_path):
 
 
 def test_claims_are_holm_corrected_together(tmp_path):
-    specs = [claim(margin=0.1, name="a"), claim(a={"position": "none"}, name="b"),
-             claim(a={"position": "rope"}, name="c"), claim(a={"position": "alibi"}, b={"position": "rope"},
-                                                            margin=0.25, name="d")]
+    specs = [
+        claim(margin=0.1, name="a"),
+        claim(a={"position": "none"}, name="b"),
+        claim(a={"position": "rope"}, name="c"),
+        claim(a={"position": "alibi"}, b={"position": "rope"}, margin=0.25, name="d"),
+    ]
     rows = evaluate(tmp_path, specs)
 
     def decisive(x, y, margin):
         greater = sps.ttest_ind(x - margin, y, equal_var=False, alternative="greater").pvalue
         return min(greater, 1 - greater)
 
-    raw = [decisive(a("alibi"), a("sinusoidal"), 0.1), decisive(a("none"), a("sinusoidal"), 0.0),
-           decisive(a("rope"), a("sinusoidal"), 0.0), decisive(a("alibi"), a("rope"), 0.25)]
+    raw = [
+        decisive(a("alibi"), a("sinusoidal"), 0.1),
+        decisive(a("none"), a("sinusoidal"), 0.0),
+        decisive(a("rope"), a("sinusoidal"), 0.0),
+        decisive(a("alibi"), a("rope"), 0.25),
+    ]
     assert rows["p"].tolist() == pytest.approx(raw, rel=1e-9)
     assert rows["p_holm"].tolist() == pytest.approx(holm(raw), rel=1e-9)
     expected = ["supported" if p < ALPHA else "inconclusive" for p in holm(raw)]
@@ -224,8 +276,9 @@ def test_claims_are_holm_corrected_together(tmp_path):
 
 def test_a_claim_significant_alone_but_not_after_holm_says_so():
     claims = [parse_claim(claim(name=str(i)), f"claims[{i}]") for i in range(3)]
-    rows = [{**{c: math.nan for c in COLUMNS}, "lacked": "", "p_for": p, "p_against": 1 - p}
-            for p in (0.02, 0.03, 0.04)]
+    rows = [
+        {**{c: math.nan for c in COLUMNS}, "lacked": "", "p_for": p, "p_against": 1 - p} for p in (0.02, 0.03, 0.04)
+    ]
     out = decide(rows, claims)
     assert out["p_holm"].tolist() == pytest.approx(holm([0.02, 0.03, 0.04]))
     assert (out["verdict"] == "inconclusive").all()
@@ -245,12 +298,16 @@ def test_config_claims_apply_to_the_runs_that_carry_them_and_a_file_adds_more(tm
 
 # ---------------------------------------------------------------- sides are cells
 
+
 def test_a_side_over_two_cells_is_an_error_naming_the_key(tmp_path):
     write_sweep(tmp_path / "s", [claim()], lr=0.001)
     write_sweep(tmp_path / "s", [claim()], lr=0.003)
     runs = collect(tmp_path / "s")
-    with pytest.raises(ClaimError, match=r"^claims of sweep fixture\[0\]\.a=\{position=alibi\} covers 2 cells "
-                                           r"that differ in optim\.lr; pin it in the claim's where"):
+    with pytest.raises(
+        ClaimError,
+        match=r"^claims of sweep fixture\[0\]\.a=\{position=alibi\} covers 2 cells "
+        r"that differ in optim\.lr; pin it in the claim's where",
+    ):
         evaluate_claims(runs)
     pinned = tmp_path / "pinned.yaml"
     pinned.write_text(yaml.safe_dump([claim(where={"optim.lr": 0.003})]))
@@ -273,14 +330,20 @@ MALFORMED = [
     (claim(metric="token acc"), r"claims\[0\]\.metric='token acc' is not allowed"),
     (claim(colour="red"), r"claims\[0\]\.colour is not a claim field"),
     (claim(where={"position": "rope"}), r"claims\[0\]\.where\.position is also set on a side"),
-    (claim(expect="ratio", b=None, metric="token_acc", over=8, bounds=[0.9, None]),
-     r"claims\[0\]\.metric='token_acc' is not allowed for expect=ratio"),
+    (
+        claim(expect="ratio", b=None, metric="token_acc", over=8, bounds=[0.9, None]),
+        r"claims\[0\]\.metric='token_acc' is not allowed for expect=ratio",
+    ),
     (claim(expect="ratio", b=None, metric="token_acc@16", bounds=[0.9, None]), r"claims\[0\]\.over=None"),
-    (claim(expect="ratio", b=None, metric="token_acc@16", over=16, bounds=[0.9, None]),
-     r"claims\[0\]\.over=16 is the metric's own length"),
+    (
+        claim(expect="ratio", b=None, metric="token_acc@16", over=16, bounds=[0.9, None]),
+        r"claims\[0\]\.over=16 is the metric's own length",
+    ),
     (claim(expect="ratio", b=None, metric="token_acc@16", over=8), r"claims\[0\]\.bounds=None"),
-    (claim(expect="ratio", b=None, metric="token_acc@16", over=8, bounds=[1.1, 0.9]),
-     r"claims\[0\]\.bounds=\[1\.1, 0\.9\] is not allowed; low must be below high"),
+    (
+        claim(expect="ratio", b=None, metric="token_acc@16", over=8, bounds=[1.1, 0.9]),
+        r"claims\[0\]\.bounds=\[1\.1, 0\.9\] is not allowed; low must be below high",
+    ),
     (claim(expect="ratio", metric="token_acc@16", over=8, bounds=[0.9, None]), r"claims\[0\]\.b is not used"),
     (claim(over=8), r"claims\[0\]\.over is only used by expect=ratio"),
     (claim(name=["x"]), r"claims\[0\]\.name=\['x'\] is not allowed"),
@@ -296,13 +359,19 @@ def test_malformed_claim_is_one_line_naming_the_field(raw, message):
 
 
 BAD_AGAINST_RUNS = [
-    (claim(metric="test/bleu"), r"claims\[0\]\.metric='test/bleu' is unknown; metrics found: test/token_acc, "
-                                r"test_beyond_range/token_acc, test_in_range/token_acc, val/loss; "
-                                r"per-length metrics \(NAME@LENGTH\): token_acc"),
+    (
+        claim(metric="test/bleu"),
+        r"claims\[0\]\.metric='test/bleu' is unknown; metrics found: test/token_acc, "
+        r"test_beyond_range/token_acc, test_in_range/token_acc, val/loss; "
+        r"per-length metrics \(NAME@LENGTH\): token_acc",
+    ),
     (claim(metric="seq_acc@16"), r"claims\[0\]\.metric='seq_acc@16' is unknown; per-length metrics found: token_acc"),
     (claim(metric="token_acc@40"), r"claims\[0\]\.metric: length 40 is not evaluated; token_acc lengths found: 8, 16"),
-    (claim(a={"position": "alibii"}), r"claims\[0\]\.a=\{position=alibii\} matches no run: position='alibii' is not "
-                                      r"among alibi, none, rope, sinusoidal, t5"),
+    (
+        claim(a={"position": "alibii"}),
+        r"claims\[0\]\.a=\{position=alibii\} matches no run: position='alibii' is not "
+        r"among alibi, none, rope, sinusoidal, t5",
+    ),
     (claim(b={"windw": 4}), r"claims\[0\]\.b\.windw is not a factor or config key of these runs"),
     (claim(b={"position": "alibi"}), r"claims\[0\]: a and b are the same cell"),
 ]
@@ -320,24 +389,38 @@ def test_a_claim_that_does_not_fit_the_runs_is_one_line_naming_the_field(tmp_pat
 
 # ---------------------------------------------------------------- command line
 
+
 def test_cli_exit_codes(tmp_path, capsys):
     sweep = write_sweep(tmp_path / "sweep")
     files = {}
-    for name, content in {"good": [claim(margin=0.1)], "mixed": [claim(), claim(a={"position": "none"})],
-                          "open": [claim(a={"position": "t5"})], "bad": [claim(metric="test/bleu")],
-                          "broken": [claim(expect="bigger")]}.items():
+    for name, content in {
+        "good": [claim(margin=0.1)],
+        "mixed": [claim(), claim(a={"position": "none"})],
+        "open": [claim(a={"position": "t5"})],
+        "bad": [claim(metric="test/bleu")],
+        "broken": [claim(expect="bigger")],
+    }.items():
         files[name] = tmp_path / f"{name}.yaml"
         files[name].write_text(yaml.safe_dump({"claims": content}))
     # One real command line; the other codes in-process (each interpreter start costs seconds on a busy machine).
-    good = subprocess.run([sys.executable, "-m", "analysis.claims", str(sweep), "--claims", str(files["good"])],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    good = subprocess.run(
+        [sys.executable, "-m", "analysis.claims", str(sweep), "--claims", str(files["good"])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert good.returncode == 0, good.stderr
     assert "[SUPPORTED] c" in good.stdout and "1 claim(s): 1 supported" in good.stdout
     assert claims_main([str(sweep), "--claims", str(files["mixed"])]) == 1
     assert claims_main([str(sweep), "--claims", str(files["open"])]) == 1
     capsys.readouterr()
-    for args in ([sweep, "--claims", files["bad"]], [sweep, "--claims", files["broken"]], [sweep],
-                 [tmp_path / "nowhere", "--claims", files["good"]]):
+    for args in (
+        [sweep, "--claims", files["bad"]],
+        [sweep, "--claims", files["broken"]],
+        [sweep],
+        [tmp_path / "nowhere", "--claims", files["good"]],
+    ):
         assert claims_main([str(x) for x in args]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -345,16 +428,19 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the report's section
 
+
 def test_report_opens_with_the_claims_section(tmp_path):
     from analysis.report.build import build_report
 
-    specs = [claim(margin=0.1, name="alibi beats sinusoidal", source="Press et al. 2022"),
-             claim(a={"position": "t5"}, name="t5 beats sinusoidal")]
+    specs = [
+        claim(margin=0.1, name="alibi beats sinusoidal", source="Press et al. 2022"),
+        claim(a={"position": "t5"}, name="t5 beats sinusoidal"),
+    ]
     sweep = write_sweep(tmp_path / "sweep", specs)
     build_report([sweep], tmp_path / "report", metrics=["test/token_acc"])
     text = (tmp_path / "report" / "report.md").read_text()
     assert text.index("## Claims") < text.index("## Overview")
-    section = text[text.index("## Claims"):text.index("## Overview")]
+    section = text[text.index("## Claims") : text.index("## Overview")]
     rows = [line for line in section.splitlines() if line.startswith("| alibi") or line.startswith("| t5")]
     assert len(rows) == 2
     assert "supported" in rows[0] and "Press et al. 2022" in rows[0] and "Welch one-sided" in rows[0]

@@ -1,4 +1,5 @@
 """Encoder-only classification: padding-blind pooling, parity is learned, every pair on both tasks, bad input."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,8 @@ from omegaconf import OmegaConf
 from experiments import build
 from experiments.model import ModelSpec, Transformer, VariantSpec
 from experiments.train import train
-from tests.conftest import CONF, ROOT, TINY, compose
 from tests.cases import skip_if_incompatible
+from tests.conftest import CONF, ROOT, TINY, compose
 from variants import ATTENTION, POSITION
 
 PAD, VOCAB = 0, 10
@@ -29,9 +30,18 @@ def run(overrides: list[str], run_dir: Path) -> dict:
 
 def encoder(attention: str, position: str, pooling: str) -> Transformer:
     torch.manual_seed(0)
-    spec = ModelSpec(arch="encoder", vocab_size=VOCAB, attention=VariantSpec(attention, {"num_heads": 2}),
-                     position=VariantSpec(position), d_model=16, ffn_dim=32, encoder_layers=2, dropout=0.0,
-                     num_classes=3, pooling=pooling)
+    spec = ModelSpec(
+        arch="encoder",
+        vocab_size=VOCAB,
+        attention=VariantSpec(attention, {"num_heads": 2}),
+        position=VariantSpec(position),
+        d_model=16,
+        ffn_dim=32,
+        encoder_layers=2,
+        dropout=0.0,
+        num_classes=3,
+        pooling=pooling,
+    )
     return Transformer(spec).eval()
 
 
@@ -78,11 +88,27 @@ def test_mean_pooling_averages_only_real_positions() -> None:
 
 # -- learning --------------------------------------------------------------------------------------
 PARITY_LEARNS = [
-    "task=parity", "model.arch=encoder", "attention=multihead", "position=sinusoidal", "logger=none",
-    "model.d_model=64", "model.ffn_dim=128", "model.encoder_layers=2", "model.dropout=0.0", "attention.num_heads=4",
-    "optim.lr=3e-3", "optim.warmup_steps=50", "task.train_lengths=[2,8]", "task.eval_lengths=[2,3,4,5,6,7,8]",
-    "task.train_size=2000", "task.val_size=64", "task.test_size=64", "trainer.max_steps=800",
-    "trainer.val_check_interval=800", "trainer.checkpoint_every_n_steps=1000", "trainer.progress_bar=false",
+    "task=parity",
+    "model.arch=encoder",
+    "attention=multihead",
+    "position=sinusoidal",
+    "logger=none",
+    "model.d_model=64",
+    "model.ffn_dim=128",
+    "model.encoder_layers=2",
+    "model.dropout=0.0",
+    "attention.num_heads=4",
+    "optim.lr=3e-3",
+    "optim.warmup_steps=50",
+    "task.train_lengths=[2,8]",
+    "task.eval_lengths=[2,3,4,5,6,7,8]",
+    "task.train_size=2000",
+    "task.val_size=64",
+    "task.test_size=64",
+    "trainer.max_steps=800",
+    "trainer.val_check_interval=800",
+    "trainer.checkpoint_every_n_steps=1000",
+    "trainer.progress_bar=false",
     "eval.attention_maps=false",
 ]
 
@@ -104,8 +130,15 @@ def test_parity_is_learned_at_training_lengths(pooling: str, tmp_path: Path) -> 
 @pytest.mark.parametrize("task", CLASSIFY_TASKS)
 def test_every_pair_classifies(task: str, attention: str, position: str, tmp_path: Path) -> None:
     skip_if_incompatible(attention, position)
-    overrides = [*TINY, f"task={task}", "model.arch=encoder", f"attention={attention}", f"position={position}",
-                 "trainer.fast_dev_run=true", "trainer.max_steps=1"]
+    overrides = [
+        *TINY,
+        f"task={task}",
+        "model.arch=encoder",
+        f"attention={attention}",
+        f"position={position}",
+        "trainer.fast_dev_run=true",
+        "trainer.max_steps=1",
+    ]
     result = run(overrides, tmp_path)
     assert result["status"] == "completed", result["error"]
     assert result["arch"] == "encoder" and result["task"] == task
@@ -119,8 +152,16 @@ def test_accuracy_counts_every_test_example_once(tmp_path: Path) -> None:
     Its test/acc, test/loss and each length's acc are counted here from the test batches themselves,
     which have unequal sizes and label mixes, so a mean of per-batch accuracies gives another number.
     """
-    cfg = compose([*TINY, "task=parity", "model.arch=encoder", "task.test_size=10", "task.batch_size=4",
-                   "task.eval_lengths=[8,16]"])
+    cfg = compose(
+        [
+            *TINY,
+            "task=parity",
+            "model.arch=encoder",
+            "task.test_size=10",
+            "task.batch_size=4",
+            "task.eval_lengths=[8,16]",
+        ]
+    )
     parts = build.assemble(cfg, tmp_path, run_id="accuracy", flat_config={})
     logits = torch.tensor([1.0, 0.0])  # class 0 always wins; cross-entropy log(1 + e) when the label is 1
     parts.module.model.forward = lambda src, *args, **kwargs: logits.expand(src.shape[0], 2)  # (B, classes)
@@ -128,8 +169,10 @@ def test_accuracy_counts_every_test_example_once(tmp_path: Path) -> None:
     batches = list(parts.datamodule.test_dataloader())
     labels = torch.cat([b["label"] for b in batches])
     lengths = torch.cat([b["length"] for b in batches])
-    assert len({len(b["label"]) for b in batches}) > 1 and len({float(b["label"].eq(0).float().mean())
-                                                                  for b in batches}) > 1
+    assert (
+        len({len(b["label"]) for b in batches}) > 1
+        and len({float(b["label"].eq(0).float().mean()) for b in batches}) > 1
+    )
     (metrics,) = parts.trainer.test(parts.module, datamodule=parts.datamodule, verbose=False)
     assert metrics["test/acc"] == pytest.approx(float(labels.eq(0).float().mean()))
     losses = torch.where(labels.eq(0), math.log(1 + math.exp(-1)), math.log(1 + math.exp(1)))
@@ -143,10 +186,19 @@ def test_accuracy_counts_every_test_example_once(tmp_path: Path) -> None:
 @pytest.mark.parametrize("task", CLASSIFY_TASKS)
 def test_lra_listops_preset_runs(task: str, tmp_path: Path) -> None:
     """The preset as written (model, lengths, sizes) trains and tests every length on ListOps and on parity."""
-    overrides = ["experiment=lra_listops", f"task={task}", "attention=local", "position=learned",
-                 "model.pooling=cls", "trainer.max_steps=2", "trainer.val_check_interval=2",
-                 "trainer.limit_val_batches=1", "logger=none", "trainer.progress_bar=false",
-                 "eval.attention_maps=false"]
+    overrides = [
+        "experiment=lra_listops",
+        f"task={task}",
+        "attention=local",
+        "position=learned",
+        "model.pooling=cls",
+        "trainer.max_steps=2",
+        "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1",
+        "logger=none",
+        "trainer.progress_bar=false",
+        "eval.attention_maps=false",
+    ]
     cfg = compose(overrides)
     assert cfg.model.arch == "encoder" and cfg.task.name == task
     result = train(cfg, tmp_path, overrides)
@@ -158,8 +210,9 @@ def test_lra_listops_grid_covers_every_registered_pair() -> None:
     """Every type that takes every encoding (``supports_score_bias``); kernelised ones, which cannot take
     score biases, are compared on ListOps by ``experiment=efficient``."""
     params = OmegaConf.load(CONF / "experiment" / "lra_listops.yaml").hydra.sweeper.params
-    assert sorted(params.attention.split(",")) == sorted(n for n in ATTENTION.names()
-                                                         if ATTENTION.get(n).supports_score_bias)
+    assert sorted(params.attention.split(",")) == sorted(
+        n for n in ATTENTION.names() if ATTENTION.get(n).supports_score_bias
+    )
     assert sorted(params.position.split(",")) == sorted(POSITION.names())
 
 
@@ -176,8 +229,9 @@ BAD = [
 
 
 @pytest.mark.parametrize(("overrides", "names", "allowed"), BAD, ids=[b[1] for b in BAD])
-def test_bad_input_fails_in_one_line_before_training(overrides: list[str], names: str, allowed: str,
-                                                       tmp_path: Path) -> None:
+def test_bad_input_fails_in_one_line_before_training(
+    overrides: list[str], names: str, allowed: str, tmp_path: Path
+) -> None:
     arch = [] if any(o.startswith("model.arch") for o in overrides) else ["model.arch=encoder"]
     result = run([*TINY, *arch, *overrides], tmp_path)
     assert result["status"] == "failed" and result.get("user_error") is True, result["error"]
@@ -189,10 +243,23 @@ def test_bad_input_fails_in_one_line_before_training(overrides: list[str], names
 
 def test_cli_bad_pooling_exits_2_with_one_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", "task=listops", "model.arch=encoder",
-                           "model.pooling=max", "logger=none", f"hydra.run.dir={out}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.train",
+            "task=listops",
+            "model.arch=encoder",
+            "model.pooling=max",
+            "logger=none",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "model.pooling=max" in lines[0] and "['mean', 'cls']" in lines[0], proc.stderr

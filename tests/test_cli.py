@@ -1,15 +1,16 @@
 """The command line as its peers have it: attnlab's --help and --version, the one-line checks under any
 Hydra flag, console scripts that name themselves, and the Python API giving the command line's result."""
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from experiments.preflight import overrides_of
 from tests.conftest import CONF, ROOT, TINY
@@ -18,8 +19,14 @@ ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPAT
 
 
 def train_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "experiments.train", *args], cwd=ROOT, env=ENV, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.train", *args],
+        cwd=ROOT,
+        env=ENV,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def test_help_is_attnlabs_own_with_every_group_and_its_options() -> None:
@@ -41,8 +48,10 @@ def test_version_is_attnlabs() -> None:
     assert proc.returncode == 0 and proc.stdout.startswith(f"attnlab {expected}"), proc.stdout
 
 
-@pytest.mark.parametrize("flags", [["--cfg", "job"], ["--cfg=job"], ["--info"], ["--info", "defaults"], ["-m"],
-                                   ["--resolve", "--cfg", "all"]])
+@pytest.mark.parametrize(
+    "flags",
+    [["--cfg", "job"], ["--cfg=job"], ["--info"], ["--info", "defaults"], ["-m"], ["--resolve", "--cfg", "all"]],
+)
 def test_one_line_checks_run_under_any_flag(flags: list[str]) -> None:
     proc = train_cli(*flags, "attention=sofft")
     lines = proc.stderr.strip().splitlines()
@@ -57,24 +66,31 @@ def test_cfg_job_prints_the_config_of_good_overrides() -> None:
 
 
 def test_hydra_flags_are_told_from_overrides() -> None:
-    assert overrides_of(["--cfg", "job", "a=1", "-m", "b=2", "--info", "plugins", "c=3", "--resolve"]) \
-        == ["a=1", "b=2", "c=3"]
+    assert overrides_of(["--cfg", "job", "a=1", "-m", "b=2", "--info", "plugins", "c=3", "--resolve"]) == [
+        "a=1",
+        "b=2",
+        "c=3",
+    ]
     assert overrides_of(["--info", "a=1"]) == ["a=1"]  # --info's topic is optional
     assert overrides_of(["a=1", "--help"]) is None
     assert overrides_of(["-cn", "other", "a=1"]) is None
 
 
-@pytest.mark.parametrize("script, module", [("attnlab-report", "analysis.report"),
-                                            ("attnlab-bench", "experiments.bench")])
+@pytest.mark.parametrize(
+    "script, module", [("attnlab-report", "analysis.report"), ("attnlab-bench", "experiments.bench")]
+)
 def test_console_scripts_name_themselves(script: str, module: str, tmp_path: Path) -> None:
     """Run as the console script (a file named like it), --help says its name; run as a module, the module."""
     launcher = tmp_path / script
-    entry = {"analysis.report": "from analysis.report import main",
-             "experiments.bench": "from experiments.bench import main"}[module]
+    entry = {
+        "analysis.report": "from analysis.report import main",
+        "experiments.bench": "from experiments.bench import main",
+    }[module]
     launcher.write_text(f"import sys\n{entry}\nsys.exit(main())\n")
     as_script = subprocess.run([sys.executable, str(launcher), "--help"], env=ENV, text=True, capture_output=True)
-    as_module = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, env=ENV, text=True,
-                               capture_output=True)
+    as_module = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, env=ENV, text=True, capture_output=True
+    )
     assert as_script.stdout.startswith(f"usage: {script} "), as_script.stdout + as_script.stderr
     assert as_module.stdout.startswith(f"usage: python -m {module} "), as_module.stdout
 

@@ -4,6 +4,7 @@ The compiled forms of ReLU and dropout (``experiments.elementwise``) differ from
 the eager ones only in what autograd saves; these tests hold them to the same
 function and gradient, and the compiled Transformer to the eager one.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,8 +34,9 @@ def test_relu_saving_output_has_relus_value_and_gradient() -> None:
     (ref_grad,) = torch.autograd.grad(ref, x, grad)
     assert torch.equal(ours, ref)
     assert torch.equal(ours_grad, ref_grad)  # 0 at x == 0, as for F.relu
-    assert torch.autograd.gradcheck(_ReLUSavingOutput.apply, (torch.randn(20, dtype=torch.float64,
-                                                                          requires_grad=True),))
+    assert torch.autograd.gradcheck(
+        _ReLUSavingOutput.apply, (torch.randn(20, dtype=torch.float64, requires_grad=True),)
+    )
 
 
 @needs_compiler
@@ -69,9 +71,17 @@ def compiled_cases() -> list[tuple[str, str, str]]:
 def test_compiled_model_equals_eager(arch: str, attention: str, position: str) -> None:
     torch.manual_seed(0)
     params = {"num_heads": 2, **({"window": 3} if attention == "local" else {})}
-    spec = ModelSpec(arch=arch, vocab_size=20, attention=VariantSpec(attention, params),
-                     position=VariantSpec(position), d_model=16, ffn_dim=32, encoder_layers=1,
-                     decoder_layers=2, dropout=0.0)
+    spec = ModelSpec(
+        arch=arch,
+        vocab_size=20,
+        attention=VariantSpec(attention, params),
+        position=VariantSpec(position),
+        d_model=16,
+        ffn_dim=32,
+        encoder_layers=1,
+        decoder_layers=2,
+        dropout=0.0,
+    )
     eager = Transformer(spec).train()
     compiled = copy.deepcopy(eager)
     compile_model(compiled, "cpu")

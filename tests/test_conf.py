@@ -1,4 +1,5 @@
 """The Hydra config groups mirror the registries one to one, and every group file composes."""
+
 from __future__ import annotations
 
 import pytest

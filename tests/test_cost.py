@@ -1,5 +1,6 @@
 """Honest cost figures: the whole fit, the compiling inside it, and the steady rate of the timed steps;
 and the compile options that make a small model's steps fast (``model.compile_mode``, fixed shapes)."""
+
 from __future__ import annotations
 
 import time
@@ -108,8 +109,10 @@ def test_fixed_shape_batches_take_few_lengths_and_leave_the_loss_unchanged(tmp_p
     for batch in datamodule.train_dataloader():
         shapes.add((batch["src"].shape[1], batch["tgt"].shape[1]))
         examples = [{k: v[i] for k, v in batch.items()} for i in range(batch["src"].shape[0])]
-        trimmed = pad_collate([{k: (v[v.ne(datamodule.pad_id)] if v.dim() else int(v)) for k, v in e.items()}
-                               for e in examples], datamodule.pad_id)
+        trimmed = pad_collate(
+            [{k: (v[v.ne(datamodule.pad_id)] if v.dim() else int(v)) for k, v in e.items()} for e in examples],
+            datamodule.pad_id,
+        )
         assert trimmed["src"].shape[1] <= batch["src"].shape[1]
         with torch.no_grad():
             padded_loss, _ = module._losses(*module._io(batch)[:2])

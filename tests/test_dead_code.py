@@ -7,6 +7,7 @@ decorator call registers it (``@TASKS.register(...)``, ``@command(...)``, ``@che
 Lightning and Hydra call their hooks by name, which no walk can tell from dead code. A helper only the tests need
 lives in tests/.
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,7 +21,7 @@ CONFIG_FILES = ("conf/**/*.yaml", "Makefile", ".ci/*", "pyproject.toml")
 # Public on purpose though no project code calls them, with the reason.
 ALLOWED = {
     "analysis/data/collect.py:collect_wandb_offline": "library API: runs read from W&B offline folders "
-                                                      "(ARCHITECTURE.md: collect reads result.json and W&B runs)",
+    "(ARCHITECTURE.md: collect reads result.json and W&B runs)",
     "analysis/data/collect.py:collect_wandb_api": "library API: runs read from the W&B server (needs a login)",
     "common/bibliography.py:declare": "plugin API: a variant outside attnlab adds its paper (README, Adding a variant)",
 }
@@ -46,26 +47,41 @@ def referenced(tree: ast.Module) -> set[str]:
 
 def public_definitions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
     """Module-level public functions and classes that no decorator call registers."""
-    return [d for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and not d.name.startswith("_") and not any(isinstance(x, ast.Call) for x in d.decorator_list)]
+    return [
+        d
+        for d in tree.body
+        if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and not d.name.startswith("_")
+        and not any(isinstance(x, ast.Call) for x in d.decorator_list)
+    ]
 
 
 def unreferenced() -> list[str]:
-    trees = {p.relative_to(ROOT).as_posix(): ast.parse(p.read_text(encoding="utf-8"), str(p))
-             for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))}
+    trees = {
+        p.relative_to(ROOT).as_posix(): ast.parse(p.read_text(encoding="utf-8"), str(p))
+        for layer in LAYERS
+        for p in sorted((ROOT / layer).rglob("*.py"))
+    }
     used = set().union(*(referenced(t) for t in trees.values()))
     for pattern in CONFIG_FILES:
         for path in ROOT.glob(pattern):
             if path.is_file():
                 used |= set(re.findall(r"\w+", path.read_text(encoding="utf-8")))
-    return [f"{path}:{d.name}" for path, tree in trees.items() if path.split("/")[0] in CHECKED
-            for d in public_definitions(tree) if d.name not in used]
+    return [
+        f"{path}:{d.name}"
+        for path, tree in trees.items()
+        if path.split("/")[0] in CHECKED
+        for d in public_definitions(tree)
+        if d.name not in used
+    ]
 
 
 def test_every_public_function_is_used_by_the_project():
     dead = [name for name in unreferenced() if name not in ALLOWED]
-    assert not dead, ("defined but used by nothing outside tests (remove it, or move a test-only helper into "
-                      "tests/): " + ", ".join(dead))
+    assert not dead, (
+        "defined but used by nothing outside tests (remove it, or move a test-only helper into "
+        "tests/): " + ", ".join(dead)
+    )
 
 
 def test_the_allowlist_names_only_what_would_fail_without_it():

@@ -1,6 +1,7 @@
 """The README and docs/ as a reader meets them: links that lead somewhere, commands and imports that work as
 printed, and no measured figure left in a yaml comment (figures live in docs/, where a command regenerates them).
 """
+
 from __future__ import annotations
 
 import ast
@@ -180,7 +181,8 @@ def test_printed_import_works(doc: Path, module: str, names: list[str]) -> None:
     imported = importlib.import_module(module)
     for name in names:
         assert hasattr(imported, name) or importlib.util.find_spec(f"{module}.{name}") is not None, (
-            f"{doc_id(doc)}: from {module} import {name} fails")
+            f"{doc_id(doc)}: from {module} import {name} fails"
+        )
 
 
 # ---------------------------------------------------------------- no measured figures in yaml comments
@@ -191,14 +193,14 @@ METRIC = r"(?:acc|accuracy|loss|bleu|chrf|ppl|perplexity|bpc|mfu)"
 # Each pattern is a way a measured result reads; a preset's duration ("about 5 minutes") and settings
 # ("decays to 0.1 x lr", "margin: 1.0") are none of them.
 MEASURED = [
-    re.compile(rf"\bmeasured\b[^.;]*?{NUMBER}", re.I),                       # "measured 25 ms/step"
-    re.compile(rf"{NUMBER}\s*(?:ms|milliseconds)\b", re.I),                 # step times
+    re.compile(rf"\bmeasured\b[^.;]*?{NUMBER}", re.I),  # "measured 25 ms/step"
+    re.compile(rf"{NUMBER}\s*(?:ms|milliseconds)\b", re.I),  # step times
     # "7% of the test time"
     re.compile(rf"{NUMBER}\s*%\s*(?:of\s+(?:the\s+)?(?:\w+\s+)?(?:time|cost)|faster|slower|mfu)", re.I),
     re.compile(rf"{NUMBER}\s*(?:tokens?|tok)\s*(?:/\s*s\b|per second)", re.I),  # throughput
-    re.compile(rf"\b{METRIC}\w*\b[^.;:]{{0,20}}?{DECIMAL}", re.I),           # "token accuracy 0.998", "loss of 1.88"
-    re.compile(rf"{DECIMAL}\s*(?:\w+\s+){{0,2}}?{METRIC}\b", re.I),          # "0.9 BLEU worse", "25.8 validation loss"
-    re.compile(rf"\bp\s*[=<]\s*{DECIMAL}"),                                  # "p = 0.003"
+    re.compile(rf"\b{METRIC}\w*\b[^.;:]{{0,20}}?{DECIMAL}", re.I),  # "token accuracy 0.998", "loss of 1.88"
+    re.compile(rf"{DECIMAL}\s*(?:\w+\s+){{0,2}}?{METRIC}\b", re.I),  # "0.9 BLEU worse", "25.8 validation loss"
+    re.compile(rf"\bp\s*[=<]\s*{DECIMAL}"),  # "p = 0.003"
     re.compile(rf"{DECIMAL}\s*(?:vs\.?|versus|against|instead of)\s*{DECIMAL}", re.I),  # "1.947 instead of 1.83"
     re.compile(rf"\btakes?\b[^.;]*?{NUMBER}\s*(?:s|sec|seconds|CPU-s)\b", re.I),  # "take 91 s" (seconds: a measurement)
 ]
@@ -222,34 +224,40 @@ def measured_figures(text: str) -> list[str]:
     return [m.group(0) for pattern in MEASURED for m in pattern.finditer(text)]
 
 
-@pytest.mark.parametrize("comment", [
-    "# Measured: at the training lengths the three reach token accuracy 0.998, 1.000, 0.851",
-    "# doubles the CPU time (measured 25 ms/step either way)",
-    "# a bounded cost: 3-7% of the test time on the quick grid",
-    "# rope falls to 0.36, significantly worse (Welch, Holm, p = 0.003)",
-    "# nanoGPT reports a validation loss of 1.88 nats per character",
-    "# a single head is 0.9 BLEU worse than 8",
-    "# The grid and report take 91 s on 2 idle cores",
-    "# 5,552 tokens/s on the quick cell",
-    "# the scaled convention ends at 1.947 val loss",
-    "# 38% MFU on one H100",
-    "# with the paper's convention the same budget ends at 1.947 instead of 1.83",
-])
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# Measured: at the training lengths the three reach token accuracy 0.998, 1.000, 0.851",
+        "# doubles the CPU time (measured 25 ms/step either way)",
+        "# a bounded cost: 3-7% of the test time on the quick grid",
+        "# rope falls to 0.36, significantly worse (Welch, Holm, p = 0.003)",
+        "# nanoGPT reports a validation loss of 1.88 nats per character",
+        "# a single head is 0.9 BLEU worse than 8",
+        "# The grid and report take 91 s on 2 idle cores",
+        "# 5,552 tokens/s on the quick cell",
+        "# the scaled convention ends at 1.947 val loss",
+        "# 38% MFU on one H100",
+        "# with the paper's convention the same budget ends at 1.947 instead of 1.83",
+    ],
+)
 def test_a_planted_measured_figure_is_found(comment: str, tmp_path: Path) -> None:
     planted = tmp_path / "preset.yaml"
     planted.write_text(f"# @package _global_\n{comment}\nname: x\n")
     assert measured_figures(yaml_comments(planted)), comment
 
 
-@pytest.mark.parametrize("comment", [
-    "# 4 attention types x 3 position encodings, about 5 minutes on 2 CPU cores (half that with two jobs)",
-    "# 20 cells, ~10 minutes on 2 CPU cores with two jobs at a time",
-    "# decays to 0.1 x lr: the last steps settle instead of bouncing",
-    "# AdamW lr 1e-3 -> 1e-4 cosine after 100 warm-up steps, betas (0.9, 0.99), weight decay 0.1",
-    "# a failed or diverged trial reports 1e9 instead of stopping the study",
-    "# What its report shows: docs/report.md",
-    "# 512 held-out windows over the same last 10% of the file",
-])
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# 4 attention types x 3 position encodings, about 5 minutes on 2 CPU cores (half that with two jobs)",
+        "# 20 cells, ~10 minutes on 2 CPU cores with two jobs at a time",
+        "# decays to 0.1 x lr: the last steps settle instead of bouncing",
+        "# AdamW lr 1e-3 -> 1e-4 cosine after 100 warm-up steps, betas (0.9, 0.99), weight decay 0.1",
+        "# a failed or diverged trial reports 1e9 instead of stopping the study",
+        "# What its report shows: docs/report.md",
+        "# 512 held-out windows over the same last 10% of the file",
+    ],
+)
 def test_a_purpose_or_a_duration_is_no_measured_figure(comment: str, tmp_path: Path) -> None:
     planted = tmp_path / "preset.yaml"
     planted.write_text(f"# @package _global_\n{comment}\nname: x\n")
@@ -268,7 +276,7 @@ def test_no_yaml_comment_holds_a_measured_figure(path: Path) -> None:
 
 def config_table() -> dict[str, str]:
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Configuration\n"):]
+    section = text[text.index("## Configuration\n") :]
     section = section[: section.index("\n## ", 1)]
     rows = re.findall(r"^\| (`[^|]+`) \| (.+) \|$", section, re.M)
     return {name: options for names, options in rows for name in re.findall(r"`([^`]+)`", names)}

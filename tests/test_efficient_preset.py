@@ -1,5 +1,6 @@
 """``experiment=efficient`` (ListOps) and ``experiment=efficient_charlm``: the grids compose, cover the
 types they compare, and one cell of each trains at a tiny budget."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,15 @@ from tests.conftest import CONF, SHARED_DATA, compose
 from variants import ATTENTION
 
 PRESETS = {"efficient": "encoder_attention", "efficient_charlm": "decoder_attention"}
-TINY_RUN = ["trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1",
-            "trainer.progress_bar=false", "logger=none", "model.d_model=16", "model.ffn_dim=32"]
+TINY_RUN = [
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+    "trainer.limit_val_batches=1",
+    "trainer.progress_bar=false",
+    "logger=none",
+    "model.d_model=16",
+    "model.ffn_dim=32",
+]
 
 
 def grid(preset: str) -> list[dict]:
@@ -48,17 +56,33 @@ def test_every_cell_builds_with_the_preset_encoding(preset):
         mapping = "{" + ",".join(f"{k}:{v}" for k, v in cell.items()) + "}"
         cfg = expand_roles(compose([f"experiment={preset}", f"model.{role}={mapping}"]))
         node = dict(cfg.model[role])
-        spec = ModelSpec(arch=cfg.model.arch, vocab_size=20, attention=VariantSpec("multihead", {"num_heads": 4}),
-                         position=VariantSpec(cfg.position.name), d_model=cfg.model.d_model, ffn_dim=32,
-                         encoder_layers=1, decoder_layers=1, dropout=0.0, num_classes=10,
-                         **{role: VariantSpec(node.pop("name"), node)})
+        spec = ModelSpec(
+            arch=cfg.model.arch,
+            vocab_size=20,
+            attention=VariantSpec("multihead", {"num_heads": 4}),
+            position=VariantSpec(cfg.position.name),
+            d_model=cfg.model.d_model,
+            ffn_dim=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            dropout=0.0,
+            num_classes=10,
+            **{role: VariantSpec(node.pop("name"), node)},
+        )
         Transformer(spec)
 
 
 def test_one_listops_cell_runs_at_a_tiny_budget(tmp_path: Path):
-    overrides = ["experiment=efficient", "model.encoder_attention={name:performer,num_heads:2,num_features:16}",
-                 *TINY_RUN, "task.train_size=64", "task.val_size=16", "task.test_size=8", "task.batch_size=8",
-                 "num_threads=1"]
+    overrides = [
+        "experiment=efficient",
+        "model.encoder_attention={name:performer,num_heads:2,num_features:16}",
+        *TINY_RUN,
+        "task.train_size=64",
+        "task.val_size=16",
+        "task.test_size=8",
+        "task.batch_size=8",
+        "num_threads=1",
+    ]
     result = train(compose(overrides), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert result["config"]["model.encoder_attention.name"] == "performer"
@@ -67,9 +91,16 @@ def test_one_listops_cell_runs_at_a_tiny_budget(tmp_path: Path):
 
 @pytest.mark.skipif(not (SHARED_DATA / "tinyshakespeare").is_dir(), reason="shared tinyshakespeare data not present")
 def test_one_charlm_cell_runs_at_a_tiny_budget(tmp_path: Path):
-    overrides = ["experiment=efficient_charlm", "model.decoder_attention={name:linear,num_heads:2}",
-                 *TINY_RUN, "task.context=32", "task.eval_contexts=[32,64]", "task.batch_size=4",
-                 "task.val_windows=4", "num_threads=1"]
+    overrides = [
+        "experiment=efficient_charlm",
+        "model.decoder_attention={name:linear,num_heads:2}",
+        *TINY_RUN,
+        "task.context=32",
+        "task.eval_contexts=[32,64]",
+        "task.batch_size=4",
+        "task.val_windows=4",
+        "num_threads=1",
+    ]
     result = train(compose(overrides), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert result["config"]["model.decoder_attention.name"] == "linear"

@@ -5,6 +5,7 @@ encoding adds to the embeddings lies within BAND of the RMS of the token term; a
 that adds nothing adds exactly nothing. Parametrised over the POSITION registry, so a new
 absolute encoding is held to the rule the moment it is registered.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,15 @@ def rms(x: torch.Tensor) -> float:
 
 def stacks(position: str, embedding: str, arch: str = "seq2seq") -> list:
     torch.manual_seed(0)
-    spec = ModelSpec(arch=arch, vocab_size=VOCAB, attention=VariantSpec("multihead", {"num_heads": 4}),
-                     position=VariantSpec(position), d_model=D_MODEL, embedding=embedding, pad_id=PAD)
+    spec = ModelSpec(
+        arch=arch,
+        vocab_size=VOCAB,
+        attention=VariantSpec("multihead", {"num_heads": 4}),
+        position=VariantSpec(position),
+        d_model=D_MODEL,
+        embedding=embedding,
+        pad_id=PAD,
+    )
     model = Transformer(spec).eval()  # no dropout: the embedding is exactly token + position
     return [s for s in (model.encoder, model.decoder) if s is not None]
 

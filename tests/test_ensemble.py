@@ -3,6 +3,7 @@
 The reference of every comparison is an ordinary ``experiments.train.train`` run with the member's
 seed, never the ensemble's own numbers: dropout 0, CPU float32, within 1e-4.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,15 @@ from variants import ATTENTION, POSITION
 TOL = 1e-4
 # A few steps over two epochs (a member's order changes per epoch), a clip small enough to act on
 # every step (a clip over all members' gradients at once would change every member), dropout 0.
-BASE = [*TINY, "trainer.max_steps=10", "trainer.val_check_interval=10", "task.train_size=48",
-        "model.dropout=0.0", "optim.grad_clip=0.05", "optim.warmup_steps=2"]
+BASE = [
+    *TINY,
+    "trainer.max_steps=10",
+    "trainer.val_check_interval=10",
+    "task.train_size=48",
+    "model.dropout=0.0",
+    "optim.grad_clip=0.05",
+    "optim.warmup_steps=2",
+]
 
 
 def ensemble(overrides: list[str], folder: Path, seeds: int = 2, callbacks=None) -> list[dict]:
@@ -98,8 +106,8 @@ def test_a_diverging_member_stops_and_the_others_finish_as_alone(tmp_path: Path)
 
 
 def test_members_are_seeds_of_one_cell_for_the_report(tmp_path: Path) -> None:
-    from analysis.data.cells import assign_cells
     from analysis.collect import collect
+    from analysis.data.cells import assign_cells
 
     members = ensemble(BASE, tmp_path / "sweep" / "ensemble", seeds=2)
     alone = separate(BASE, tmp_path / "sweep", seed=5)  # an ordinary seed of the same cell, beside them
@@ -180,7 +188,7 @@ def test_each_member_logs_what_its_separate_run_logs_at_the_same_steps(tmp_path:
         separate(overrides, tmp_path, seed)
         alone = logged_rows(tmp_path / f"separate-{seed}")
         mine = logged_rows(Path(member["run_dir"]))
-        assert set(mine) == set(alone), (sorted(set(mine) ^ set(alone)))
+        assert set(mine) == set(alone), sorted(set(mine) ^ set(alone))
         assert {step for step, key in alone if key == "val/loss"} == {3, 7, 10}  # during fit at 4, 8; final at 10
         worst = max(abs(mine[k] - v) for k, v in alone.items())
         assert worst <= TOL, worst
@@ -194,8 +202,12 @@ def test_early_stopping_stops_each_member_by_its_own_validation(tmp_path: Path) 
     first = [logged_rows(Path(r["run_dir"]))[(3, "val/loss")] for r in plain]
     assert first[0] != first[1]
     threshold = (first[0] + first[1]) / 2
-    stopping = [*checked, "callbacks=early_stopping", "callbacks.early_stopping.patience=100",
-                f"+callbacks.early_stopping.stopping_threshold={threshold}"]
+    stopping = [
+        *checked,
+        "callbacks=early_stopping",
+        "callbacks.early_stopping.patience=100",
+        f"+callbacks.early_stopping.stopping_threshold={threshold}",
+    ]
     members = ensemble(stopping, tmp_path / "ensemble", seeds=2)
     alone = [separate(stopping, tmp_path / "alone", seed) for seed in (0, 1)]
     assert sorted(r["cost"]["steps"] for r in alone) == [4, 10]  # the reference itself: one stops at 4
@@ -205,13 +217,21 @@ def test_early_stopping_stops_each_member_by_its_own_validation(tmp_path: Path) 
         worst = differences(member, reference)
         assert max(worst.values()) <= TOL, worst
     stopped = next(m for m in members if m["cost"]["steps"] == 4)
-    assert "stopping_threshold" in stopped["ensemble"]["stopped_early"] or "threshold" in stopped["ensemble"][
-        "stopped_early"]
+    assert (
+        "stopping_threshold" in stopped["ensemble"]["stopped_early"]
+        or "threshold" in stopped["ensemble"]["stopped_early"]
+    )
 
 
 def test_each_member_keeps_and_tests_its_own_best_weights(tmp_path: Path) -> None:
-    overrides = [*BASE, "trainer.val_check_interval=3", "trainer.limit_val_batches=2", "optim.lr=0.05",
-                 "callbacks=best_checkpoint", "eval.checkpoint=best"]
+    overrides = [
+        *BASE,
+        "trainer.val_check_interval=3",
+        "trainer.limit_val_batches=2",
+        "optim.lr=0.05",
+        "callbacks=best_checkpoint",
+        "eval.checkpoint=best",
+    ]
     members = ensemble(overrides, tmp_path / "ensemble", seeds=2)
     for member, seed in zip(members, (0, 1)):
         alone = separate(overrides, tmp_path, seed)
@@ -245,8 +265,7 @@ def test_members_draw_their_own_dropout_masks(tmp_path: Path) -> None:
 
     for dropout, differ in ((0.3, True), (0.0, False)):
         cfg = compose([*BASE, f"model.dropout={dropout}"])
-        modules = [build.assemble(member_config(cfg, 0), tmp_path, run_id="x", flat_config={}).module
-                   for _ in range(3)]
+        modules = [build.assemble(member_config(cfg, 0), tmp_path, run_id="x", flat_config={}).module for _ in range(3)]
         ens = EnsembleModule(modules, [0, 1, 2], grad_clip=None).train()
         src = torch.randint(4, 10, (1, 8, 6)).expand(3, 8, 6)  # the same batch for every member
         tgt = torch.randint(4, 10, (1, 8, 7)).expand(3, 8, 7)

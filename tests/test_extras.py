@@ -1,12 +1,13 @@
 """Dependencies by use: the launchers and the sweeper are extras, and a missing one is named in one line."""
+
 from __future__ import annotations
 
 import importlib.util
 import re
-import tomllib
 from importlib import metadata
 
 import pytest
+import tomllib
 
 from experiments import extras
 from experiments.preflight import PreflightError, preflight
@@ -48,14 +49,22 @@ def test_extras_declare_what_their_features_import() -> None:
     assert "hydra-optuna-sweeper" in optional["optuna"]
     assert "tensorboard" in optional["tensorboard"]
     # make test installs '.[dev]': the tests need every extra they exercise
-    assert any(r.startswith("attnlab[") and {"slurm", "optuna", "tensorboard"} <= set(
-        r.split("[", 1)[1].rstrip("]").split(",")) for r in PROJECT["optional-dependencies"]["dev"])
+    assert any(
+        r.startswith("attnlab[")
+        and {"slurm", "optuna", "tensorboard"} <= set(r.split("[", 1)[1].rstrip("]").split(","))
+        for r in PROJECT["optional-dependencies"]["dev"]
+    )
 
 
-@pytest.mark.parametrize("argv, extra", [(["-m", "hydra/launcher=slurm"], "slurm"),
-                                         (["-m", "hydra/launcher=submitit_local"], "slurm"),
-                                         (["-m", "hparams_search=optuna"], "optuna"),
-                                         (["hparams_search=optuna_grid"], "optuna")])
+@pytest.mark.parametrize(
+    "argv, extra",
+    [
+        (["-m", "hydra/launcher=slurm"], "slurm"),
+        (["-m", "hydra/launcher=submitit_local"], "slurm"),
+        (["-m", "hparams_search=optuna"], "optuna"),
+        (["hparams_search=optuna_grid"], "optuna"),
+    ],
+)
 def test_a_missing_extra_is_named_in_one_line(argv, extra, monkeypatch) -> None:
     hidden = set(extras.EXTRAS[extra])
     real = importlib.util.find_spec

@@ -1,4 +1,5 @@
 """Figure helpers draw into a notebook's axes and return the figure; with a path they still save it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,12 +12,19 @@ from matplotlib.figure import Figure
 from analysis.report import figures
 
 # two panels (attention), two lines (position), three seeds at three lengths: unequal values per seed
-DATA = pd.DataFrame([
-    {"attention": a, "position": p, "seed": s, "length": n, "value": v}
-    for (a, p, base) in [("soft", "rope", 0.9), ("soft", "alibi", 0.5), ("local", "rope", 0.7), ("local", "alibi", 0.2)]
-    for s, jitter in [(0, 0.0), (1, 0.05), (2, -0.02)]
-    for n, v in [(8, base + jitter), (16, base / 2 + jitter), (32, base / 4 + 3 * jitter)]
-])
+DATA = pd.DataFrame(
+    [
+        {"attention": a, "position": p, "seed": s, "length": n, "value": v}
+        for (a, p, base) in [
+            ("soft", "rope", 0.9),
+            ("soft", "alibi", 0.5),
+            ("local", "rope", 0.7),
+            ("local", "alibi", 0.2),
+        ]
+        for s, jitter in [(0, 0.0), (1, 0.05), (2, -0.02)]
+        for n, v in [(8, base + jitter), (16, base / 2 + jitter), (32, base / 4 + 3 * jitter)]
+    ]
+)
 COLORS = {"rope": "C0", "alibi": "C1"}
 
 

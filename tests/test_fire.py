@@ -1,5 +1,6 @@
 """FIRE (Li et al. 2024): the bias is the paper's formula, computed here in float64 from the module's
 parameters; relative below the threshold L, progressively interpolated beyond it."""
+
 from __future__ import annotations
 
 import math
@@ -8,9 +9,9 @@ import pytest
 import torch
 
 from common.bibliography import BIBLIOGRAPHY
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import POSITION
 from variants.checks import VariantConfigError
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 D_MODEL, HEADS, HIDDEN = 16, 2, 8
 C, THRESHOLD = 0.3, 6.0
@@ -32,6 +33,7 @@ def expected_bias(pos, i: int, j: int) -> list[float]:
 
     def psi(x: float) -> float:
         return math.log(c * x + 1)
+
     if j <= i:
         x = psi(i - j) / (psi(max(threshold, i)) + 1e-6)
     else:
@@ -73,27 +75,35 @@ def test_relative_below_the_threshold_and_interpolated_beyond_it():
     assert not torch.allclose(past, below, atol=1e-4)  # the normaliser now reads i: not translation invariant
     assert not pos.translation_invariant
     # Progressive interpolation: the first key is at normalised distance 1 from every query past L.
-    first = bias(pos, torch.tensor([64, 100, 1000, 10 ** 5]), torch.tensor([0]))[:, :, 0]  # (H, 4)
+    first = bias(pos, torch.tensor([64, 100, 1000, 10**5]), torch.tensor([0]))[:, :, 0]  # (H, 4)
     torch.testing.assert_close(first, first[:, :1].expand(-1, 4), atol=1e-5, rtol=1e-5)
-    x = pos.normalised_distance(torch.arange(10 ** 4, 10 ** 4 + 50), torch.arange(10 ** 4 + 50))
+    x = pos.normalised_distance(torch.arange(10**4, 10**4 + 50), torch.arange(10**4 + 50))
     assert x.min() >= -1 and x.max() <= 1  # every distance, either direction, maps into [-1, 1]
 
 
-@pytest.mark.parametrize("params, key", [
-    ({"hidden": 0}, "hidden=0"), ({"hidden": 2.5}, "hidden=2.5"),
-    ({"init_c": 0}, "init_c=0"), ({"threshold": -1.0}, "threshold=-1.0"),
-])
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"hidden": 0}, "hidden=0"),
+        ({"hidden": 2.5}, "hidden=2.5"),
+        ({"init_c": 0}, "init_c=0"),
+        ({"threshold": -1.0}, "threshold=-1.0"),
+    ],
+)
 def test_bad_values_are_one_line_errors(params, key):
     with pytest.raises(VariantConfigError, match=key) as err:
         POSITION.build("fire", d_model=D_MODEL, num_heads=HEADS, **params)
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("name, titles", [
-    ("fire", ["Functional Interpolation for Relative Positions Improves Long Context Transformers"]),
-    ("xpos", ["A Length-Extrapolatable Transformer"]),
-    ("rope", ["RoFormer", "Positional Interpolation", "YaRN"]),
-])
+@pytest.mark.parametrize(
+    "name, titles",
+    [
+        ("fire", ["Functional Interpolation for Relative Positions Improves Long Context Transformers"]),
+        ("xpos", ["A Length-Extrapolatable Transformer"]),
+        ("rope", ["RoFormer", "Positional Interpolation", "YaRN"]),
+    ],
+)
 def test_encodings_cite_their_papers(name, titles):
     entries = [BIBLIOGRAPHY[key] for key in POSITION.references(name)]
     assert len(entries) == len(titles)

@@ -5,6 +5,7 @@ CPU, eager flex, forward only (flex has no backward on CPU): eval mode under no_
 atol 1e-5. Every (type, encoding) pair is tested; which ones must reach the flex kernel follows from
 what the type and the encoding declare, never from their names.
 """
+
 from __future__ import annotations
 
 from unittest import mock
@@ -13,12 +14,19 @@ import pytest
 import torch
 import torch.nn.attention.flex_attention as torch_flex
 
+from tests.cases import one_thread  # noqa: F401 (autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.checks import VariantConfigError
-from variants.flex import (BLOCK, BLOCK_MASKS, KERNEL_OPTION_CANDIDATES, block_mask_from_intervals, kernel_options,
-                           prefix_intervals, window_intervals)
+from variants.flex import (
+    BLOCK,
+    BLOCK_MASKS,
+    KERNEL_OPTION_CANDIDATES,
+    block_mask_from_intervals,
+    kernel_options,
+    prefix_intervals,
+    window_intervals,
+)
 from variants.kernels import auto_backend
-from tests.cases import one_thread  # noqa: F401 (autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 3, 11, 7, 16, 2
 CALLS = ("self", "causal", "cross", "causal_chunk")
@@ -48,7 +56,8 @@ def flex_grid() -> list:
     extra = {"local": {"window": 2}}
     return [
         pytest.param(a.values[0], {**a.values[1], **extra.get(a.values[0], {})}, *p.values, id=f"{a.id}-{p.id}")
-        for a in cases(ATTENTION, FLEX_TYPES) if takes_flex(*a.values)
+        for a in cases(ATTENTION, FLEX_TYPES)
+        if takes_flex(*a.values)
         for p in cases(POSITION)
     ]
 
@@ -118,8 +127,9 @@ def test_flex_equals_math_over_many_blocks(attention, position, call, ratio):
     extra = {"window": 20, "ratio": ratio} if "window" in ATTENTION.accepted_params(attention) else {}
     reference, fast = twins(attention, {}, **extra)
     pos = POSITION.build(position, d_model=D_MODEL, num_heads=HEADS)
-    torch.testing.assert_close(outputs(fast, pos, call, t=300, s=290), outputs(reference, pos, call, t=300, s=290),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        outputs(fast, pos, call, t=300, s=290), outputs(reference, pos, call, t=300, s=290), atol=1e-5, rtol=1e-5
+    )
 
 
 # Eager flex on CPU applies mask_mod to every score and ignores the block structure, so the equality
@@ -132,13 +142,15 @@ def dense_blocks(allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     full = torch.zeros(nq, nk, dtype=torch.bool)
     for i in range(nq):
         for j in range(nk):
-            tile = allowed[i * BLOCK:(i + 1) * BLOCK, j * BLOCK:(j + 1) * BLOCK]
+            tile = allowed[i * BLOCK : (i + 1) * BLOCK, j * BLOCK : (j + 1) * BLOCK]
             touched[i, j], full[i, j] = tile.any(), tile.all()
     return touched, full
 
 
-@pytest.mark.parametrize("Tq, Tk, causal, window", [(300, 300, True, None), (300, 300, False, 40),
-                                                    (300, 300, True, 150), (200, 520, False, None)])
+@pytest.mark.parametrize(
+    "Tq, Tk, causal, window",
+    [(300, 300, True, None), (300, 300, False, 40), (300, 300, True, 150), (200, 520, False, None)],
+)
 def test_block_mask_equals_the_dense_mask(Tq, Tk, causal, window):
     q_pos, k_pos = torch.arange(Tk - Tq, Tk), torch.arange(Tk)
     i, j = q_pos[:, None], k_pos[None, :]
@@ -154,7 +166,7 @@ def test_block_mask_equals_the_dense_mask(Tq, Tk, causal, window):
     assert torch.equal(got, touched)
     full_mask = torch.zeros_like(full)
     for row in range(full.shape[0]):
-        full_mask[row, mask.full_kv_indices[0, 0, row, :mask.full_kv_num_blocks[0, 0, row]].long()] = True
+        full_mask[row, mask.full_kv_indices[0, 0, row, : mask.full_kv_num_blocks[0, 0, row]].long()] = True
     assert torch.equal(full_mask, full)
     assert torch.equal(torch_flex.create_mask(mask.mask_mod, None, None, Tq, Tk, "cpu")[0, 0], allowed)
     # padded calls keep every touched block partial, so mask_mod sees the padding everywhere

@@ -1,5 +1,6 @@
 """The flex benchmarks: the CPU memory probe reads what a step holds, and the GPU targets say why they
 are skipped on CPU."""
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,32 @@ def test_resident_peak_counts_a_step_that_holds_then_frees_memory():
 
 def test_gpu_targets_are_skipped_on_cpu_with_the_reason(tmp_path):
     out = tmp_path / "targets.json"
-    status = bench.main(["targets", "--device", "cpu", "--length", "32", "--long-lengths", "32", "64", "--batch", "1",
-                         "--d-model", "16", "--repeats", "1", "--warmup", "0", "--gemm-size", "64", "--window", "4",
-                         "--out", str(out)])
+    status = bench.main(
+        [
+            "targets",
+            "--device",
+            "cpu",
+            "--length",
+            "32",
+            "--long-lengths",
+            "32",
+            "64",
+            "--batch",
+            "1",
+            "--d-model",
+            "16",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--gemm-size",
+            "64",
+            "--window",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
     assert status == 0
     data = json.loads(out.read_text())
     assert "needs a CUDA device (this run is on cpu)" in data["gpu_targets_skipped"]

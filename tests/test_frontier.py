@@ -4,6 +4,7 @@ fixture runs, the cached benchmark of each cell, and the training step timer.
 Every expected Pareto set is computed here by comparing every pair of points, and every
 expected cell mean by pandas on the values written; none comes from analysis.report.frontier.
 """
+
 from __future__ import annotations
 
 import ast
@@ -14,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.report.bench_cells import CACHE_FILE, measure_cells
 from analysis.data.collect import collect
-from analysis.report.frontier import pareto_mask
+from analysis.report.bench_cells import CACHE_FILE, measure_cells
 from analysis.report.build import build_report
+from analysis.report.frontier import pareto_mask
 from experiments.callbacks import StepTimer, step_time_summary
 from tests.cell_fixtures import flat_config, result, write
 
@@ -43,6 +44,7 @@ def brute_force(cost, quality, higher: bool) -> set[int]:
 
 
 # ---------------------------------------------------------------- the Pareto set
+
 
 @pytest.mark.parametrize("higher", [True, False], ids=["higher-better", "lower-better"])
 def test_pareto_mask_equals_brute_force_on_random_points(higher: bool) -> None:
@@ -73,6 +75,7 @@ def test_pareto_mask_single_cell_ties_and_duplicates() -> None:
 
 # ---------------------------------------------------------------- the report section
 
+
 def write_sweep(root, step_ms: bool = True) -> pd.DataFrame:
     """3 attention x 2 position x 2 learning rates x 2 seeds; the ground truth, one row per run."""
     rng = np.random.default_rng(11)
@@ -82,16 +85,26 @@ def write_sweep(root, step_ms: bool = True) -> pd.DataFrame:
             for seed in range(2):
                 config = flat_config("copy", attention, position, seed, **{"optim.lr": lr})
                 by_length = {str(n): {"token_acc": float(rng.uniform(0.2, 1.0))} for n in LENGTHS}
-                res = result(f"{attention}-{position}-{lr}-s{seed}", config,
-                             {"test/token_acc": float(np.mean([v["token_acc"] for v in by_length.values()]))},
-                             by_length=by_length)
+                res = result(
+                    f"{attention}-{position}-{lr}-s{seed}",
+                    config,
+                    {"test/token_acc": float(np.mean([v["token_acc"] for v in by_length.values()]))},
+                    by_length=by_length,
+                )
                 res["cost"]["peak_memory_mb"] = float(rng.uniform(100, 400))
                 if step_ms:
                     res["cost"]["step_ms"] = float(rng.uniform(5, 40))
                 write(root / f"{attention}-{position}-{lr}-s{seed}", res)
-                truth.append({"attention": attention, "position": position, "lr": lr, "seed": seed,
-                              "step_ms": res["cost"].get("step_ms", np.nan),
-                              **{f"acc{n}": by_length[str(n)]["token_acc"] for n in LENGTHS}})
+                truth.append(
+                    {
+                        "attention": attention,
+                        "position": position,
+                        "lr": lr,
+                        "seed": seed,
+                        "step_ms": res["cost"].get("step_ms", np.nan),
+                        **{f"acc{n}": by_length[str(n)]["token_acc"] for n in LENGTHS},
+                    }
+                )
     return pd.DataFrame(truth)
 
 
@@ -100,7 +113,7 @@ def pareto_rows(markdown: str, table: str) -> list[list[str]]:
     lines = markdown.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"*{table}: the Pareto cells"))
     rows = []
-    for line in lines[start + 4:]:
+    for line in lines[start + 4 :]:
         if not line.startswith("|"):
             break
         rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
@@ -145,12 +158,21 @@ def test_a_loss_without_per_length_results_is_one_panel_where_lower_is_better(tm
     truth = []
     for attention, position in CELLS:
         for seed in range(2):
-            res = result(f"{attention}-{position}-s{seed}", flat_config("copy", attention, position, seed),
-                         {"val/loss": float(rng.uniform(0.5, 2.0))})
+            res = result(
+                f"{attention}-{position}-s{seed}",
+                flat_config("copy", attention, position, seed),
+                {"val/loss": float(rng.uniform(0.5, 2.0))},
+            )
             res["train_lengths"], res["cost"]["step_ms"] = None, float(rng.uniform(5, 40))
             write(tmp_path / "sweep" / res["run_id"], res)
-            truth.append({"attention": attention, "position": position, "loss": res["metrics"]["val/loss"],
-                          "step_ms": res["cost"]["step_ms"]})
+            truth.append(
+                {
+                    "attention": attention,
+                    "position": position,
+                    "loss": res["metrics"]["val/loss"],
+                    "step_ms": res["cost"]["step_ms"],
+                }
+            )
     markdown = (build_report([tmp_path / "sweep"], tmp_path / "out").parent / "report.md").read_text()
     means = pd.DataFrame(truth).groupby(["attention", "position"]).mean()
     expected = {means.index[i] for i in brute_force(means["step_ms"].to_numpy(), means["loss"].to_numpy(), False)}
@@ -181,6 +203,7 @@ def test_runs_without_step_time_warn_once_and_still_report(tmp_path) -> None:
 
 # ---------------------------------------------------------------- --bench: each cell measured, cached
 
+
 def test_bench_measures_each_configuration_once_and_caches(tmp_path) -> None:
     truth = write_sweep(tmp_path / "sweep")
     runs = collect([tmp_path / "sweep"])
@@ -190,10 +213,19 @@ def test_bench_measures_each_configuration_once_and_caches(tmp_path) -> None:
         seen.append(config)
         # local is linear in T, the others quadratic; soft runs out of memory at the longest T
         slope = 1 if config.attention == "local" else 2
-        return [{"attention": config.attention, "position": config.position, "backend": "math", "T": t,
-                 "status": "oom" if (config.attention == "soft" and t == 4096) else "ok",
-                 "ms": float(t ** slope) / 1e4, "tokens_per_second": 1.0, "peak_mb": float(t ** slope) / 1e3}
-                for t in environment["lengths"]]
+        return [
+            {
+                "attention": config.attention,
+                "position": config.position,
+                "backend": "math",
+                "T": t,
+                "status": "oom" if (config.attention == "soft" and t == 4096) else "ok",
+                "ms": float(t**slope) / 1e4,
+                "tokens_per_second": 1.0,
+                "peak_mb": float(t**slope) / 1e3,
+            }
+            for t in environment["lengths"]
+        ]
 
     first = measure_cells(runs.runs, tmp_path, measure=fake)
     # Configurations, not cells: the learning rate does not change the layer, so 6 of the 12 cells' layers.
@@ -218,7 +250,7 @@ def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> Non
 
     config = next(iter(cell_configurations(local_rope).values()))
     command = bench_command(config, measured.bench["settings"], tmp_path / "b.json")
-    given = command[command.index("--attention-param") + 1:command.index("--position-param")]
+    given = command[command.index("--attention-param") + 1 : command.index("--position-param")]
     assert {k: ast.literal_eval(v) for k, v in (g.split("=", 1) for g in given)} == {"mode": "monotonic", "window": 8}
     assert command[command.index("--heads") + 1] == "1" and "--causal" not in command
 
@@ -236,9 +268,19 @@ def test_a_benchmark_that_cannot_run_is_an_error_record_and_is_not_cached(tmp_pa
 
     def failing(config, environment):
         calls.append(config)
-        return [{"attention": config.attention, "position": config.position, "backend": "auto", "T": t,
-                 "status": "error", "ms": None, "tokens_per_second": None, "peak_mb": None}
-                for t in environment["lengths"]]
+        return [
+            {
+                "attention": config.attention,
+                "position": config.position,
+                "backend": "auto",
+                "T": t,
+                "status": "error",
+                "ms": None,
+                "tokens_per_second": None,
+                "peak_mb": None,
+            }
+            for t in environment["lengths"]
+        ]
 
     measure_cells(runs.runs, tmp_path, measure=failing)
     again = measure_cells(runs.runs, tmp_path, measure=failing)
@@ -249,15 +291,26 @@ def test_bench_gives_each_layer_the_runs_parameters_and_names_what_differs(tmp_p
     for attention, window in (("local", 4), ("local", 8), ("multihead", None)):
         changes = {"attention.window": window} if window else {}
         config = flat_config("copy", attention, "rope", 0, **changes)
-        write(tmp_path / "sweep" / f"{attention}{window}", result(f"{attention}{window}", config,
-                                                                  {"test/token_acc": 0.5}))
+        write(
+            tmp_path / "sweep" / f"{attention}{window}", result(f"{attention}{window}", config, {"test/token_acc": 0.5})
+        )
     runs = collect([tmp_path / "sweep"])
     seen = {}
 
     def fake(config, environment):
         seen[config.attention, dict(config.attention_params).get("window")] = dict(config.attention_params)
-        return [{"attention": config.attention, "position": config.position, "backend": "math", "T": 16,
-                 "status": "ok", "ms": 1.0, "tokens_per_second": 1.0, "peak_mb": 1.0}]
+        return [
+            {
+                "attention": config.attention,
+                "position": config.position,
+                "backend": "math",
+                "T": 16,
+                "status": "ok",
+                "ms": 1.0,
+                "tokens_per_second": 1.0,
+                "peak_mb": 1.0,
+            }
+        ]
 
     bench = measure_cells(runs.runs, tmp_path, measure=fake).bench
     # the window as the int the constructor takes (not 4.0 from a NaN-padded column), heads passed apart
@@ -277,6 +330,7 @@ def test_bench_option_without_a_file_means_measure() -> None:
 
 
 # ---------------------------------------------------------------- the training step timer
+
 
 def test_step_time_is_the_median_after_warm_up() -> None:
     times = [500.0, 300.0, 200.0] + [10.0, 12.0, 11.0, 50.0, 13.0] * 4

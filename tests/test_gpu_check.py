@@ -1,5 +1,6 @@
 """The CPU half of ``make gpu-check``: bf16 autocast training on CPU, the kernel comparison and its
 tolerances, checks that skip or fail without stopping the others, and the JSON summary."""
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,11 @@ def test_cpu_sdpa_equals_the_math_path_for_every_encoding(dtype) -> None:
 
     found = kernel_cases(torch.device("cpu"), dtype, attentions=["multihead"], d_model=32, heads=2)
     # every variation of multihead (grouped KV heads among them) against every encoding variation
-    cases = (len(ATTENTION.variations("multihead")) * sum(len(POSITION.variations(p)) for p in POSITION.names())
-             * len(gpu_check.CALLS))
+    cases = (
+        len(ATTENTION.variations("multihead"))
+        * sum(len(POSITION.variations(p)) for p in POSITION.names())
+        * len(gpu_check.CALLS)
+    )
     assert found["counts"] == {"pass": cases, "fail": 0, "not applicable": 0, "skipped": 0}, found["failures"][:3]
 
 
@@ -75,8 +79,9 @@ def test_a_kernel_off_by_five_percent_fails_the_bf16_comparison(monkeypatch) -> 
     assert found["counts"]["fail"] > 0 and found["failures"]
 
 
-def test_without_cuda_every_gpu_check_skips_with_its_reason_and_the_summary_says_so(tmp_path, capsys,
-                                                                                   monkeypatch) -> None:
+def test_without_cuda_every_gpu_check_skips_with_its_reason_and_the_summary_says_so(
+    tmp_path, capsys, monkeypatch
+) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     out = tmp_path / "summary.json"
     code = gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work")])
@@ -101,16 +106,24 @@ def test_a_failing_check_is_recorded_and_the_others_still_run(tmp_path, monkeypa
     def fine(args):
         return {"detail": "all good", "value": 1.5}
 
-    monkeypatch.setattr(gpu_check, "CHECKS", {"a": broken, "b": refuses, "c": fine,
-                                              "d": lambda args: (_ for _ in ()).throw(Skip("needs 2 GPUs"))})
+    monkeypatch.setattr(
+        gpu_check,
+        "CHECKS",
+        {"a": broken, "b": refuses, "c": fine, "d": lambda args: (_ for _ in ()).throw(Skip("needs 2 GPUs"))},
+    )
     out = tmp_path / "summary.json"
     assert gpu_check.main(["--out", str(out), "--work", str(tmp_path)]) == 1, "a failed check fails the command"
     checks = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
     assert checks["a"]["status"] == "fail" and checks["a"]["detail"] == "KeyError: 'no such metric'"
     assert "Traceback" in checks["a"]["data"]["traceback"]
     assert checks["b"]["status"] == "fail" and checks["b"]["detail"] == "3 cases differ"
-    assert checks["c"] == {"name": "c", "status": "pass", "detail": "all good", "seconds": checks["c"]["seconds"],
-                           "data": {"value": 1.5}}
+    assert checks["c"] == {
+        "name": "c",
+        "status": "pass",
+        "detail": "all good",
+        "seconds": checks["c"]["seconds"],
+        "data": {"value": 1.5},
+    }
     assert checks["d"]["status"] == "skipped" and checks["d"]["detail"] == "needs 2 GPUs"
     assert all(math.isfinite(c["seconds"]) and c["seconds"] >= 0 for c in checks.values())
 
@@ -150,14 +163,17 @@ def fresh_probe():
     kernels.xformers_unavailable.cache_clear()  # the next test probes the real machine again
 
 
-def test_an_xformers_that_imports_but_cannot_run_is_unavailable_and_refused_in_one_line(monkeypatch,
-                                                                                       fresh_probe) -> None:
+def test_an_xformers_that_imports_but_cannot_run_is_unavailable_and_refused_in_one_line(
+    monkeypatch, fresh_probe
+) -> None:
     from variants.checks import VariantConfigError
     from variants.kernels import check_backend, xformers_available, xformers_unavailable
 
     def broken(q, k, v, **kwargs):
-        raise NotImplementedError("No operator found for `memory_efficient_attention_forward` with inputs:\n"
-                                  "     query       : shape=(1, 8, 1, 16) (torch.float16)\n`cutlassF` is not built")
+        raise NotImplementedError(
+            "No operator found for `memory_efficient_attention_forward` with inputs:\n"
+            "     query       : shape=(1, 8, 1, 16) (torch.float16)\n`cutlassF` is not built"
+        )
 
     fake_xformers(monkeypatch, broken)
     reason = xformers_unavailable()
@@ -195,8 +211,9 @@ def test_a_kernel_case_that_raises_fails_alone_by_name_and_the_others_are_judged
     # the other cases were all judged, and pass as before
     assert found["counts"]["pass"] + found["counts"]["fail"] == intact["counts"]["pass"]
     assert found["counts"]["pass"] >= 2 * intact["counts"]["pass"] // len(gpu_check.CALLS)
-    assert all("/cross/sdpa: raised NotImplementedError: No operator found for this input" in f
-               for f in found["failures"])
+    assert all(
+        "/cross/sdpa: raised NotImplementedError: No operator found for this input" in f for f in found["failures"]
+    )
     with pytest.raises(CheckFailed) as err:
         monkeypatch.setattr(gpu_check, "kernel_cases", lambda device, dtype: found)
         gpu_check.kernels_outcome(torch.device("cpu"), torch.float32)
@@ -217,13 +234,17 @@ def test_ddp_is_skipped_with_its_reason_on_one_gpu(tmp_path, monkeypatch) -> Non
 
 
 @pytest.mark.parametrize("where", ["a folder", "in a missing folder", "under a file"])
-def test_an_out_that_cannot_be_written_is_refused_in_one_line_before_any_check(tmp_path, monkeypatch, capsys,
-                                                                              where) -> None:
+def test_an_out_that_cannot_be_written_is_refused_in_one_line_before_any_check(
+    tmp_path, monkeypatch, capsys, where
+) -> None:
     ran = []
     monkeypatch.setattr(gpu_check, "CHECKS", {"a": lambda args: ran.append("a") or {}})
     (tmp_path / "file").write_text("")
-    out = {"a folder": tmp_path, "in a missing folder": tmp_path / "missing" / "s.json",
-           "under a file": tmp_path / "file" / "s.json"}[where]
+    out = {
+        "a folder": tmp_path,
+        "in a missing folder": tmp_path / "missing" / "s.json",
+        "under a file": tmp_path / "file" / "s.json",
+    }[where]
     assert gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work")]) == 2
     printed = capsys.readouterr().err.strip()
     assert not ran and len(printed.splitlines()) == 1 and printed.startswith(f"gpu_check: --out={out} ")
@@ -272,9 +293,17 @@ def test_peers_runs_on_a_gpu_shape_and_records_its_ratios(tmp_path, monkeypatch)
     def write(command):
         out = Path(command[command.index("--out") + 1])
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"comparisons": {
-            "seq2seq": {"ratios": {"eager / torch.nn.Transformer": 1.14}},
-            "decoder": {"skipped": "x-transformers is not installed"}}, "targets": []}))
+        out.write_text(
+            json.dumps(
+                {
+                    "comparisons": {
+                        "seq2seq": {"ratios": {"eager / torch.nn.Transformer": 1.14}},
+                        "decoder": {"skipped": "x-transformers is not installed"},
+                    },
+                    "targets": [],
+                }
+            )
+        )
 
     commands = fake_commands(monkeypatch, write)
     args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10)
@@ -292,9 +321,17 @@ def test_the_quick_grid_is_timed_one_and_k_cells_at_a_time(tmp_path, monkeypatch
         for cell in ("soft+learned", "local+rope"):
             attention, position = cell.split("+")
             (sweep / cell).mkdir(parents=True, exist_ok=True)
-            (sweep / cell / "result.json").write_text(json.dumps({
-                "status": "completed", "attention": attention, "position": position,
-                "metrics": {"test/token_acc": 1.0}, "cost": {"step_ms": 5.0}}))
+            (sweep / cell / "result.json").write_text(
+                json.dumps(
+                    {
+                        "status": "completed",
+                        "attention": attention,
+                        "position": position,
+                        "metrics": {"test/token_acc": 1.0},
+                        "cost": {"step_ms": 5.0},
+                    }
+                )
+            )
 
     commands = fake_commands(monkeypatch, write)
     args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3)
@@ -305,6 +342,8 @@ def test_the_quick_grid_is_timed_one_and_k_cells_at_a_time(tmp_path, monkeypatch
     assert {"hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "jobs_per_gpu=3"} <= set(commands[1])
     assert commands[0][-1] != commands[1][-1], "each grid in its own folder, or the second would skip its cells"
     assert many.data["speedup"] == pytest.approx(one.data["wall_seconds"] / many.data["wall_seconds"])
+
+
 def test_cpu_flex_forward_equals_the_math_path_for_every_flex_pair() -> None:
     """The flex check's CPU half: every pair on flex, 150 queries (two blocks), outputs only (no backward on CPU)."""
     import warnings

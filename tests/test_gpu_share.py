@@ -1,5 +1,6 @@
 """``jobs_per_gpu``: K cells at once per GPU, each pinned to one GPU with 1/K of its memory, results
 as if run one after another."""
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,20 @@ def fake_gpus(monkeypatch):
     asked: list[tuple[str, int, float | None]] = []
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_device", lambda gpu: asked.append(("device", gpu, None)))
-    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
-                        lambda fraction, gpu: asked.append(("memory", gpu, fraction)))
+    monkeypatch.setattr(
+        torch.cuda, "set_per_process_memory_fraction", lambda fraction, gpu: asked.append(("memory", gpu, fraction))
+    )
     return asked
 
 
 def test_jobs_are_pinned_round_robin_with_a_share_of_memory_each(tmp_path, fake_gpus) -> None:
     k, gpus = 2, 2
-    with (gpu_share.claim_gpu(tmp_path, 0, k) as a, gpu_share.claim_gpu(tmp_path, 1, k) as b,
-          gpu_share.claim_gpu(tmp_path, 2, k) as c, gpu_share.claim_gpu(tmp_path, 3, k) as d):
+    with (
+        gpu_share.claim_gpu(tmp_path, 0, k) as a,
+        gpu_share.claim_gpu(tmp_path, 1, k) as b,
+        gpu_share.claim_gpu(tmp_path, 2, k) as c,
+        gpu_share.claim_gpu(tmp_path, 3, k) as d,
+    ):
         assert [a, b, c, d] == [n % gpus for n in range(4)]  # round-robin over the visible GPUs
         assert gpu_share.trainer_devices(1) == [d]  # Lightning trains on the held GPU, not on GPU 0
         # set_device then a memory share of 1/K, on the same GPU, for every job
@@ -63,8 +69,11 @@ def test_a_cpu_trainer_or_a_single_job_per_gpu_claims_nothing(tmp_path, fake_gpu
     from tests.conftest import compose
 
     hydra_cfg = OmegaConf.create({"sweep": {"dir": str(tmp_path)}, "job": {"num": 0}})
-    for overrides, multirun in ((["jobs_per_gpu=2"], True), (["trainer=gpu"], True),
-                                (["trainer=gpu", "jobs_per_gpu=2"], False)):
+    for overrides, multirun in (
+        (["jobs_per_gpu=2"], True),
+        (["trainer=gpu"], True),
+        (["trainer=gpu", "jobs_per_gpu=2"], False),
+    ):
         with gpu_share.shared_gpu(compose(overrides), hydra_cfg, multirun) as gpu:
             assert gpu is None, overrides
     assert not fake_gpus
@@ -74,8 +83,13 @@ def test_a_cpu_trainer_or_a_single_job_per_gpu_claims_nothing(tmp_path, fake_gpu
 
 def multirun(sweep_dir: Path, *args: str) -> dict[str, dict]:
     overrides = [*TINY, "trainer.max_steps=6", "num_threads=1", "attention=soft,multihead", "position=sinusoidal,rope"]
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", "-m", *overrides, *args,
-                           f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "-m", *overrides, *args, f"hydra.sweep.dir={sweep_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = [json.loads(p.read_text()) for p in sweep_dir.rglob("result.json")]
     return {f"{r['attention']}+{r['position']}": r for r in results}

@@ -1,14 +1,15 @@
 """Grouped key/value heads on ``multihead``: equal to the original at one KV head per query head,
 equal to an independent reference when grouped, causal, and cached with only the KV heads."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, KVCache
 from variants.checks import VariantConfigError
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, D_MODEL, HEADS = 2, 7, 16, 4
 HEAD_DIM = D_MODEL // HEADS
@@ -27,8 +28,7 @@ def tokens(seed: int = 1) -> torch.Tensor:
 @pytest.mark.parametrize("backend", ("math", "auto"))
 def test_as_many_kv_heads_as_query_heads_is_multihead_exactly(causal, backend):
     plain = ATTENTION.build("multihead", d_model=D_MODEL, num_heads=HEADS, backend=backend).eval()
-    grouped = ATTENTION.build("multihead", d_model=D_MODEL, num_heads=HEADS, num_kv_heads=HEADS,
-                              backend=backend).eval()
+    grouped = ATTENTION.build("multihead", d_model=D_MODEL, num_heads=HEADS, num_kv_heads=HEADS, backend=backend).eval()
     grouped.load_state_dict(plain.state_dict())  # same shapes, same weights
     x = tokens()
     torch.testing.assert_close(grouped(x, causal=causal)[0], plain(x, causal=causal)[0], atol=0, rtol=0)
@@ -66,7 +66,7 @@ def test_cache_holds_only_kv_heads_and_equals_recomputation(num_kv_heads):
     x = tokens()
     full, _ = layer(x, causal=True)
     cache = KVCache()
-    steps = [layer(x[:, t: t + 1], causal=True, cache=cache)[0] for t in range(T)]
+    steps = [layer(x[:, t : t + 1], causal=True, cache=cache)[0] for t in range(T)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache.k.shape == (B, num_kv_heads, T, HEAD_DIM) and cache.v.shape == (B, num_kv_heads, T, HEAD_DIM)
 

@@ -6,6 +6,7 @@ out in the test; the straight-through gradient of a loss linear in the output eq
 attention's gradient (the estimator's backward is the softmax's); REINFORCE's gradient is
 that of log softmax(scores)[choice] with the scores computed by hand.
 """
+
 from __future__ import annotations
 
 import math

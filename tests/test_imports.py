@@ -6,6 +6,7 @@ import ``variants`` and ``common``; ``analysis`` reads files (result.json, W&B r
 the project and nothing outside the standard library. Every import counts, a deferred one inside a function too:
 it is the same dependency, only later.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,8 +17,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("variants", "experiments", "analysis", "common")
-ALLOWED = {"variants": {"variants"}, "experiments": {"experiments", "variants", "common"},
-           "analysis": {"analysis", "common"}, "common": {"common"}}
+ALLOWED = {
+    "variants": {"variants"},
+    "experiments": {"experiments", "variants", "common"},
+    "analysis": {"analysis", "common"},
+    "common": {"common"},
+}
 # Thin modules that keep a public import working (README: ``from analysis.collect import collect``).
 TOP_LEVEL_MODULES = {"analysis/__init__.py", "analysis/collect.py"}
 
@@ -139,8 +144,13 @@ def depth(edges: dict[str, set[str]], within: str) -> int:
 @pytest.mark.parametrize("layer", LAYERS)
 def test_imports_run_one_way(layer):
     edges = graph()
-    wrong = sorted(f"{n} imports {m}" for n, targets in edges.items() if n.split(".")[0] == layer
-                   for m in targets if m.split(".")[0] not in ALLOWED[layer])
+    wrong = sorted(
+        f"{n} imports {m}"
+        for n, targets in edges.items()
+        if n.split(".")[0] == layer
+        for m in targets
+        if m.split(".")[0] not in ALLOWED[layer]
+    )
     assert not wrong, f"{layer} may import only {sorted(ALLOWED[layer])}: " + "; ".join(wrong)
 
 
@@ -148,11 +158,18 @@ def test_common_needs_only_the_standard_library():
     outside = []
     for path in sorted((ROOT / "common").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and not node.level else []
-            outside += [f"{path.name}: {n}" for n in names
-                        if n.split(".")[0] not in sys.stdlib_module_names and n.split(".")[0] not in {"common",
-                                                                                                  "__future__"}]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            outside += [
+                f"{path.name}: {n}"
+                for n in names
+                if n.split(".")[0] not in sys.stdlib_module_names and n.split(".")[0] not in {"common", "__future__"}
+            ]
     assert not outside, outside
 
 
@@ -163,8 +180,12 @@ def test_no_import_circle(layer):
 
 
 def test_the_circle_finder_finds_a_planted_circle():
-    edges = {"analysis.a": {"analysis.b"}, "analysis.b": {"analysis.c"}, "analysis.c": {"analysis.a"},
-             "analysis.d": {"analysis.a"}}
+    edges = {
+        "analysis.a": {"analysis.b"},
+        "analysis.b": {"analysis.c"},
+        "analysis.c": {"analysis.a"},
+        "analysis.d": {"analysis.a"},
+    }
     assert circles(edges, "analysis") == [["analysis.a", "analysis.b", "analysis.c"]]
     assert depth({"analysis.a": {"analysis.b"}, "analysis.b": set()}, "analysis") == 2
 
@@ -172,8 +193,13 @@ def test_the_circle_finder_finds_a_planted_circle():
 def test_an_eager_package_init_that_closes_a_circle_is_found():
     # analysis.x.m imports analysis.y.n; running analysis.y's __init__ first, which imports analysis.y.k, which
     # imports analysis.x.m: a circle that no single import line shows.
-    edges = {"analysis.x.m": {"analysis.y", "analysis.y.n"}, "analysis.y": {"analysis.y.k"},
-             "analysis.y.k": {"analysis.x.m", "analysis.x"}, "analysis.y.n": set(), "analysis.x": set()}
+    edges = {
+        "analysis.x.m": {"analysis.y", "analysis.y.n"},
+        "analysis.y": {"analysis.y.k"},
+        "analysis.y.k": {"analysis.x.m", "analysis.x"},
+        "analysis.y.n": set(),
+        "analysis.x": set(),
+    }
     assert circles(edges, "analysis") == [["analysis.x.m", "analysis.y", "analysis.y.k"]]
 
 

@@ -4,6 +4,7 @@ The references are independent of the code under test: the quadratic forms are b
 layer's projections with ``F.elu`` and explicit masks, and the softmax Performer estimates is
 ``torch.softmax`` of q k^T / sqrt(D).
 """
+
 from __future__ import annotations
 
 import math
@@ -13,10 +14,10 @@ import torch
 import torch.nn.functional as F
 
 from experiments.model import ModelSpec, Transformer, VariantSpec
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.checks import VariantConfigError
 from variants.pairs import pair_problem
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, D_MODEL, HEADS = 2, 11, 16, 4
 HEAD_DIM = D_MODEL // HEADS
@@ -54,8 +55,9 @@ def quadratic_linear(layer, x: torch.Tensor, *, causal: bool, pad: torch.Tensor 
 @pytest.mark.parametrize("num_kv_heads", (None, 2, 1))
 def test_linear_running_sums_equal_the_quadratic_form(causal, chunk_size, num_kv_heads):
     torch.manual_seed(0)
-    layer = ATTENTION.build("linear", d_model=D_MODEL, num_heads=HEADS, num_kv_heads=num_kv_heads,
-                            chunk_size=chunk_size).eval()
+    layer = ATTENTION.build(
+        "linear", d_model=D_MODEL, num_heads=HEADS, num_kv_heads=num_kv_heads, chunk_size=chunk_size
+    ).eval()
     assert layer.backend == "running_sum"
     x = tokens()
     pad = torch.zeros(B, T, dtype=torch.bool)
@@ -86,7 +88,7 @@ def test_future_tokens_get_exactly_zero_gradient(name, num_kv_heads):
     out, _ = layer(x, causal=True)
     for t in (0, 3, 4, 6, T - 2):
         (grad,) = torch.autograd.grad(out[:, t].sum(), x, retain_graph=True)
-        assert (grad[:, t + 1:] == 0).all(), t
+        assert (grad[:, t + 1 :] == 0).all(), t
         assert grad[:, t].abs().sum() > 0 and grad[:, 0].abs().sum() > 0  # not vacuous: the past does count
 
 
@@ -101,7 +103,7 @@ def test_decoding_state_does_not_grow_and_equals_recomputation(name):
     shapes = {(tuple(cache.state.kv.shape), tuple(cache.state.k_sum.shape))}
     steps = [prefix]
     for t in range(5, T):
-        steps.append(layer(x[:, t: t + 1], causal=True, cache=cache)[0])
+        steps.append(layer(x[:, t : t + 1], causal=True, cache=cache)[0])
         shapes.add((tuple(cache.state.kv.shape), tuple(cache.state.k_sum.shape)))
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     m = layer.num_features
@@ -200,8 +202,16 @@ def every_pair() -> list:
 @pytest.mark.parametrize("attention, position", every_pair())
 def test_a_pair_that_cannot_compose_is_refused_at_build_time_in_one_line(attention, position):
     encoding = POSITION.build(position, d_model=D_MODEL, num_heads=2)
-    spec = ModelSpec(arch="decoder", vocab_size=12, attention=VariantSpec(attention, {"num_heads": 2}),
-                     position=VariantSpec(position), d_model=D_MODEL, ffn_dim=32, decoder_layers=1, dropout=0.0)
+    spec = ModelSpec(
+        arch="decoder",
+        vocab_size=12,
+        attention=VariantSpec(attention, {"num_heads": 2}),
+        position=VariantSpec(position),
+        d_model=D_MODEL,
+        ffn_dim=32,
+        decoder_layers=1,
+        dropout=0.0,
+    )
     if pair_problem(ATTENTION.get(attention), encoding) is None:
         Transformer(spec)  # builds
         return
@@ -253,8 +263,9 @@ def test_a_recurrent_cache_holds_the_same_bytes_after_any_prompt(tmp_path):
     sizes = {}
     for name in ("linear", "multihead"):
         torch.manual_seed(0)
-        model = generation_model(vocab=20, d_model=16, heads=2, layers=2, ffn=32, max_len=64,
-                                 device=torch.device("cpu"), attention=name)
+        model = generation_model(
+            vocab=20, d_model=16, heads=2, layers=2, ffn=32, max_len=64, device=torch.device("cpu"), attention=name
+        )
         for prompt in (8, 64):
             caches = model.new_caches()
             with torch.no_grad():
@@ -264,8 +275,29 @@ def test_a_recurrent_cache_holds_the_same_bytes_after_any_prompt(tmp_path):
     assert sizes["multihead", 64] == 8 * sizes["multihead", 8]
 
     out = tmp_path / "decode.json"
-    assert main(["decode", "--variant", "linear", "multihead:num_kv_heads=1", "--prompts", "4", "--tokens", "3",
-                 "--d-model", "16", "--layers", "1", "--rounds", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "decode",
+                "--variant",
+                "linear",
+                "multihead:num_kv_heads=1",
+                "--prompts",
+                "4",
+                "--tokens",
+                "3",
+                "--d-model",
+                "16",
+                "--layers",
+                "1",
+                "--rounds",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads(out.read_text())["rows"]
     assert [r["variant"] for r in rows] == ["linear", "multihead:num_kv_heads=1"]
     assert all(r["same_tokens"] == 1.0 and r["speedup"] > 0 for r in rows)

@@ -1,4 +1,5 @@
 """optim.label_smoothing reaches the training loss: the loss equals torch's smoothed cross-entropy."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,9 +15,17 @@ from tests.conftest import TINY, compose
 def test_training_loss_is_torchs_cross_entropy_with_the_configured_smoothing(smoothing: float) -> None:
     cfg = compose([*TINY, f"optim.label_smoothing={smoothing}", "model.dropout=0.0"])
     torch.manual_seed(0)
-    model = {"arch": "seq2seq", "vocab_size": 9, "d_model": 8, "encoder_layers": 1, "decoder_layers": 1,
-             "ffn_dim": 16, "dropout": 0.0, "attention": {"name": "multihead", "params": {"num_heads": 2}},
-             "position": {"name": "sinusoidal", "params": {}}}
+    model = {
+        "arch": "seq2seq",
+        "vocab_size": 9,
+        "d_model": 8,
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "ffn_dim": 16,
+        "dropout": 0.0,
+        "attention": {"name": "multihead", "params": {"num_heads": 2}},
+        "position": {"name": "sinusoidal", "params": {}},
+    }
     optim = {k: v for k, v in cfg.optim.items() if k != "grad_clip"}  # as experiments.build passes it
     module = Seq2SeqModule(model, optim, task_kind="seq2seq", max_steps=10)
     src = torch.tensor([[4, 5, 6, 7], [7, 8, 0, 0]])

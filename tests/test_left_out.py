@@ -1,5 +1,6 @@
 """What the analysis leaves out, and says so: unused settings, failed runs, unreadable files, NaN metrics,
 bands outside a metric's range, and output paths that cannot be written."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,8 @@ import pytest
 from matplotlib.collections import PolyCollection
 
 from analysis.claims.cli import main as claims_main
-from analysis.report import figures
-from analysis.report import summary_figure
 from analysis.data.collect import collect
+from analysis.report import figures, summary_figure
 from analysis.report.build import build_report
 from analysis.report.build import main as report_main
 from tests.cell_fixtures import flat_config, result, write
@@ -29,8 +29,13 @@ def decoder_run(folder: Path, cross: str, seed: int = 0, unused: bool = True, nu
     """A decoder-only run whose cross attention was set on the command line; ``unused=False`` writes it the way
     runs did before they recorded unused settings; ``nulled=False`` keeps the asked config beside ``unused``
     (the config a W&B run holds)."""
-    config = flat_config("reverse", "multihead", "sinusoidal", seed, **{"model.arch": "decoder",
-                         "model.cross_attention.name": cross, "model.cross_attention.num_heads": 1})
+    config = flat_config(
+        "reverse",
+        "multihead",
+        "sinusoidal",
+        seed,
+        **{"model.arch": "decoder", "model.cross_attention.name": cross, "model.cross_attention.num_heads": 1},
+    )
     del config["model.cross_attention"]
     res = result(f"{folder.name}", config, {ACC: 0.5 + 0.1 * seed})
     res["arch"] = "decoder"
@@ -43,6 +48,7 @@ def decoder_run(folder: Path, cross: str, seed: int = 0, unused: bool = True, nu
 
 
 # ---------------------------------------------------------------- unused settings
+
 
 def test_unused_setting_never_makes_a_factor_and_old_results_read_as_before(tmp_path):
     for cross in ("local", "soft"):
@@ -65,13 +71,39 @@ def test_unused_setting_never_makes_a_factor_and_old_results_read_as_before(tmp_
 def test_decoder_grid_over_cross_attention_is_one_cell(tmp_path):
     """The command of the issue, end to end: two decoder-only runs that differ only in a cross attention
     the model never builds are one configuration."""
-    tiny = ["model.d_model=16", "model.ffn_dim=32", "model.decoder_layers=1", "attention.num_heads=2",
-            "trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1",
-            "trainer.progress_bar=false", "task.train_size=64", "task.val_size=16", "task.test_size=8",
-            "task.batch_size=8", "eval.attention_maps=false", "logger=none"]
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", "-m", "task=reverse", "model.arch=decoder",
-                           "attention@model.cross_attention=local,soft", *tiny, f"hydra.sweep.dir={tmp_path}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    tiny = [
+        "model.d_model=16",
+        "model.ffn_dim=32",
+        "model.decoder_layers=1",
+        "attention.num_heads=2",
+        "trainer.max_steps=2",
+        "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1",
+        "trainer.progress_bar=false",
+        "task.train_size=64",
+        "task.val_size=16",
+        "task.test_size=8",
+        "task.batch_size=8",
+        "eval.attention_maps=false",
+        "logger=none",
+    ]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.train",
+            "-m",
+            "task=reverse",
+            "model.arch=decoder",
+            "attention@model.cross_attention=local,soft",
+            *tiny,
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/result.json"))]
     assert [r["status"] for r in results] == ["completed", "completed"]
@@ -86,6 +118,7 @@ def test_decoder_grid_over_cross_attention_is_one_cell(tmp_path):
 
 
 # ---------------------------------------------------------------- failed runs, dropped runs
+
 
 def test_failed_runs_make_no_factors(tmp_path):
     for attention in ("multihead", "soft"):
@@ -106,8 +139,9 @@ def test_nan_and_unreadable_runs_are_listed_as_left_out(tmp_path):
         config = flat_config("copy", "multihead", "sinusoidal", seed)
         write(tmp_path / f"ok{seed}", result(f"ok{seed}", config, {ACC: 0.6 + 0.1 * seed}))
     nan = write(tmp_path / "nan", result("nan", flat_config("copy", "multihead", "sinusoidal", 2), {ACC: None}))
-    failed = write(tmp_path / "failed", result("failed", flat_config("copy", "multihead", "sinusoidal", 3),
-                                               status="failed"))
+    failed = write(
+        tmp_path / "failed", result("failed", flat_config("copy", "multihead", "sinusoidal", 3), status="failed")
+    )
     bad = {}
     for name, text in {"truncated": '{"schema": 1, "run_id": "x', "list": "[]", "empty": "{}"}.items():
         (tmp_path / name).mkdir()
@@ -126,6 +160,7 @@ def test_nan_and_unreadable_runs_are_listed_as_left_out(tmp_path):
 
 
 # ---------------------------------------------------------------- figures and wording
+
 
 def _band_edges(fig) -> np.ndarray:
     polys = [c for ax in fig.axes for c in ax.collections if isinstance(c, PolyCollection)]
@@ -153,13 +188,16 @@ def test_one_other_cell_is_singular(tmp_path):
     for attention, values in {"multihead": [0.90, 0.92, 0.91], "soft": [0.10, 0.12, 0.11]}.items():
         for seed, value in enumerate(values):
             config = flat_config("copy", attention, "sinusoidal", seed)
-            write(tmp_path / f"{attention}{seed}", result(f"{attention}{seed}", config, {ACC: value},
-                                                          by_length={"8": {"token_acc": value}}))
+            write(
+                tmp_path / f"{attention}{seed}",
+                result(f"{attention}{seed}", config, {ACC: value}, by_length={"8": {"token_acc": value}}),
+            )
     markdown = (build_report([tmp_path], tmp_path / "out", paper_files=False).parent / "report.md").read_text()
     assert "the other cell is significantly worse" in markdown and "the other 1 are" not in markdown
 
 
 # ---------------------------------------------------------------- output paths
+
 
 def _sweep(root: Path) -> Path:
     for seed in (0, 1):
@@ -171,6 +209,7 @@ def _sweep(root: Path) -> Path:
 def _no_reading(monkeypatch, module) -> None:
     def read(*_):
         raise AssertionError("the sweep was read before the output path was checked")
+
     monkeypatch.setattr(module, "collect", read)
 
 
@@ -204,8 +243,13 @@ def test_claims_csv_in_a_bad_place_exits_2_before_any_work(tmp_path, capsys, mon
 
 
 def test_claims_over_a_sweep_where_every_run_failed_say_so(tmp_path, capsys):
-    claim = {"name": "c", "metric": ACC, "a": {"attention": "multihead"}, "b": {"attention": "soft"},
-             "expect": "greater"}
+    claim = {
+        "name": "c",
+        "metric": ACC,
+        "a": {"attention": "multihead"},
+        "b": {"attention": "soft"},
+        "expect": "greater",
+    }
     for attention in ("multihead", "soft"):
         for seed in (0, 1):
             config = flat_config("copy", attention, "sinusoidal", seed, claims=[claim])
@@ -223,8 +267,9 @@ def small_disk(tmp_path):
     disk.mkdir()
     if shutil.which("mount") is None:
         pytest.skip("no mount command")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(disk)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"mounting a tmpfs is not permitted here: {proc.stderr.strip()}")
     yield disk

@@ -1,6 +1,7 @@
 """Lightning's Trainer, callbacks and loggers come from config: any Trainer keyword, early stopping,
 the best checkpoint, the learning rate monitor, TensorBoard. Expected values come from Lightning's
 own objects, the schedule's formula and the checkpoint files, never from attnlab's code."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -35,8 +36,16 @@ class Scramble(Callback):
 
 
 def test_trainer_keywords_the_old_schema_refused_reach_the_trainer(tmp_path: Path) -> None:
-    cfg = compose([*SHORT, "trainer.gradient_clip_val=0.5", "trainer.accumulate_grad_batches=3",
-                   "+trainer.profiler=simple", "trainer.detect_anomaly=true", "trainer.gradient_clip_algorithm=value"])
+    cfg = compose(
+        [
+            *SHORT,
+            "trainer.gradient_clip_val=0.5",
+            "trainer.accumulate_grad_batches=3",
+            "+trainer.profiler=simple",
+            "trainer.detect_anomaly=true",
+            "trainer.gradient_clip_algorithm=value",
+        ]
+    )
     trainer = assemble(cfg, tmp_path, run_id="x", flat_config={}).trainer
     assert trainer.gradient_clip_val == 0.5 and trainer.gradient_clip_algorithm == "value"
     assert trainer.accumulate_grad_batches == 3
@@ -51,8 +60,14 @@ def test_optim_grad_clip_still_sets_the_trainers_clipping(tmp_path: Path) -> Non
 
 def test_early_stopping_stops_a_run(tmp_path: Path) -> None:
     # min_delta larger than any change of the loss: the second validation is "no improvement"
-    args = [*SHORT, "trainer.max_steps=40", "trainer.val_check_interval=2", "callbacks=early_stopping",
-            "callbacks.early_stopping.patience=1", "callbacks.early_stopping.min_delta=100"]
+    args = [
+        *SHORT,
+        "trainer.max_steps=40",
+        "trainer.val_check_interval=2",
+        "callbacks=early_stopping",
+        "callbacks.early_stopping.patience=1",
+        "callbacks.early_stopping.min_delta=100",
+    ]
     result = train(compose(args), tmp_path / "run", args)
     assert result["status"] == "completed", result["error"]
     assert result["cost"]["steps"] == 4  # validations at steps 2 and 4, then stopped
@@ -60,8 +75,14 @@ def test_early_stopping_stops_a_run(tmp_path: Path) -> None:
 
 def test_best_checkpoint_weights_are_tested(tmp_path: Path) -> None:
     """The weights are scrambled after the first validation: the best are those of step 3, not the last."""
-    base = [*SHORT, "trainer.max_steps=9", "trainer.val_check_interval=3", "callbacks=best_checkpoint",
-            "+callbacks.scramble._target_=tests.test_lightning_config.Scramble", "+callbacks.scramble.step=3"]
+    base = [
+        *SHORT,
+        "trainer.max_steps=9",
+        "trainer.val_check_interval=3",
+        "callbacks=best_checkpoint",
+        "+callbacks.scramble._target_=tests.test_lightning_config.Scramble",
+        "+callbacks.scramble.step=3",
+    ]
     best = train(compose([*base, "eval.checkpoint=best"]), tmp_path / "best", base)
     last = train(compose(base), tmp_path / "last", base)
     assert best["status"] == last["status"] == "completed"
@@ -75,8 +96,16 @@ def test_best_checkpoint_weights_are_tested(tmp_path: Path) -> None:
 
 
 def test_learning_rate_is_logged_by_the_schedule(tmp_path: Path) -> None:
-    args = [*SHORT, "trainer.max_steps=6", "trainer.log_every_n_steps=1", "logger=csv", "callbacks=lr_monitor",
-            "optim.lr=0.01", "optim.warmup_steps=3", "optim.schedule=inverse_sqrt"]
+    args = [
+        *SHORT,
+        "trainer.max_steps=6",
+        "trainer.log_every_n_steps=1",
+        "logger=csv",
+        "callbacks=lr_monitor",
+        "optim.lr=0.01",
+        "optim.warmup_steps=3",
+        "optim.schedule=inverse_sqrt",
+    ]
     result = train(compose(args), tmp_path / "run", args)
     assert result["status"] == "completed", result["error"]
     log = pd.read_csv(tmp_path / "run" / "csv" / "metrics.csv")
@@ -90,8 +119,10 @@ def test_learning_rate_is_logged_by_the_schedule(tmp_path: Path) -> None:
             assert value == pytest.approx(expected, rel=1e-6), (column, step)
 
 
-@pytest.mark.skipif(not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")),
-                    reason="TensorBoard is not installed (pip install 'attnlab[tensorboard]')")
+@pytest.mark.skipif(
+    not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")),
+    reason="TensorBoard is not installed (pip install 'attnlab[tensorboard]')",
+)
 def test_tensorboard_and_csv_loggers_at_once(tmp_path: Path) -> None:
     args = [*SHORT, "logger=[csv,tensorboard]"]
     result = train(compose(args), tmp_path / "run", args)

@@ -2,6 +2,7 @@
 pyproject.toml, fail on a planted unused import and on an unformatted file, and mypy with the project's configuration
 fails on a planted type error; the same file without the plant passes each, so the failure is the plant's.
 ``.ci/run`` runs ``make lint`` before the tests."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,17 +18,18 @@ CONFIG = ROOT / "pyproject.toml"
 
 CLEAN = 'import os\n\n\ndef home() -> str:\n    return os.environ.get("HOME", "")\n'
 UNUSED_IMPORT = "import json\n" + CLEAN
-UNFORMATTED = 'import os\n\n\ndef home( )->str:\n    return os.environ.get(\'HOME\',"")\n'
+UNFORMATTED = "import os\n\n\ndef home( )->str:\n    return os.environ.get('HOME',\"\")\n"
 # one error where the function is annotated, one in an unannotated body (found only with check_untyped_defs)
 TYPE_ERRORS = 'def count(text: str) -> int:\n    return text\n\n\ndef untyped():\n    n: int = "one"\n    return n\n'
-TYPED = 'def count(text: str) -> int:\n    return len(text)\n\n\ndef untyped():\n    n: int = 1\n    return n\n'
+TYPED = "def count(text: str) -> int:\n    return len(text)\n\n\ndef untyped():\n    n: int = 1\n    return n\n"
 
 
 def tool(name: str, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
     if importlib.util.find_spec(name) is None:
         pytest.skip(f"{name} is not installed (pip install 'attnlab[dev]', or make lint)")
-    return subprocess.run([sys.executable, "-m", name, *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", name, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def plant(tmp_path: Path, text: str) -> Path:

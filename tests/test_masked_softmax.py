@@ -4,6 +4,7 @@ On CPU, rows shorter than a vector register are written out (exp / sum) and long
 torch's kernel; both must equal ``torch.softmax`` over the allowed keys, forward and backward,
 and a query with no allowed key gets zero weights and a zero, finite gradient.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The Transformer: generation with the cache, pooling, per-role attention, causality at model level."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,9 +15,19 @@ VOCAB, PAD, BOS, EOS = 12, 0, 1, 2
 
 def tiny(arch: str, attention: str = "multihead", position: str = "sinusoidal", **kw) -> Transformer:
     torch.manual_seed(0)
-    spec = ModelSpec(arch=arch, vocab_size=VOCAB, attention=VariantSpec(attention, {"num_heads": 2}),
-                     position=VariantSpec(position), d_model=16, ffn_dim=32, encoder_layers=2, decoder_layers=2,
-                     dropout=0.0, num_classes=3 if arch == "encoder" else 0, **kw)
+    spec = ModelSpec(
+        arch=arch,
+        vocab_size=VOCAB,
+        attention=VariantSpec(attention, {"num_heads": 2}),
+        position=VariantSpec(position),
+        d_model=16,
+        ffn_dim=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=0.0,
+        num_classes=3 if arch == "encoder" else 0,
+        **kw,
+    )
     return Transformer(spec).eval()
 
 
@@ -74,10 +85,16 @@ def test_encoder_pooling_ignores_padding(attention: str, pooling: str) -> None:
 
 def test_per_role_attention_is_built_by_name() -> None:
     torch.manual_seed(0)
-    spec = ModelSpec(arch="seq2seq", vocab_size=VOCAB, attention=VariantSpec("multihead", {"num_heads": 2}),
-                     position=VariantSpec("rope"), d_model=16, ffn_dim=32,
-                     cross_attention=VariantSpec("local", {"window": 2}),
-                     decoder_attention=VariantSpec("hard"))
+    spec = ModelSpec(
+        arch="seq2seq",
+        vocab_size=VOCAB,
+        attention=VariantSpec("multihead", {"num_heads": 2}),
+        position=VariantSpec("rope"),
+        d_model=16,
+        ffn_dim=32,
+        cross_attention=VariantSpec("local", {"window": 2}),
+        decoder_attention=VariantSpec("hard"),
+    )
     model = Transformer(spec)
     layer = model.decoder.layers[0]
     assert type(layer.cross_attn).__name__ == "LocalAttention" and layer.cross_attn.window == 2

@@ -1,5 +1,6 @@
 """One way for each thing: one ``flatten`` for the writer and the reader of result.json, one Welch test and one Holm
 correction (statsmodels') for the report and the claims, each checked against an independent reference."""
+
 from __future__ import annotations
 
 import math
@@ -20,15 +21,22 @@ def test_the_writer_and_the_reader_of_result_json_share_one_flatten():
     assert result_module.flatten is flatten and collect_module.flatten is flatten
     tree = {"model": {"d_model": 64, "roles": {}}, "optim": {"lr": 1e-3, "betas": [0.9, 0.98]}, "seed": 0}
     # spelled out by hand: dotted keys, lists and empty mappings kept as values
-    assert flatten(tree) == {"model.d_model": 64, "model.roles": {}, "optim.lr": 1e-3,
-                             "optim.betas": [0.9, 0.98], "seed": 0}
+    assert flatten(tree) == {
+        "model.d_model": 64,
+        "model.roles": {},
+        "optim.lr": 1e-3,
+        "optim.betas": [0.9, 0.98],
+        "seed": 0,
+    }
     assert flatten({"peak": 1.5}, "cost.") == {"cost.peak": 1.5}
 
 
 # Unequal sizes and spreads, where Student's and Welch's formulas give different numbers.
-SAMPLES = [([0.61, 0.64, 0.70], [0.52, 0.55, 0.58, 0.60, 0.71, 0.49, 0.66]),
-           ([3.1, 2.9, 3.4, 3.0, 3.3], [2.2, 3.9]),
-           ([10.0, 10.5, 9.0, 11.0], [7.5, 8.0, 12.0, 6.0, 9.5, 8.5])]
+SAMPLES = [
+    ([0.61, 0.64, 0.70], [0.52, 0.55, 0.58, 0.60, 0.71, 0.49, 0.66]),
+    ([3.1, 2.9, 3.4, 3.0, 3.3], [2.2, 3.9]),
+    ([10.0, 10.5, 9.0, 11.0], [7.5, 8.0, 12.0, 6.0, 9.5, 8.5]),
+]
 
 
 @pytest.mark.parametrize("a, b", SAMPLES)
@@ -37,20 +45,26 @@ def test_welch_is_scipys_welch(a, b):
     want = sps.ttest_ind(a, b, equal_var=False)
     low, high = want.confidence_interval(0.9)
     assert [got["t"], got["p"], got["diff_low"], got["diff_high"]] == pytest.approx(
-        [want.statistic, want.pvalue, low, high], rel=1e-12)
+        [want.statistic, want.pvalue, low, high], rel=1e-12
+    )
     assert got["diff"] == pytest.approx(np.mean(a) - np.mean(b), rel=1e-12)
 
 
-@pytest.mark.parametrize("a, b", [([1.0, 1.0, 1.0], [1.0, 1.0]), ([1.0, 1.0, 1.0], [2.0, 2.0]),
-                                  ([2.0, 2.0], [1.0, 1.0, 1.0])])
+@pytest.mark.parametrize(
+    "a, b", [([1.0, 1.0, 1.0], [1.0, 1.0]), ([1.0, 1.0, 1.0], [2.0, 2.0]), ([2.0, 2.0], [1.0, 1.0, 1.0])]
+)
 def test_welch_on_constant_samples_says_what_scipy_says(a, b):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = sps.ttest_ind(a, b, equal_var=False)
         low, high = want.confidence_interval(0.95)
     got = inference.welch(a, b)
-    for mine, theirs in [(got["t"], want.statistic), (got["p"], want.pvalue), (got["diff_low"], low),
-                         (got["diff_high"], high)]:
+    for mine, theirs in [
+        (got["t"], want.statistic),
+        (got["p"], want.pvalue),
+        (got["diff_low"], low),
+        (got["diff_high"], high),
+    ]:
         assert (math.isnan(mine) and math.isnan(theirs)) or mine == theirs, (got, want, low, high)
 
 
@@ -67,8 +81,10 @@ def test_the_claims_use_the_reports_holm(monkeypatch):
 
     calls = []
     monkeypatch.setattr(inference, "holm", lambda p: calls.append(list(p)) or np.full(len(p), 0.5))
-    rows = [{"p_for": 0.01, "p_against": 0.9, "lacked": "", "diff_low": 0.0, "diff_high": 1.0},
-            {"p_for": 0.6, "p_against": 0.3, "lacked": "", "diff_low": -1.0, "diff_high": 1.0}]
+    rows = [
+        {"p_for": 0.01, "p_against": 0.9, "lacked": "", "diff_low": 0.0, "diff_high": 1.0},
+        {"p_for": 0.6, "p_against": 0.3, "lacked": "", "diff_low": -1.0, "diff_high": 1.0},
+    ]
     from common.claims import parse_claims
 
     claims = parse_claims([{"metric": "m", "a": {"p": "x"}, "b": {"p": "y"}, "expect": "greater"}] * 2)

@@ -1,4 +1,5 @@
 """A run's files for a team, and output problems said in one line: modes under the umask, a full disk."""
+
 from __future__ import annotations
 
 import contextlib
@@ -45,8 +46,9 @@ def small_disk(tmp_path: Path):
     def make(size: str) -> Path:
         where = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
         where.mkdir()
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here (needs root): {proc.stderr.strip()}")
         mounted.append(where)
@@ -61,10 +63,21 @@ def small_disk(tmp_path: Path):
 @pytest.mark.parametrize("model, size", [([], "300k"), (TINY[:5], "100k")], ids=["before-training", "checkpoint"])
 def test_a_full_disk_is_named_in_one_line(model: list[str], size: str, small_disk) -> None:
     run_dir = small_disk(size) / "run"
-    overrides = [*model, *TINY[5:], "trainer.max_steps=20", "trainer.checkpoint_every_n_steps=5",
-                 "trainer.val_check_interval=10"]
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV)
+    overrides = [
+        *model,
+        *TINY[5:],
+        "trainer.max_steps=20",
+        "trainer.checkpoint_every_n_steps=5",
+        "trainer.val_check_interval=10",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+    )
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, lines
     assert "no space left" in lines[0] and str(run_dir / "checkpoints") in lines[0], lines

@@ -4,6 +4,7 @@ The expected values come from the report's own CSV files read back with pandas, 
 the registries, from a rounding rule written out here, and from pdflatex / BibTeX / pybtex
 / an XML parser reading the files: never from the code that wrote them.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,8 @@ import pytest
 import yaml
 
 from analysis.command.errors import ReportError
-from analysis.report.figures import OKABE_ITO
 from analysis.report.build import build_report
+from analysis.report.figures import OKABE_ITO
 from common.bibliography import BIBLIOGRAPHY
 from experiments.result import variant_references
 from experiments.tasks import TASKS
@@ -28,18 +29,37 @@ from tests.cell_fixtures import flat_config, result, write
 from variants import ATTENTION, POSITION
 
 REGISTRIES = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
-RNG_MEANS = {("soft", "sinusoidal"): (0.91, 0.52), ("soft", "rope"): (0.83, 0.31),
-             ("multihead", "sinusoidal"): (0.97, 0.61), ("multihead", "rope"): (0.95, 0.44)}
+RNG_MEANS = {
+    ("soft", "sinusoidal"): (0.91, 0.52),
+    ("soft", "rope"): (0.83, 0.31),
+    ("multihead", "sinusoidal"): (0.97, 0.61),
+    ("multihead", "rope"): (0.95, 0.44),
+}
 LENGTHS = (8, 12, 16, 24)  # trained on 2-12: 16 and 24 lie beyond
-CLAIMS = {"claims": [
-    {"name": "multihead and soft are equally accurate in range", "metric": "token_acc@12",
-     "a": {"attention": "multihead", "position": "sinusoidal"}, "b": {"attention": "soft", "position": "sinusoidal"},
-     "expect": "equivalent", "margin": 0.2},
-    {"name": "sinusoids beat rope beyond range", "metric": "token_acc@24",
-     "a": {"attention": "multihead", "position": "sinusoidal"}, "b": {"attention": "multihead", "position": "rope"},
-     "expect": "greater", "margin": 0.0}]}
-VALUE = re.compile(r"(?P<mean>-?\d+(?:\.\d+)?)(?: \$\\pm\$ (?P<half>\d+(?:\.\d+)?))? \((?P<n>\d+)\)"
-                   r"(?P<mark>\$\^\{[^}]*\}\$)?")
+CLAIMS = {
+    "claims": [
+        {
+            "name": "multihead and soft are equally accurate in range",
+            "metric": "token_acc@12",
+            "a": {"attention": "multihead", "position": "sinusoidal"},
+            "b": {"attention": "soft", "position": "sinusoidal"},
+            "expect": "equivalent",
+            "margin": 0.2,
+        },
+        {
+            "name": "sinusoids beat rope beyond range",
+            "metric": "token_acc@24",
+            "a": {"attention": "multihead", "position": "sinusoidal"},
+            "b": {"attention": "multihead", "position": "rope"},
+            "expect": "greater",
+            "margin": 0.0,
+        },
+    ]
+}
+VALUE = re.compile(
+    r"(?P<mean>-?\d+(?:\.\d+)?)(?: \$\\pm\$ (?P<half>\d+(?:\.\d+)?))? \((?P<n>\d+)\)"
+    r"(?P<mark>\$\^\{[^}]*\}\$)?"
+)
 
 
 def references_for(task: str, attention: str, position: str) -> list[dict]:
@@ -53,15 +73,23 @@ def write_sweep(root: Path, cells=RNG_MEANS, seeds=(0, 1, 2), attention_name: st
         for seed in seeds:
             # unequal spreads per cell, so the intervals (and their rounding) differ
             spread = 0.004 + 0.03 * rng.random()
-            by_length = {str(n): {"token_acc": float(np.clip((inside if n <= 12 else beyond - 0.1 * (n > 16))
-                                                             + spread * rng.standard_normal(), 0, 1))}
-                         for n in LENGTHS}
+            by_length = {
+                str(n): {
+                    "token_acc": float(
+                        np.clip((inside if n <= 12 else beyond - 0.1 * (n > 16)) + spread * rng.standard_normal(), 0, 1)
+                    )
+                }
+                for n in LENGTHS
+            }
             config = flat_config("reverse", attention, position, seed, **{"task.eval_lengths": list(LENGTHS)})
             if attention_name is not None:
                 config["attention.name"] = attention_name
-            res = result(f"{attention_name or attention}-{position}-{seed}", config,
-                         metrics={"val/loss": float(2 - inside + spread * rng.standard_normal())},
-                         by_length=by_length)
+            res = result(
+                f"{attention_name or attention}-{position}-{seed}",
+                config,
+                metrics={"val/loss": float(2 - inside + spread * rng.standard_normal())},
+                by_length=by_length,
+            )
             res["references"] = references_for("reverse", config["attention.name"], position)
             write(root / f"{attention}-{position}-{seed}", res)
     return root
@@ -77,6 +105,7 @@ def report(tmp_path_factory) -> Path:
 
 
 # ---------------------------------------------------------------- LaTeX tables
+
 
 def table_rows(tex: str) -> list[list[str]]:
     """The body rows of a booktabs tabular, split at &."""
@@ -100,7 +129,7 @@ def decimals(text: str) -> int:
 
 def unbold(cell: str) -> tuple[str, bool]:
     bold = cell.startswith("\\textbf{")
-    inner = cell[len("\\textbf{"):-1] if bold else cell
+    inner = cell[len("\\textbf{") : -1] if bold else cell
     return inner.removeprefix("\\underline{").removesuffix("}") if inner.startswith("\\underline{") else inner, bold
 
 
@@ -118,8 +147,11 @@ def test_summary_table_numbers_equal_summary_csv(report: Path) -> None:
     rows = table_rows(tex)
     scopes = ["in range", "beyond range"]
     assert len(rows) == csv["label"].nunique() == 4
-    with_ci = [decimals(expected_text(m, h, int(k), 0)[0]) for m, h, k in zip(csv["mean"], csv["ci_half"], csv["n"])
-               if k > 1 and h > 0]
+    with_ci = [
+        decimals(expected_text(m, h, int(k), 0)[0])
+        for m, h, k in zip(csv["mean"], csv["ci_half"], csv["n"])
+        if k > 1 and h > 0
+    ]
     finest = max(with_ci, default=3)  # a cell without an interval takes the table's finest precision
     for row in rows:
         label = row[0].replace("\\_", "_")
@@ -139,8 +171,7 @@ def test_grid_tables_numbers_equal_cells_csv(report: Path) -> None:
         here = cells[cells["metric"] == metric]
         name = re.sub(r"[^a-z0-9]+", "-", f"reverse-{metric}").strip("-") + ".tex"
         tex = (report / "latex" / name).read_text()
-        header = table_rows("\\midrule" + tex.split("\\toprule", 1)[1].split("\\midrule", 1)[0]
-                            + "\\bottomrule")[0]
+        header = table_rows("\\midrule" + tex.split("\\toprule", 1)[1].split("\\midrule", 1)[0] + "\\bottomrule")[0]
         better = here["mean"].min() if metric.endswith("loss") else here["mean"].max()
         for row in table_rows(tex):
             for position, cell in zip(header[1:], row[1:]):
@@ -164,13 +195,20 @@ def test_claims_table_numbers_equal_claims_csv(report: Path) -> None:
 
 
 def pdflatex(folder: Path, name: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", name], cwd=folder,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", name],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("bibtex") is None,
-                    reason="pdflatex/bibtex not installed (Debian: apt-get install texlive-latex-base "
-                           "texlive-latex-recommended; .ci/run does it)")
+@pytest.mark.skipif(
+    shutil.which("pdflatex") is None or shutil.which("bibtex") is None,
+    reason="pdflatex/bibtex not installed (Debian: apt-get install texlive-latex-base "
+    "texlive-latex-recommended; .ci/run does it)",
+)
 def test_latex_compiles_and_bibtex_resolves_every_citation(report: Path, tmp_path: Path) -> None:
     work = tmp_path / "tex"
     shutil.copytree(report / "latex", work)
@@ -183,8 +221,10 @@ def test_latex_compiles_and_bibtex_resolves_every_citation(report: Path, tmp_pat
         (work / f"alone-{stem}.tex").write_text(preamble + f"\\input{{{stem}}}\n\\end{{document}}\n")
         proc = pdflatex(work, f"alone-{stem}.tex")
         assert proc.returncode == 0, proc.stdout[-1500:]
-    (work / "paper.tex").write_text(preamble + "\\input{tables}\n\\input{methods}\n"
-                                    "\\bibliographystyle{plain}\n\\bibliography{references}\n\\end{document}\n")
+    (work / "paper.tex").write_text(
+        preamble + "\\input{tables}\n\\input{methods}\n"
+        "\\bibliographystyle{plain}\n\\bibliography{references}\n\\end{document}\n"
+    )
     assert pdflatex(work, "paper.tex").returncode == 0
     bib = subprocess.run(["bibtex", "paper"], cwd=work, capture_output=True, text=True, timeout=60)
     assert bib.returncode == 0 and "Warning--I didn't find" not in bib.stdout, bib.stdout
@@ -195,6 +235,7 @@ def test_latex_compiles_and_bibtex_resolves_every_citation(report: Path, tmp_pat
 
 
 # ---------------------------------------------------------------- figures
+
 
 def svg_lines(svg: Path) -> dict[str, set[str]]:
     """{line id: stroke colours} of the lines the figure names (``level:rope``, ``cell:<label>``)."""
@@ -249,6 +290,7 @@ def test_bad_figure_width_is_one_line_naming_the_option(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- references
 
+
 def entries(text: str) -> dict[str, str]:
     """BibTeX entries by key, read with pybtex (a BibTeX parser that refuses malformed input)."""
     database = pytest.importorskip("pybtex.database")
@@ -261,12 +303,25 @@ def test_references_bib_holds_exactly_the_entries_used(report: Path) -> None:
     keys = re.findall(r"^@\w+\{([^,]+),", text, re.M)
     assert len(keys) == len(set(keys))
     parsed = entries(text)
-    expected = {key for kind, names in (("attention", ["soft", "multihead"]), ("position", ["sinusoidal", "rope"]),
-                                        ("task", ["reverse"]))
-                for name in names for key in REGISTRIES[kind].references(name)}
+    expected = {
+        key
+        for kind, names in (
+            ("attention", ["soft", "multihead"]),
+            ("position", ["sinusoidal", "rope"]),
+            ("task", ["reverse"]),
+        )
+        for name in names
+        for key in REGISTRIES[kind].references(name)
+    }
     # the Transformer, the t-interval, Welch, Holm, Cohen's d (comparisons, power) and TOST (the equivalence claim)
-    expected |= {"vaswani2017attention", "student1908probable", "welch1947generalization", "holm1979simple",
-                 "cohen1988statistical", "schuirmann1987comparison"}
+    expected |= {
+        "vaswani2017attention",
+        "student1908probable",
+        "welch1947generalization",
+        "holm1979simple",
+        "cohen1988statistical",
+        "schuirmann1987comparison",
+    }
     assert set(parsed) == expected
     methods = (report / "methods.tex").read_text()
     cited = {k for group in re.findall(r"\\cite\{([^}]*)\}", methods) for k in group.split(",")}
@@ -289,8 +344,9 @@ def test_a_new_variant_brings_its_reference_into_the_report(tmp_path: Path, monk
     bib = "@misc{throwaway2099,\n  author = {Doe, Jane},\n  title = {A Throw-away Attention},\n  year = {2099}\n}"
     ATTENTION.register("throwaway", references=bibliography.declare(bib))(ATTENTION.get("soft"))
     try:
-        sweep = write_sweep(tmp_path / "sweep", cells={("soft", "rope"): (0.9, 0.5)}, seeds=(0, 1),
-                            attention_name="throwaway")
+        sweep = write_sweep(
+            tmp_path / "sweep", cells={("soft", "rope"): (0.9, 0.5)}, seeds=(0, 1), attention_name="throwaway"
+        )
         build_report([sweep], tmp_path / "report", figure_formats=["png"])
     finally:
         ATTENTION.unregister("throwaway")
@@ -301,14 +357,18 @@ def test_a_new_variant_brings_its_reference_into_the_report(tmp_path: Path, monk
 
 
 def test_training_records_the_references_of_every_variant_it_used(tmp_path: Path) -> None:
-    from tests.conftest import TINY, compose
     from experiments.train import train
+    from tests.conftest import TINY, compose
 
     overrides = [*TINY, "attention@model.cross_attention=local", "logger=none"]
     res = train(compose(overrides), tmp_path / "run", overrides)
     got = {(r["registry"], r["name"]): r["bibtex"] for r in res["references"]}
     cfg = compose(overrides)
-    want = {("attention", cfg.attention.name), ("attention", "local"), ("position", cfg.position.name),
-            ("task", cfg.task.name)}
+    want = {
+        ("attention", cfg.attention.name),
+        ("attention", "local"),
+        ("position", cfg.position.name),
+        ("task", cfg.task.name),
+    }
     assert set(got) == want
     assert all(got[k, n] == [BIBLIOGRAPHY[key] for key in REGISTRIES[k].references(n)] for k, n in want)

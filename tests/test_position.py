@@ -1,4 +1,5 @@
 """Position encodings: relative ones see only j - i, absolute ones match their definitions."""
+
 from __future__ import annotations
 
 import math
@@ -6,11 +7,11 @@ import math
 import pytest
 import torch
 
+from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache, PositionEncoding
 from variants.position.alibi import alibi_slopes
 from variants.position.learned import SequenceTooLongError
 from variants.position.t5 import t5_bucket
-from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, D_MODEL, HEADS = 2, 9, 16, 2
 HEAD_DIM = D_MODEL // HEADS
@@ -39,8 +40,9 @@ def hook_logits(pos: PositionEncoding, q: torch.Tensor, k: torch.Tensor, q_pos, 
 def is_relative(pos: PositionEncoding) -> bool:
     """Does the encoding act inside attention at all (rather than on the embeddings)?"""
     cls = type(pos)
-    return any(getattr(cls, hook) is not getattr(PositionEncoding, hook)
-               for hook in ("rotate", "score_bias", "value_term"))
+    return any(
+        getattr(cls, hook) is not getattr(PositionEncoding, hook) for hook in ("rotate", "score_bias", "value_term")
+    )
 
 
 # -- translation invariance ------------------------------------------------------------------------------
@@ -70,8 +72,9 @@ def test_layer_is_translation_invariant(attention, a_params, position, p_params,
     skip_if_incompatible(attention, position, p_params)
     torch.manual_seed(0)
     accepted = ATTENTION.accepted_params(attention)
-    layer = ATTENTION.build(attention, d_model=D_MODEL, num_heads=HEADS,
-                            **({k: v for k, v in SMALL.items() if k in accepted} | a_params)).eval()
+    layer = ATTENTION.build(
+        attention, d_model=D_MODEL, num_heads=HEADS, **({k: v for k, v in SMALL.items() if k in accepted} | a_params)
+    ).eval()
     pos = build_position(position, p_params)
     if not pos.translation_invariant:
         pytest.skip(f"{position} declares translation_invariant=False (its terms read absolute positions)")
@@ -118,9 +121,9 @@ def test_learned_adds_one_row_per_position_and_refuses_longer_inputs():
 
 # -- the relative encodings' own definitions -------------------------------------------------------------------
 def test_alibi_slopes_follow_the_paper():
-    assert alibi_slopes(8).tolist() == [2.0 ** -i for i in range(1, 9)]
+    assert alibi_slopes(8).tolist() == [2.0**-i for i in range(1, 9)]
     # 6 heads: the 4-head slopes, then every other one of the 8-head slopes
-    assert alibi_slopes(6).tolist() == [2.0 ** -i for i in (2, 4, 6, 8)] + [2.0 ** -1, 2.0 ** -3]
+    assert alibi_slopes(6).tolist() == [2.0**-i for i in (2, 4, 6, 8)] + [2.0**-1, 2.0**-3]
     pos = POSITION.build("alibi", d_model=D_MODEL, num_heads=HEADS)
     bias = pos.score_bias(torch.zeros(1, HEADS, 4, HEAD_DIM), torch.arange(4), torch.arange(6))[0]  # (H, Tq, Tk)
     distance = (torch.arange(6)[None, :] - torch.arange(4)[:, None]).abs().float()
@@ -167,8 +170,9 @@ def test_rope_matches_its_formula(base):
     q_rot, _ = pos.rotate(q, q, positions, positions)
     half = HEAD_DIM // 2
     theta = torch.tensor([base ** (-2 * i / HEAD_DIM) for i in range(half)], dtype=torch.float64)  # (D/2,)
-    turn = torch.polar(torch.ones(len(positions), half, dtype=torch.float64),
-                       positions.double()[:, None] * theta[None, :])  # (T, D/2): e^(i p theta)
+    turn = torch.polar(
+        torch.ones(len(positions), half, dtype=torch.float64), positions.double()[:, None] * theta[None, :]
+    )  # (T, D/2): e^(i p theta)
     z = torch.complex(q[..., :half].double(), q[..., half:].double()) * turn
     torch.testing.assert_close(q_rot.double(), torch.cat((z.real, z.imag), dim=-1), atol=1e-5, rtol=1e-5)
 

@@ -1,4 +1,5 @@
 """The README's "Adding a variant" example works as printed."""
+
 from __future__ import annotations
 
 import re

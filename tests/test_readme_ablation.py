@@ -1,4 +1,5 @@
 """The README's "Ablations over any parameter" example runs as printed and its report has one row per window."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """One home for the papers: every registry entry names its references by key, every key resolves to one entry of
 ``common/bibliography.py``, and no BibTeX entry is written anywhere else (read with ``ast``, nothing imported)."""
+
 from __future__ import annotations
 
 import ast
@@ -53,8 +54,9 @@ def test_no_bibtex_key_is_written_twice_and_every_entry_lives_in_the_bibliograph
         by_key.setdefault(key, []).append(f"{path}:{line}")
     assert {k: v for k, v in by_key.items() if len(v) > 1} == {}
     layers = ("variants", "experiments", "analysis", "common", "hydra_plugins")
-    elsewhere = [f"{key} at {path}:{line}" for key, path, line in found
-                 if path.parts[0] in layers and ROOT / path != HOME]
+    elsewhere = [
+        f"{key} at {path}:{line}" for key, path, line in found if path.parts[0] in layers and ROOT / path != HOME
+    ]
     assert not elsewhere, "BibTeX entries belong in common/bibliography.py: " + "; ".join(elsewhere)
     # the walk sees the bibliography itself: every key of it, once
     assert sorted(k for k, p, _ in found if ROOT / p == HOME) == sorted(BIBLIOGRAPHY)
@@ -84,8 +86,7 @@ def test_declare_adds_a_plugins_entry_once_and_refuses_another_text_under_a_know
     monkeypatch.setattr(bibliography, "BIBLIOGRAPHY", dict(BIBLIOGRAPHY))
     entry = "@misc{doe2099plugin,\n  author = {Doe, Jane},\n  title = {A Plugin},\n  year = {2099}\n}"
     assert bibliography.declare(entry) == bibliography.declare(entry) == "doe2099plugin"
-    assert bibliography.lookup(["doe2099plugin", "holm1979simple"], "test") == [
-        entry, BIBLIOGRAPHY["holm1979simple"]]
+    assert bibliography.lookup(["doe2099plugin", "holm1979simple"], "test") == [entry, BIBLIOGRAPHY["holm1979simple"]]
     other = "@article{" + "holm1979simple" + ",\n  title = {Another},\n  year = {1979}\n}"  # built, not written
     with pytest.raises(ValueError, match="'holm1979simple' is already in common/bibliography.py"):
         bibliography.declare(other)

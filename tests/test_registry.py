@@ -1,4 +1,5 @@
 """The registries: lookup, loud errors, construction checks and registration from outside the package."""
+
 from __future__ import annotations
 
 import inspect
@@ -6,13 +7,13 @@ import inspect
 import pytest
 import torch
 
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, AttentionLayer, PositionEncoding, Registry, RegistryError, VariantConfigError
 from variants.attention.hard import ESTIMATORS
 from variants.attention.local import MODES
 from variants.attention.scores import SCORES
 from variants.kernels import BACKENDS, xformers_available
 from variants.masking import masked_softmax
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 
 def raises_one_line(error: type[Exception], call, *fragments: str) -> str:
@@ -48,8 +49,9 @@ def test_unknown_name_lists_sorted_choices_and_nearest_match():
     things: Registry[object] = Registry("thing")
     for name in ("zeta", "alpha", "gamma"):
         things.register(name)(dict)
-    message = raises_one_line(RegistryError, lambda: things.get("gama"), "thing='gama'",
-                              "['alpha', 'gamma', 'zeta']", "did you mean 'gamma'")
+    message = raises_one_line(
+        RegistryError, lambda: things.get("gama"), "thing='gama'", "['alpha', 'gamma', 'zeta']", "did you mean 'gamma'"
+    )
     assert message.count("'gamma'") == 2  # listed once, suggested once
     no_hint = raises_one_line(RegistryError, lambda: things.get("qqqqqq"), "['alpha', 'gamma', 'zeta']")
     assert "did you mean" not in no_hint
@@ -57,8 +59,13 @@ def test_unknown_name_lists_sorted_choices_and_nearest_match():
 
 @pytest.mark.parametrize("registry, typo, nearest", [(ATTENTION, "sotf", "soft"), (POSITION, "alibii", "alibi")])
 def test_unknown_variant_name(registry, typo, nearest):
-    raises_one_line(RegistryError, lambda: registry.build(typo, d_model=16, num_heads=2),
-                    f"{registry.kind}={typo!r}", str(registry.names()), f"did you mean {nearest!r}")
+    raises_one_line(
+        RegistryError,
+        lambda: registry.build(typo, d_model=16, num_heads=2),
+        f"{registry.kind}={typo!r}",
+        str(registry.names()),
+        f"did you mean {nearest!r}",
+    )
 
 
 def test_unknown_parameter_is_named_with_the_accepted_ones():
@@ -69,16 +76,22 @@ def test_unknown_parameter_is_named_with_the_accepted_ones():
         return width, height
 
     assert things.build("box", width=2) == (2, 1)
-    raises_one_line(RegistryError, lambda: things.build("box", width=2, hieght=3), "['hieght']",
-                    "accepted: ['height', 'width']")
+    raises_one_line(
+        RegistryError, lambda: things.build("box", width=2, hieght=3), "['hieght']", "accepted: ['height', 'width']"
+    )
 
 
 @pytest.mark.parametrize("registry", [ATTENTION, POSITION], ids=lambda r: r.kind)
 def test_every_variant_rejects_an_unknown_parameter(registry):
     for name in registry.names():
         accepted = registry.accepted_params(name)
-        raises_one_line(RegistryError, lambda name=name: registry.build(name, d_model=16, num_heads=2, colour="red"),
-                        f"{registry.kind}={name!r}", "['colour']", str(sorted(accepted)))
+        raises_one_line(
+            RegistryError,
+            lambda name=name: registry.build(name, d_model=16, num_heads=2, colour="red"),
+            f"{registry.kind}={name!r}",
+            "['colour']",
+            str(sorted(accepted)),
+        )
 
 
 def test_variations_cover_each_declared_option_once():
@@ -95,59 +108,86 @@ def test_variations_cover_each_declared_option_once():
 
 # -- construction errors: key, value and what is allowed ------------------------------------------------
 def test_num_heads_must_divide_d_model():
-    raises_one_line(VariantConfigError, lambda: ATTENTION.build("multihead", d_model=16, num_heads=3),
-                    "num_heads=3", "d_model=16", "[1, 2, 4, 8, 16]")
-    raises_one_line(VariantConfigError, lambda: POSITION.build("alibi", d_model=16, num_heads=5),
-                    "num_heads=5", "d_model=16", "[1, 2, 4, 8, 16]")
+    raises_one_line(
+        VariantConfigError,
+        lambda: ATTENTION.build("multihead", d_model=16, num_heads=3),
+        "num_heads=3",
+        "d_model=16",
+        "[1, 2, 4, 8, 16]",
+    )
+    raises_one_line(
+        VariantConfigError,
+        lambda: POSITION.build("alibi", d_model=16, num_heads=5),
+        "num_heads=5",
+        "d_model=16",
+        "[1, 2, 4, 8, 16]",
+    )
 
 
-@pytest.mark.parametrize("name, params, fragments", [
-    ("local", {"window": 0}, ["window=0", "positive integer"]),
-    ("local", {"window": -3}, ["window=-3", "positive integer"]),
-    ("local", {"window": 2.5}, ["window=2.5", "positive integer"]),
-    ("local", {"mode": "sideways"}, ["mode='sideways'", str(list(MODES))]),
-    ("local", {"ratio": 0}, ["ratio=0", "positive number"]),
-    ("local", {"block_size": 0}, ["block_size=0", "positive integer"]),
-    ("hard", {"temperature": 0.0}, ["temperature=0.0", "positive number"]),
-    ("hard", {"temperature": -1}, ["temperature=-1", "positive number"]),
-    ("hard", {"estimator": "greedy"}, ["estimator='greedy'", str(list(ESTIMATORS))]),
-    ("soft", {"score": "cosine"}, ["score='cosine'", str(list(SCORES))]),
-    ("hard", {"score": "cosine"}, ["score='cosine'", str(list(SCORES))]),
-    ("soft", {"dropout": 1.0}, ["dropout=1.0", "[0, 1)"]),
-    ("soft", {"backend": "cuda"}, ["backend='cuda'", str(list(BACKENDS))]),
-])
+@pytest.mark.parametrize(
+    "name, params, fragments",
+    [
+        ("local", {"window": 0}, ["window=0", "positive integer"]),
+        ("local", {"window": -3}, ["window=-3", "positive integer"]),
+        ("local", {"window": 2.5}, ["window=2.5", "positive integer"]),
+        ("local", {"mode": "sideways"}, ["mode='sideways'", str(list(MODES))]),
+        ("local", {"ratio": 0}, ["ratio=0", "positive number"]),
+        ("local", {"block_size": 0}, ["block_size=0", "positive integer"]),
+        ("hard", {"temperature": 0.0}, ["temperature=0.0", "positive number"]),
+        ("hard", {"temperature": -1}, ["temperature=-1", "positive number"]),
+        ("hard", {"estimator": "greedy"}, ["estimator='greedy'", str(list(ESTIMATORS))]),
+        ("soft", {"score": "cosine"}, ["score='cosine'", str(list(SCORES))]),
+        ("hard", {"score": "cosine"}, ["score='cosine'", str(list(SCORES))]),
+        ("soft", {"dropout": 1.0}, ["dropout=1.0", "[0, 1)"]),
+        ("soft", {"backend": "cuda"}, ["backend='cuda'", str(list(BACKENDS))]),
+    ],
+)
 def test_bad_attention_parameter(name, params, fragments):
     raises_one_line(VariantConfigError, lambda: ATTENTION.build(name, d_model=16, num_heads=2, **params), *fragments)
 
 
-@pytest.mark.parametrize("name, params, fragments", [
-    ("relative", {"max_distance": -1}, ["max_distance=-1", "integer >= 0"]),
-    ("t5", {"max_distance": -1}, ["max_distance=-1", "positive integer"]),
-    ("t5", {"num_buckets": 2}, ["num_buckets=2", ">= 4"]),
-    ("learned", {"max_len": 0}, ["max_len=0", "positive integer"]),
-    ("rope", {"base": 0}, ["base=0", "positive number"]),
-])
+@pytest.mark.parametrize(
+    "name, params, fragments",
+    [
+        ("relative", {"max_distance": -1}, ["max_distance=-1", "integer >= 0"]),
+        ("t5", {"max_distance": -1}, ["max_distance=-1", "positive integer"]),
+        ("t5", {"num_buckets": 2}, ["num_buckets=2", ">= 4"]),
+        ("learned", {"max_len": 0}, ["max_len=0", "positive integer"]),
+        ("rope", {"base": 0}, ["base=0", "positive number"]),
+    ],
+)
 def test_bad_position_parameter(name, params, fragments):
     raises_one_line(VariantConfigError, lambda: POSITION.build(name, d_model=16, num_heads=2, **params), *fragments)
 
 
 def test_rope_needs_an_even_head_dimension():
-    raises_one_line(VariantConfigError, lambda: POSITION.build("rope", d_model=6, num_heads=2),
-                    "d_model=6", "num_heads=2", "= 3")
+    raises_one_line(
+        VariantConfigError, lambda: POSITION.build("rope", d_model=6, num_heads=2), "d_model=6", "num_heads=2", "= 3"
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in ATTENTION.names() if "sdpa" not in ATTENTION.get(n).backends])
 def test_sdpa_backend_rejected_where_no_fused_kernel_exists(name):
     supported = list(ATTENTION.get(name).backends)
-    raises_one_line(VariantConfigError, lambda: ATTENTION.build(name, d_model=16, backend="sdpa"),
-                    "backend='sdpa'", f"attention={name!r}", str(supported))
+    raises_one_line(
+        VariantConfigError,
+        lambda: ATTENTION.build(name, d_model=16, backend="sdpa"),
+        "backend='sdpa'",
+        f"attention={name!r}",
+        str(supported),
+    )
 
 
 @pytest.mark.skipif(xformers_available(), reason="xformers can run here")
 @pytest.mark.parametrize("name", [n for n in ATTENTION.names() if "xformers" in ATTENTION.get(n).backends])
 def test_xformers_backend_needs_cuda(name):
-    raises_one_line(VariantConfigError, lambda: ATTENTION.build(name, d_model=16, backend="xformers"),
-                    "backend='xformers'", "CUDA", "['auto', 'math', 'sdpa', 'flex']")
+    raises_one_line(
+        VariantConfigError,
+        lambda: ATTENTION.build(name, d_model=16, backend="xformers"),
+        "backend='xformers'",
+        "CUDA",
+        "['auto', 'math', 'sdpa', 'flex']",
+    )
 
 
 # -- registering from outside the package ------------------------------------------------------------
@@ -211,5 +251,6 @@ def test_a_subclass_passing_kwargs_on_accepts_its_bases_parameters():
     assert things.variations("tall") == [{}]
     built = things.build("tall", size=3)
     assert (built.height, built.colour, built.size) == (2, "blue", 3)
-    raises_one_line(RegistryError, lambda: things.build("tall", sise=3), "['sise']",
-                    "accepted: ['colour', 'height', 'size']")
+    raises_one_line(
+        RegistryError, lambda: things.build("tall", sise=3), "['sise']", "accepted: ['colour', 'height', 'size']"
+    )

@@ -4,6 +4,7 @@ The references are independent of the code under test: scores and softmaxes writ
 with torch ops, the exact gradient of the expected loss by enumerating every choice, and
 hand-computed surrogates and moving averages.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -13,8 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from experiments.reinforce import (Baseline, ReinforceSpec, leave_one_out, returns, stack_log_probs,
-                                   surrogate)
+from experiments.reinforce import Baseline, ReinforceSpec, leave_one_out, returns, stack_log_probs, surrogate
 from tests.cases import one_thread  # noqa: F401 (autouse)
 from variants import ATTENTION, VariantConfigError
 from variants.attention.hard import reinforce_layers
@@ -125,13 +125,29 @@ def test_module_adds_the_surrogate_with_its_baseline_and_updates_it():
     from experiments.module import Seq2SeqModule
 
     torch.manual_seed(0)
-    model = {"arch": "seq2seq", "vocab_size": 9, "d_model": 8, "encoder_layers": 1, "decoder_layers": 1,
-             "ffn_dim": 16, "dropout": 0.0, "attention": {"name": "multihead", "params": {"num_heads": 2}},
-             "position": {"name": "sinusoidal", "params": {}},
-             "cross_attention": {"name": "hard", "params": {"estimator": "reinforce"}}}
-    module = Seq2SeqModule(model, {"reinforce_reward": "position", "reinforce_discount": 1.0,
-                                   "reinforce_baseline": "moving_average", "reinforce_baseline_decay": 0.5},
-                           task_kind="seq2seq", max_steps=10)
+    model = {
+        "arch": "seq2seq",
+        "vocab_size": 9,
+        "d_model": 8,
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "ffn_dim": 16,
+        "dropout": 0.0,
+        "attention": {"name": "multihead", "params": {"num_heads": 2}},
+        "position": {"name": "sinusoidal", "params": {}},
+        "cross_attention": {"name": "hard", "params": {"estimator": "reinforce"}},
+    }
+    module = Seq2SeqModule(
+        model,
+        {
+            "reinforce_reward": "position",
+            "reinforce_discount": 1.0,
+            "reinforce_baseline": "moving_average",
+            "reinforce_baseline_decay": 0.5,
+        },
+        task_kind="seq2seq",
+        max_steps=10,
+    )
     module.train()
     base = module.baselines["decoder"]
     base.value[:3] = torch.tensor([1.0, -2.0, 0.5])
@@ -195,8 +211,19 @@ def exact_gradient(layer, x: torch.Tensor, memory: torch.Tensor) -> list[torch.T
     return torch.autograd.grad(expected, params)
 
 
-def estimator_gradients(layer, x, memory, *, reward: str, baseline: Baseline, samples: int = 1,
-                        chunks: int = 30, per_chunk: int = 600, sign: float = 1.0, credit=returns) -> torch.Tensor:
+def estimator_gradients(
+    layer,
+    x,
+    memory,
+    *,
+    reward: str,
+    baseline: Baseline,
+    samples: int = 1,
+    chunks: int = 30,
+    per_chunk: int = 600,
+    sign: float = 1.0,
+    credit=returns,
+) -> torch.Tensor:
     """One gradient estimate per chunk of ``per_chunk`` samples, as the training step composes them:
     (chunks, n_params) flattened."""
     params = list(layer.parameters())
@@ -217,8 +244,12 @@ def estimator_gradients(layer, x, memory, *, reward: str, baseline: Baseline, sa
 
 
 BASELINE_CASES = [
-    ("sequence", "none", 1), ("position", "none", 1), ("position", "moving_average", 1),
-    ("sequence", "moving_average", 1), ("position", "learned", 1), ("position", "leave_one_out", 4),
+    ("sequence", "none", 1),
+    ("position", "none", 1),
+    ("position", "moving_average", 1),
+    ("sequence", "moving_average", 1),
+    ("position", "learned", 1),
+    ("position", "leave_one_out", 4),
 ]
 
 

@@ -1,4 +1,5 @@
 """Reliability: bad input caught up front, nothing lost on a crash, divergence recorded, reproducible runs."""
+
 from __future__ import annotations
 
 import csv
@@ -36,8 +37,11 @@ BAD_INPUTS = [
     ("unknown logger", ["logger=mlflow"], ["logger=mlflow", "none"]),
     ("unknown experiment", ["experiment=abaltion"], ["experiment=abaltion", "did you mean 'ablation'"]),
     ("unknown hparams search", ["hparams_search=random"], ["hparams_search=random", "optuna"]),
-    ("unknown variant parameter option", ["variant_param=local_window_3"],
-     ["variant_param=local_window_3", "local_window_4"]),
+    (
+        "unknown variant parameter option",
+        ["variant_param=local_window_3"],
+        ["variant_param=local_window_3", "local_window_4"],
+    ),
     ("unknown variant in a grid", ["-m", "attention=soft,sofft"], ["attention=sofft"]),
     ("negative learning rate", ["optim.lr=-0.001"], ["optim.lr=-0.001", "> 0"]),
     ("learning rate not a number", ["optim.lr=fast"], ["optim.lr=fast", "Float"]),
@@ -48,35 +52,50 @@ BAD_INPUTS = [
     ("negative gradient clip", ["optim.grad_clip=-1"], ["optim.grad_clip=-1", ">= 0"]),
     ("validation interval 0", ["trainer.val_check_interval=0"], ["trainer.val_check_interval=0", "> 0"]),
     ("negative seed", ["seed=-1"], ["seed=-1", ">= 0"]),
-    ("unknown Trainer keyword", ["trainer.gradient_clip_vall=0.5"],
-     ["trainer.gradient_clip_vall", "did you mean 'trainer.gradient_clip_val'"]),
+    (
+        "unknown Trainer keyword",
+        ["trainer.gradient_clip_vall=0.5"],
+        ["trainer.gradient_clip_vall", "did you mean 'trainer.gradient_clip_val'"],
+    ),
     ("unknown Trainer keyword added with +", ["+trainer.max_stepz=3"], ["trainer.max_stepz", "'trainer.max_steps'"]),
     ("Trainer keyword the config does not list", ["trainer.profiler=simple"], ["+trainer.profiler=simple"]),
     ("Trainer keyword of the wrong type", ["trainer.max_steps=abc"], ["trainer.max_steps='abc'", "int"]),
     ("Trainer keyword the run sets", ["trainer.logger=false"], ["trainer.logger", "logger=csv"]),
     ("unknown callbacks option", ["callbacks=early_stoping"], ["callbacks=early_stoping", "'early_stopping'"]),
     ("unknown own callback", ["own_callbacks=[progres]"], ["own_callbacks", "'progress'"]),
-    ("best weights without a monitored checkpoint", ["eval.checkpoint=best"],
-     ["eval.checkpoint=best", "callbacks=best_checkpoint"]),
+    (
+        "best weights without a monitored checkpoint",
+        ["eval.checkpoint=best"],
+        ["eval.checkpoint=best", "callbacks=best_checkpoint"],
+    ),
     ("unknown tested weights", ["eval.checkpoint=first"], ["eval.checkpoint=first", "'best'"]),
     ("a key that moved", ["logger.log_attention_maps=false"], ["logger.wandb.log_attention_maps"]),
-    ("attention statistics over 0 examples", ["eval.attention_stats_examples=0"],
-     ["eval.attention_stats_examples=0", "positive integer"]),
+    (
+        "attention statistics over 0 examples",
+        ["eval.attention_stats_examples=0"],
+        ["eval.attention_stats_examples=0", "positive integer"],
+    ),
     ("unknown pooling", ["model.pooling=max"], ["model.pooling=max", "cls"]),
     ("unknown embedding", ["model.embedding=bert"], ["model.embedding=bert", "gpt2"]),
     ("window 0", ["attention=local", "attention.window=0"], ["window=0", "positive"]),
     ("heads not dividing width", ["attention.num_heads=3"], ["num_heads=3", "d_model=64", "allowed"]),
     ("negative max_distance", ["position=relative", "position.max_distance=-1"], ["max_distance=-1", ">= 0"]),
-    ("gumbel temperature 0", ["attention=hard", "attention.estimator=gumbel", "attention.temperature=0"],
-     ["temperature=0", "positive"]),
+    (
+        "gumbel temperature 0",
+        ["attention=hard", "attention.estimator=gumbel", "attention.temperature=0"],
+        ["temperature=0", "positive"],
+    ),
     ("unknown score", ["attention=soft", "attention.score=cosine"], ["score='cosine'", "scaled_dot"]),
     ("unknown estimator", ["attention=hard", "attention.estimator=ppo"], ["estimator='ppo'", "reinforce"]),
     ("unknown local mode", ["attention=local", "attention.mode=fixed"], ["mode='fixed'", "monotonic"]),
     ("unknown attention parameter", ["+attention.windw=4"], ["windw", "accepted"]),
     ("unknown norm", ["model.norm=middle"], ["model.norm=middle", "post"]),
     ("unknown schedule", ["optim.schedule=linear"], ["optim.schedule=linear", "cosine"]),
-    ("W&B mode typo", ["logger.wandb.mode=onlinee"],
-     ["logger.wandb.mode=onlinee", "'offline', 'disabled'", "did you mean 'online'"]),
+    (
+        "W&B mode typo",
+        ["logger.wandb.mode=onlinee"],
+        ["logger.wandb.mode=onlinee", "'offline', 'disabled'", "did you mean 'online'"],
+    ),
     ("xformers on CPU", ["backend=xformers"], ["backend='xformers'", "CUDA"]),
     ("no GPU share", ["jobs_per_gpu=0"], ["jobs_per_gpu=0", ">= 1"]),
     ("hard attention with SDPA", ["attention=hard", "backend=sdpa"], ["backend='sdpa'", "hard"]),
@@ -90,11 +109,29 @@ BAD_INPUTS = [
     ("missing text file", ["task=charlm", "model.arch=decoder", "task.path={tmp}/nope.txt"], ["nope.txt"]),
     ("empty text file", ["task=charlm", "model.arch=decoder", "task.path={empty}"], ["empty.txt", "empty"]),
     ("binary text file", ["task=charlm", "model.arch=decoder", "task.path={binary}"], ["binary.bin"]),
-    ("mismatched parallel files", ["task=translation", "task.train_src={src}", "task.train_tgt={tgt}",
-                                   "task.val_src={src}", "task.val_tgt={src}"], ["train.de", "train.en", "3", "2"]),
-    ("cache name escaping its folder", ["task=translation", "task.train_src={src}", "task.train_tgt={src}",
-                                        "task.val_src={src}", "task.val_tgt={src}", "task.cache_name=../../escape"],
-     ["cache_name", ".."]),
+    (
+        "mismatched parallel files",
+        [
+            "task=translation",
+            "task.train_src={src}",
+            "task.train_tgt={tgt}",
+            "task.val_src={src}",
+            "task.val_tgt={src}",
+        ],
+        ["train.de", "train.en", "3", "2"],
+    ),
+    (
+        "cache name escaping its folder",
+        [
+            "task=translation",
+            "task.train_src={src}",
+            "task.train_tgt={src}",
+            "task.val_src={src}",
+            "task.val_tgt={src}",
+            "task.cache_name=../../escape",
+        ],
+        ["cache_name", ".."],
+    ),
 ]
 
 
@@ -152,15 +189,30 @@ def test_bad_input_table_covers_every_check(monkeypatch) -> None:
 
 
 # -- nothing lost ------------------------------------------------------------------------------------
-RESUME = [*TINY, "model.d_model=32", "model.dropout=0.1", "trainer.max_steps=60", "trainer.val_check_interval=60",
-          "trainer.checkpoint_every_n_steps=10", "trainer.deterministic=true", "task.train_size=256",
-          "task.batch_size=16", "seed=3"]
+RESUME = [
+    *TINY,
+    "model.d_model=32",
+    "model.dropout=0.1",
+    "trainer.max_steps=60",
+    "trainer.val_check_interval=60",
+    "trainer.checkpoint_every_n_steps=10",
+    "trainer.deterministic=true",
+    "task.train_size=256",
+    "task.batch_size=16",
+    "seed=3",
+]
 
 
 def cli(overrides: list[str], run_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.slow
@@ -178,8 +230,10 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
     assert ckpt.exists(), "no checkpoint appeared before the run ended"
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
-    assert not (killed_dir / "result.json").exists() or json.loads(
-        (killed_dir / "result.json").read_text())["status"] != "completed"
+    assert (
+        not (killed_dir / "result.json").exists()
+        or json.loads((killed_dir / "result.json").read_text())["status"] != "completed"
+    )
     step_at_kill = torch.load(ckpt, weights_only=True)["global_step"]
     assert 0 < step_at_kill < 60
     killed_id = json.loads((killed_dir / "run_state.json").read_text())["run_id"]
@@ -202,15 +256,22 @@ def test_sigkill_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path: P
 def csv_rows(run_dir: Path) -> list[tuple[int, tuple[str, ...]]]:
     """(step, the metrics logged in that row) of each row of metrics.csv, in order."""
     with (run_dir / "csv" / "metrics.csv").open(newline="") as f:
-        return [(int(row["step"]), tuple(k for k, v in row.items() if v and k not in ("step", "epoch")))
-                for row in csv.DictReader(f)]
+        return [
+            (int(row["step"]), tuple(k for k, v in row.items() if v and k not in ("step", "epoch")))
+            for row in csv.DictReader(f)
+        ]
 
 
 @pytest.mark.slow
 def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resumes(tmp_path: Path) -> None:
     run_dir, every = tmp_path / "run", 5
-    overrides = [*TINY, "trainer.max_steps=200", "trainer.val_check_interval=50", "trainer.checkpoint_every_n_steps=10",
-                 f"trainer.log_every_n_steps={every}"]
+    overrides = [
+        *TINY,
+        "trainer.max_steps=200",
+        "trainer.val_check_interval=50",
+        "trainer.checkpoint_every_n_steps=10",
+        f"trainer.log_every_n_steps={every}",
+    ]
     victim = cli(overrides, run_dir)
     ckpt, deadline = run_dir / "checkpoints" / "last.ckpt", time.time() + 300
     while not ckpt.exists() and time.time() < deadline and victim.poll() is None:
@@ -221,8 +282,11 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
     lines = victim.stderr.read().strip().splitlines()
     assert len(lines) == 1, lines
     kept = torch.load(ckpt, weights_only=True)["global_step"]
-    assert re.match(rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/200; its checkpoint of step {kept} "
-                    rf"is kept \({re.escape(str(ckpt))}\); resume: python -m experiments.train ", lines[0]), lines[0]
+    assert re.match(
+        rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/200; its checkpoint of step {kept} "
+        rf"is kept \({re.escape(str(ckpt))}\); resume: python -m experiments.train ",
+        lines[0],
+    ), lines[0]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "failed" and result["error"].startswith("interrupted by Ctrl-C"), result["error"]
     assert "SIGTERM" not in result["error"]
@@ -230,8 +294,9 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
     command = shlex.split(lines[0].split("; resume: ", 1)[1])
     assert command[:3] == ["python", "-m", "experiments.train"] and f"hydra.run.dir={run_dir}" in command
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    resumed = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True,
-                             timeout=300)
+    resumed = subprocess.run(
+        [sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((run_dir / "result.json").read_text())["cost"]["steps"] == 200
     assert f"resuming from {ckpt}" in (run_dir / "train.log").read_text()
@@ -283,8 +348,9 @@ def test_wandb_failing_to_start_leaves_a_completed_result(tmp_path: Path, monkey
 
 
 def test_wandb_failing_mid_run_warns_once_and_the_run_completes(tmp_path: Path, monkeypatch, caplog) -> None:
-    from experiments.loggers import SafeWandbLogger
     from lightning.pytorch.loggers import WandbLogger
+
+    from experiments.loggers import SafeWandbLogger
 
     def broken(self, metrics, step=None):
         raise OSError(errno.EDQUOT, "Disk quota exceeded")
@@ -303,10 +369,17 @@ def test_a_resumed_run_logs_each_step_to_wandb_once(tmp_path: Path, monkeypatch)
     from lightning.pytorch.loggers import WandbLogger
 
     logged: list[tuple[int, tuple[str, ...]]] = []
-    monkeypatch.setattr(WandbLogger, "log_metrics",
-                        lambda self, metrics, step=None: logged.append((step, tuple(sorted(metrics)))))
-    overrides = [*TINY, "logger=default", "trainer.max_steps=12", "trainer.log_every_n_steps=1",
-                 "trainer.checkpoint_every_n_steps=5", "trainer.val_check_interval=12"]
+    monkeypatch.setattr(
+        WandbLogger, "log_metrics", lambda self, metrics, step=None: logged.append((step, tuple(sorted(metrics))))
+    )
+    overrides = [
+        *TINY,
+        "logger=default",
+        "trainer.max_steps=12",
+        "trainer.log_every_n_steps=1",
+        "trainer.checkpoint_every_n_steps=5",
+        "trainer.val_check_interval=12",
+    ]
     failed = train(compose([*overrides, "fail_at_step=8"]), tmp_path, overrides)
     assert failed["status"] == "failed" and max(step for step, _ in logged) == 7
     resumed = train(compose(overrides), tmp_path, overrides)
@@ -315,8 +388,9 @@ def test_a_resumed_run_logs_each_step_to_wandb_once(tmp_path: Path, monkeypatch)
     assert train_steps == list(range(12)), train_steps
 
 
-def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path: Path,
-                                                                                      monkeypatch) -> None:
+def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_checkpoint(
+    tmp_path: Path, monkeypatch
+) -> None:
     import experiments.checkpointing as ckpt_io
 
     real_save, calls = torch.save, {"n": 0}

@@ -8,6 +8,7 @@ screen (the table whole at 1280 px), the table fits the width without scrolling,
 and the page never scrolls sideways, with the details folded or all opened.
 Skipped when no Chromium is installed (``apt-get install chromium``).
 """
+
 from __future__ import annotations
 
 import html
@@ -24,8 +25,17 @@ from tests.test_summary import report  # noqa: F401  (the fixture: one report fo
 
 SCREENS = {"wide": (1280, 800), "narrow": (400, 800)}  # (width, height of the first screen) in CSS px
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 MEASURE = """
 <script>
@@ -64,17 +74,29 @@ def chromium() -> str | None:
 def measure_in_browser(report_html: Path, browser: str) -> dict:
     """Lay the report out in one iframe per screen size and return the page's own measurements."""
     source = html.escape(report_html.read_text(encoding="utf-8"), quote=True)
-    frames = "".join(f'<iframe id="{name}" width="{w}" height="{h}" style="border:0;display:block" '
-                     f'srcdoc="{source}"></iframe>' for name, (w, h) in SCREENS.items())
+    frames = "".join(
+        f'<iframe id="{name}" width="{w}" height="{h}" style="border:0;display:block" srcdoc="{source}"></iframe>'
+        for name, (w, h) in SCREENS.items()
+    )
     page = report_html.parent / "measure.html"
-    page.write_text(f"<!DOCTYPE html><html><body style=\"margin:0\">{frames}{MEASURE}</body></html>",
-                    encoding="utf-8")
+    page.write_text(f'<!DOCTYPE html><html><body style="margin:0">{frames}{MEASURE}</body></html>', encoding="utf-8")
     width = max(w for w, _ in SCREENS.values()) + 40
     height = sum(h for _, h in SCREENS.values()) + 200
     with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                               "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                browser,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     found = re.search(r'<pre id="measurements">(.*?)</pre>', done.stdout, flags=re.S)
     assert found, f"no measurements in Chromium's DOM (exit {done.returncode}): {done.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1)))

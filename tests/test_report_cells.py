@@ -5,6 +5,7 @@ local), in budget (trainer.max_steps), in seed, in the environment (torch) and
 hold a run twice; every number the report shows is recomputed here from the
 values written.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -14,18 +15,27 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from analysis.report.build import build_report, main
+from analysis.report.document import fmt
 from analysis.stats import inference
 from tests import grid_effects
-from analysis.report.document import fmt
-from analysis.report.build import build_report, main
 from tests.cell_fixtures import flat_config, md_table, result, write
 
 METRIC = "test/token_acc"
 # (attention, window, max_steps) -> accuracy centre; window None: multihead has none.
-CENTRES = {("local", 4, 1000): 0.70, ("local", 8, 1000): 0.80, ("multihead", None, 1000): 0.90,
-           ("multihead", None, 500): 0.60}
-OLD_TORCH = {"torch": "2.12.0", "device": "cpu", "git_sha": "abc", "python": "3.11.7",
-             "packages": {"torch": "2.12.0", "numpy": "2.4.6"}}
+CENTRES = {
+    ("local", 4, 1000): 0.70,
+    ("local", 8, 1000): 0.80,
+    ("multihead", None, 1000): 0.90,
+    ("multihead", None, 500): 0.60,
+}
+OLD_TORCH = {
+    "torch": "2.12.0",
+    "device": "cpu",
+    "git_sha": "abc",
+    "python": "3.11.7",
+    "packages": {"torch": "2.12.0", "numpy": "2.4.6"},
+}
 
 
 def write_ablation(root) -> pd.DataFrame:
@@ -44,8 +54,9 @@ def write_ablation(root) -> pd.DataFrame:
             truth.append({"attention": attention, "window": window, "steps": steps, "seed": seed, METRIC: value})
     # The same run in another folder under another run id: one run, not a fourth seed.
     first = truth[0]
-    copy = result("copied-run", flat_config("copy", "local", "rope", 0, **{"attention.window": 4}),
-                  {METRIC: first[METRIC]})
+    copy = result(
+        "copied-run", flat_config("copy", "local", "rope", 0, **{"attention.window": 4}), {METRIC: first[METRIC]}
+    )
     write(root / "other_sweep" / "copied-run", copy)
     return pd.DataFrame(truth)
 
@@ -60,8 +71,11 @@ def ablation(tmp_path_factory):
     root = tmp_path_factory.mktemp("ablation")
     truth = write_ablation(root)
     with pytest.warns(UserWarning, match="same configuration and seed"):
-        html = build_report([root / "sweep", root / "other_sweep"], root / "report",
-                            baseline="attention=multihead,trainer.max_steps=1000")
+        html = build_report(
+            [root / "sweep", root / "other_sweep"],
+            root / "report",
+            baseline="attention=multihead,trainer.max_steps=1000",
+        )
     return truth, html.parent
 
 
@@ -69,8 +83,9 @@ def test_cells_csv_is_one_row_per_configuration(ablation):
     truth, out = ablation
     cells = pd.read_csv(out / "cells.csv")
     cells = cells[cells["metric"] == METRIC]  # not the in/beyond-range aggregates of by_length
-    expected = truth.fillna({"window": 0}).groupby(["attention", "window", "steps"])[METRIC].agg(
-        ["mean", "count", "sem"])
+    expected = (
+        truth.fillna({"window": 0}).groupby(["attention", "window", "steps"])[METRIC].agg(["mean", "count", "sem"])
+    )
     assert len(cells) == len(expected) == 4
     labels = {label(a, int(w) or None, s): row for (a, w, s), row in expected.iterrows()}
     got = cells.set_index("cell_label")
@@ -142,6 +157,7 @@ def test_confounds_section_names_keys_kinds_and_cells(ablation):
 
 # ---------------------------------------------------------------- more than two factors
 
+
 def write_three_factors(root) -> pd.DataFrame:
     rng = np.random.default_rng(11)
     truth = []
@@ -153,8 +169,7 @@ def write_three_factors(root) -> pd.DataFrame:
                     config = flat_config("copy", attention, position, seed, **{"optim.lr": lr})
                     run_id = f"{attention}-{position}-{lr}-{seed}"
                     write(root / run_id, result(run_id, config, {METRIC: value}))
-                    truth.append({"attention": attention, "position": position, "lr": lr, "seed": seed,
-                                  METRIC: value})
+                    truth.append({"attention": attention, "position": position, "lr": lr, "seed": seed, METRIC: value})
     return pd.DataFrame(truth)
 
 
@@ -177,8 +192,12 @@ def test_more_than_two_factors_give_one_table_per_combination(tmp_path):
         np.testing.assert_allclose(family["p_holm"], inference.holm(family["p"].to_numpy()))
 
     # --factors picks the axes; position becomes the per-table key, and is not asked for: a confound.
-    html = build_report([tmp_path / "s"], tmp_path / "out2", factors=["attention", "optim.lr"],
-                        baseline="attention=multihead,optim.lr=0.001")
+    html = build_report(
+        [tmp_path / "s"],
+        tmp_path / "out2",
+        factors=["attention", "optim.lr"],
+        baseline="attention=multihead,optim.lr=0.001",
+    )
     markdown = (html.parent / "report.md").read_text()
     table = md_table(markdown, f"{METRIC} on copy (position=rope):")
     assert list(table["local"]) == ["0.001", "0.01"]
@@ -207,11 +226,13 @@ def test_pooling_by_attention_and_position_is_refused(tmp_path):
 
 def test_bad_factor_options_exit_2_with_one_line(tmp_path, capsys):
     write_three_factors(tmp_path / "s")
-    for argv, needle in ((["--factors", "optim.lrr"], "optim.lrr"),
-                         (["--factors", "attention", "position", "optim.lr"], "at most 2"),
-                         (["--where", "optim.lr=0.5"], "0.001, 0.01"),
-                         (["--where", "lr"], "KEY=VALUE"),
-                         (["--baseline", "attention.window=4"], "attention.window")):
+    for argv, needle in (
+        (["--factors", "optim.lrr"], "optim.lrr"),
+        (["--factors", "attention", "position", "optim.lr"], "at most 2"),
+        (["--where", "optim.lr=0.5"], "0.001, 0.01"),
+        (["--where", "lr"], "KEY=VALUE"),
+        (["--baseline", "attention.window=4"], "attention.window"),
+    ):
         code = main([str(tmp_path / "s"), "--out", str(tmp_path / "out"), *argv])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and needle in err[0], (argv, err)
@@ -232,9 +253,12 @@ def test_duplicate_folder_does_not_change_the_numbers(tmp_path):
 def test_unasked_parameter_is_flagged_only_between_cells_of_one_variant(ablation, tmp_path):
     out = ablation[1].parent
     with pytest.warns(UserWarning, match="counted once"):
-        html = build_report([out / "sweep", out / "other_sweep"], tmp_path / "out",
-                            factors=["attention", "trainer.max_steps"],
-                            baseline="attention=local,attention.window=4,trainer.max_steps=1000")
+        html = build_report(
+            [out / "sweep", out / "other_sweep"],
+            tmp_path / "out",
+            factors=["attention", "trainer.max_steps"],
+            baseline="attention=local,attention.window=4,trainer.max_steps=1000",
+        )
     comparisons = pd.read_csv(html.parent / "comparisons.csv", keep_default_na=False)
     flags = comparisons[comparisons["metric"] == METRIC].set_index("cell_label")["confounds"].to_dict()
     # window 8 vs window 4: the same attention, a window nobody asked to compare: flagged.

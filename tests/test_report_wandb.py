@@ -1,5 +1,6 @@
 """``analysis.report --wandb``: the written report folder as one W&B artifact (type report) from a run with
 job_type report, grouped by the sweep, in the runs' project. Offline; read back from the run's record log."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,15 @@ def small_sweep(root: Path, project: str) -> Path:
         for seed in range(2):
             config = flat_config("copy", attention, "sinusoidal", seed, name="abl", **{"logger.wandb.project": project})
             acc = 0.5 + 0.1 * seed
-            write(sweep / f"{attention}-{seed}", result(f"{attention}{seed}", config, metrics={"test/token_acc": acc},
-                                                      by_length={"8": {"token_acc": acc}, "16": {"token_acc": 0.4}}))
+            write(
+                sweep / f"{attention}-{seed}",
+                result(
+                    f"{attention}{seed}",
+                    config,
+                    metrics={"test/token_acc": acc},
+                    by_length={"8": {"token_acc": acc}, "16": {"token_acc": 0.4}},
+                ),
+            )
     return sweep
 
 
@@ -43,16 +51,18 @@ def test_wandb_flag_logs_the_report_folder_as_one_artifact(tmp_path: Path, monke
 def test_a_failure_to_log_is_one_line_and_keeps_the_report(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("WANDB_MODE", "offlne")
     out = tmp_path / "report"
-    code = main([str(small_sweep(tmp_path, "attnlab")), "--out", str(out), "--no-paper", "--figure-formats", "png",
-                 "--wandb"])
+    code = main(
+        [str(small_sweep(tmp_path, "attnlab")), "--out", str(out), "--no-paper", "--figure-formats", "png", "--wandb"]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and (out / "report.md").is_file()
     assert err[-1] == "error: WANDB_MODE='offlne' is not a W&B mode; use one of offline, online, disabled"
     assert not (out / "wandb").exists()
 
 
-def test_without_wandb_dir_the_run_sits_in_the_report_folder_and_not_in_its_artifact(tmp_path: Path,
-                                                                                       monkeypatch) -> None:
+def test_without_wandb_dir_the_run_sits_in_the_report_folder_and_not_in_its_artifact(
+    tmp_path: Path, monkeypatch
+) -> None:
     pytest.importorskip("wandb")
     monkeypatch.delenv("WANDB_MODE", raising=False)  # offline is the default: no account needed
     monkeypatch.delenv("WANDB_DIR", raising=False)

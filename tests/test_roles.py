@@ -3,6 +3,7 @@
 Expected values come from the yaml files read here, the command line given, and the
 registry's own classes; bad input is checked for one line that names the role.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,7 @@ from experiments.result import config_hash, flatten
 from experiments.roles import RoleError, check_roles, expand_roles, label, role_labels
 from tests.conftest import CONF, ROOT, TINY, compose
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT),
-       "HYDRA_FULL_ERROR": "0"}
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 DATA = SimpleNamespace(vocab_size=13, pad_id=0, bos_id=1, eos_id=2, num_classes=0)
 
 
@@ -40,10 +40,17 @@ def built(overrides: list[str]):
 
 
 def test_role_parameters_from_the_command_line_reach_the_built_layers():
-    cfg, model = built(["attention=multihead", "attention.num_heads=4",
-                        "attention@model.cross_attention=local", "model.cross_attention.window=3",
-                        "model.cross_attention.mode=predictive",
-                        "attention@model.encoder_attention=soft", "model.encoder_attention.score=additive"])
+    cfg, model = built(
+        [
+            "attention=multihead",
+            "attention.num_heads=4",
+            "attention@model.cross_attention=local",
+            "model.cross_attention.window=3",
+            "model.cross_attention.mode=predictive",
+            "attention@model.encoder_attention=soft",
+            "model.encoder_attention.score=additive",
+        ]
+    )
     from variants.attention.scores import Additive
 
     for layer in model.decoder.layers:
@@ -59,8 +66,11 @@ def test_role_parameters_from_the_command_line_reach_the_built_layers():
 def test_bare_name_and_mapping_forms_get_the_yaml_defaults_and_equal_the_group_form():
     group = expand_roles(compose(["attention@model.cross_attention=hard", "model.cross_attention.estimator=reinforce"]))
     mapping = expand_roles(compose(["model.cross_attention={name:hard,estimator:reinforce}"]))
-    assert dict(group.model.cross_attention) == dict(mapping.model.cross_attention) == \
-        {**yaml_of("hard"), "estimator": "reinforce"}
+    assert (
+        dict(group.model.cross_attention)
+        == dict(mapping.model.cross_attention)
+        == {**yaml_of("hard"), "estimator": "reinforce"}
+    )
     flat = [flatten(OmegaConf.to_container(c, resolve=True)) for c in (group, mapping)]
     assert config_hash(flat[0]) == config_hash(flat[1])
     bare = expand_roles(compose(["model.cross_attention=hard"]))
@@ -72,8 +82,11 @@ def test_labels_name_the_parameters_that_differ_from_the_yaml():
     assert label({**yaml_of("local"), "mode": "predictive", "window": 4}) == "local(mode=predictive,window=4)"
     assert label(yaml_of("soft")) == "soft" and label(None) is None
     cfg = expand_roles(compose(["model.cross_attention={name:hard,estimator:gumbel}"]))
-    assert role_labels(cfg) == {"encoder_attention": None, "decoder_attention": None,
-                                "cross_attention": "hard(estimator=gumbel)"}
+    assert role_labels(cfg) == {
+        "encoder_attention": None,
+        "decoder_attention": None,
+        "cross_attention": "hard(estimator=gumbel)",
+    }
     from experiments.build import role_tags
 
     assert role_tags(cfg) == ["cross_attention=hard(estimator=gumbel)"]
@@ -83,15 +96,23 @@ BAD = [
     (["attention@model.cross_attention=hrad"], ["attention@model.cross_attention=hrad", "did you mean 'hard'"]),
     (["model.cross_attention=hrad"], ["model.cross_attention", "'hrad'", "did you mean 'hard'"]),
     (["model.decoder_attention={name:sofft}"], ["model.decoder_attention", "'sofft'"]),
-    (["attention@model.cross_attention=local", "model.cross_attention.window=0"],
-     ["model.cross_attention", "window=0", "positive integer"]),
-    (["attention@model.cross_attention=local", "model.cross_attention.windw=3"],
-     ["model.cross_attention.windw=3", "'local'", "accepted", "'window'"]),
+    (
+        ["attention@model.cross_attention=local", "model.cross_attention.window=0"],
+        ["model.cross_attention", "window=0", "positive integer"],
+    ),
+    (
+        ["attention@model.cross_attention=local", "model.cross_attention.windw=3"],
+        ["model.cross_attention.windw=3", "'local'", "accepted", "'window'"],
+    ),
     (["model.encoder_attention={name:local,windw:3}"], ["model.encoder_attention", "['windw']"]),
-    (["model.cross_attention.window=3"],
-     ["model.cross_attention has no attention type", "attention@model.cross_attention="]),
-    (["attention@model.cross_attention=hard", "model.cross_attention.estimator=ppo"],
-     ["model.cross_attention", "estimator='ppo'", "reinforce"]),
+    (
+        ["model.cross_attention.window=3"],
+        ["model.cross_attention has no attention type", "attention@model.cross_attention="],
+    ),
+    (
+        ["attention@model.cross_attention=hard", "model.cross_attention.estimator=ppo"],
+        ["model.cross_attention", "estimator='ppo'", "reinforce"],
+    ),
     (["-m", "attention@model.cross_attention=soft,lcal"], ["attention@model.cross_attention=lcal", "'local'"]),
 ]
 
@@ -138,8 +159,9 @@ def test_alignment_preset_composes_every_cell_with_its_own_cross_attention():
     names = [s[0] for s in seen]
     assert names.count("soft") == 3 and names.count("hard") == 3 and names.count("local") == 6
     assert {s[2] for s in seen if s[0] == "hard"} == {"straight_through", "gumbel", "reinforce"}
-    assert {(s[3], s[4]) for s in seen if s[0] == "local"} == {(m, w) for m in ("monotonic", "predictive")
-                                                               for w in (2, 4, 8)}
+    assert {(s[3], s[4]) for s in seen if s[0] == "local"} == {
+        (m, w) for m in ("monotonic", "predictive") for w in (2, 4, 8)
+    }
 
 
 def test_alignment_on_multi30k_composes_with_the_translation_preset():
@@ -151,9 +173,18 @@ def test_alignment_cell_runs_and_names_its_cross_attention(tmp_path: Path):
     """One cell of the preset at a tiny budget, as a multirun: result.json, the flattened config
     and the W&B tags all name the cross attention's variant."""
     sweep_dir = tmp_path / "sweep"
-    args = [sys.executable, "-m", "experiments.train", "-m", "experiment=alignment", *TINY, "logger=default",
-            "num_threads=1", "model.cross_attention={name:local,mode:predictive,window:2}",
-            f"hydra.sweep.dir={sweep_dir}"]
+    args = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "-m",
+        "experiment=alignment",
+        *TINY,
+        "logger=default",
+        "num_threads=1",
+        "model.cross_attention={name:local,mode:predictive,window:2}",
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
     proc = subprocess.run(args, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = sweep_dir.rglob("result.json")

@@ -4,6 +4,7 @@ and yarn, each checked against its formula written out here with complex numbers
 Up to ``train_length`` = L a scaled rope is plain rope, bit for bit; beyond it the stretch is
 s = min(T / L, factor) for a sequence of T positions. Cached decoding declares its final length,
 so it equals recomputation even when it crosses L."""
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,9 @@ import pytest
 import torch
 
 from experiments.model import ModelSpec, Transformer, VariantSpec
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.checks import VariantConfigError
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, D_MODEL, HEADS = 2, 12, 32, 2
 D = D_MODEL // HEADS  # 16: pairs d = 0 .. 7
@@ -78,8 +79,7 @@ def test_factor_one_is_plain_rope(scaling):
 
 def test_plain_rope_matches_the_complex_formula():  # anchors the reference itself
     q, k = qk()
-    torch.testing.assert_close(rope().rotate(q, k, POS, POS)[0], reference(q, POS, plain_theta()),
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(rope().rotate(q, k, POS, POS)[0], reference(q, POS, plain_theta()), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("scaling", SCALINGS)
@@ -133,16 +133,17 @@ def test_a_declared_length_sets_the_stretch_and_keeps_the_logits_relative(scalin
     short = torch.arange(T)
     theta, magnitude = expected(scaling, 2.0)
     with pos.sequence_length(2 * L):  # early positions of a sequence that will be 2L long
-        torch.testing.assert_close(pos.rotate(q, k, short, short)[0], reference(q, short, theta, magnitude),
-                                   atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            pos.rotate(q, k, short, short)[0], reference(q, short, theta, magnitude), atol=1e-4, rtol=1e-4
+        )
 
         def logits(shift: int) -> torch.Tensor:
             sq, sk = pos.rotate(q, k, short + shift, short + shift)
             return sq @ sk.transpose(-2, -1)
+
         torch.testing.assert_close(logits(37), logits(0), atol=1e-3, rtol=1e-4)
     assert pos.declared_length is None
-    torch.testing.assert_close(pos.rotate(q, k, short, short)[0], rope().rotate(q, k, short, short)[0],
-                               atol=0, rtol=0)
+    torch.testing.assert_close(pos.rotate(q, k, short, short)[0], rope().rotate(q, k, short, short)[0], atol=0, rtol=0)
 
 
 SMALL_L = 8  # decoding T = 12 positions crosses it
@@ -152,13 +153,12 @@ SMALL_L = 8  # decoding T = 12 positions crosses it
 def test_cached_decoding_across_the_training_length_equals_recomputation(scaling):
     torch.manual_seed(0)
     layer = ATTENTION.build("multihead", d_model=D_MODEL, num_heads=HEADS).eval()
-    pos = POSITION.build("rope", d_model=D_MODEL, num_heads=HEADS, scaling=scaling, factor=4.0,
-                         train_length=SMALL_L)
+    pos = POSITION.build("rope", d_model=D_MODEL, num_heads=HEADS, scaling=scaling, factor=4.0, train_length=SMALL_L)
     x = torch.randn(B, T, D_MODEL)
 
     def step_by_step() -> torch.Tensor:
         cache = KVCache()
-        return torch.cat([layer(x[:, t: t + 1], causal=True, position=pos, cache=cache)[0] for t in range(T)], 1)
+        return torch.cat([layer(x[:, t : t + 1], causal=True, position=pos, cache=cache)[0] for t in range(T)], 1)
 
     with pos.sequence_length(T):
         torch.testing.assert_close(step_by_step(), layer(x, causal=True, position=pos)[0], atol=1e-5, rtol=1e-5)
@@ -166,8 +166,9 @@ def test_cached_decoding_across_the_training_length_equals_recomputation(scaling
     assert not torch.allclose(step_by_step(), layer(x, causal=True, position=pos)[0], atol=1e-3)
 
 
-def generate_with_logits(model: Transformer, prompt: torch.Tensor, steps: int,
-                         use_cache: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def generate_with_logits(
+    model: Transformer, prompt: torch.Tensor, steps: int, use_cache: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The generated tokens and the logits each step chose from: (B, steps), (B, steps', V)."""
     seen, decode = [], model.decode
 
@@ -175,6 +176,7 @@ def generate_with_logits(model: Transformer, prompt: torch.Tensor, steps: int,
         logits = decode(*args, **kwargs)
         seen.append(logits[:, -1])
         return logits
+
     with mock.patch.object(model, "decode", recording):
         tokens = model.generate(prompt, steps, use_cache=use_cache)
     return tokens, torch.stack(seen, dim=1)
@@ -184,8 +186,16 @@ def generate_with_logits(model: Transformer, prompt: torch.Tensor, steps: int,
 def test_generation_across_the_training_length_is_the_same_with_and_without_the_cache(scaling):
     torch.manual_seed(0)
     rope_spec = VariantSpec("rope", {"scaling": scaling, "factor": 4.0, "train_length": SMALL_L})
-    spec = ModelSpec(arch="decoder", vocab_size=40, attention=VariantSpec("multihead", {"num_heads": 2}),
-                     position=rope_spec, d_model=D_MODEL, ffn_dim=64, decoder_layers=2, dropout=0.0)
+    spec = ModelSpec(
+        arch="decoder",
+        vocab_size=40,
+        attention=VariantSpec("multihead", {"num_heads": 2}),
+        position=rope_spec,
+        d_model=D_MODEL,
+        ffn_dim=64,
+        decoder_layers=2,
+        dropout=0.0,
+    )
     model = Transformer(spec).eval()
     prompt = torch.randint(4, 40, (4, 5), generator=torch.Generator().manual_seed(1))
     # 5 + 20 = 25 positions: every step, cached or recomputing the prefix, uses s = 25 / 8
@@ -196,16 +206,19 @@ def test_generation_across_the_training_length_is_the_same_with_and_without_the_
     assert model.decoder.position.declared_length is None  # the declaration ends with the generation
 
 
-@pytest.mark.parametrize("params, key", [
-    ({"scaling": "cubic"}, "scaling="),
-    ({"scaling": "linear", "factor": 0.5, "train_length": L}, "factor="),
-    ({"scaling": "ntk", "factor": 0, "train_length": L}, "factor="),
-    ({"scaling": "linear", "factor": "2", "train_length": L}, "factor="),
-    ({"scaling": "yarn", "factor": 2.0}, "train_length="),
-    ({"scaling": "linear", "factor": 2.0}, "train_length="),
-    ({"scaling": "yarn", "factor": 2.0, "train_length": 0}, "train_length="),
-    ({"scaling": "yarn", "factor": 2.0, "train_length": 64.5}, "train_length="),
-])
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"scaling": "cubic"}, "scaling="),
+        ({"scaling": "linear", "factor": 0.5, "train_length": L}, "factor="),
+        ({"scaling": "ntk", "factor": 0, "train_length": L}, "factor="),
+        ({"scaling": "linear", "factor": "2", "train_length": L}, "factor="),
+        ({"scaling": "yarn", "factor": 2.0}, "train_length="),
+        ({"scaling": "linear", "factor": 2.0}, "train_length="),
+        ({"scaling": "yarn", "factor": 2.0, "train_length": 0}, "train_length="),
+        ({"scaling": "yarn", "factor": 2.0, "train_length": 64.5}, "train_length="),
+    ],
+)
 def test_bad_scaling_values_are_one_line_errors(params, key):
     with pytest.raises(VariantConfigError, match=key) as err:
         rope(**params)

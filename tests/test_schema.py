@@ -4,6 +4,7 @@ tests/fixtures/preset_settings.json was written by ``python -m tests.preset_sett
 before the defaults moved into experiments/config.py (then in conf/config.yaml, conf/model/small.yaml,
 config.py's dataclasses and the runtime specs, joined by a dict round trip).
 """
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """The SLURM launcher's pieces without a cluster: what a cell asks for, the checks against what
 ``sinfo`` reports, and quiet polling where ``sacct`` has no accounting (tests/cluster/ runs them
 on a real cluster)."""
+
 from __future__ import annotations
 
 import logging
@@ -9,8 +10,15 @@ from pathlib import Path
 import pytest
 
 from experiments import slurm
-from experiments.slurm import (ClusterRequestError, Node, check_request, gpus_to_request, parse_gres_gpus,
-                               parse_sinfo, squeue_states)
+from experiments.slurm import (
+    ClusterRequestError,
+    Node,
+    check_request,
+    gpus_to_request,
+    parse_gres_gpus,
+    parse_sinfo,
+    squeue_states,
+)
 from tests.test_sweeps import hydra_config
 
 SINFO = """gpu|64|512000|gpu:a100:4(S:0-1)
@@ -23,8 +31,17 @@ big|128|1024000+|gpu:2,shard:8
 NODES = parse_sinfo(SINFO)
 
 
-@pytest.mark.parametrize("gres, gpus", [("(null)", 0), ("gpu:4", 4), ("gpu:a100:4(S:0-1)", 4),
-                                        ("gpu:2,shard:8", 2), ("gpu:a100:2,gpu:v100:1", 3), ("shard:8", 0)])
+@pytest.mark.parametrize(
+    "gres, gpus",
+    [
+        ("(null)", 0),
+        ("gpu:4", 4),
+        ("gpu:a100:4(S:0-1)", 4),
+        ("gpu:2,shard:8", 2),
+        ("gpu:a100:2,gpu:v100:1", 3),
+        ("shard:8", 0),
+    ],
+)
 def test_gpus_are_read_from_any_gres_spelling(gres, gpus) -> None:
     assert parse_gres_gpus(gres) == gpus
 
@@ -36,28 +53,43 @@ def test_sinfo_lines_become_nodes_with_the_default_partition_marked() -> None:
     assert NODES[5] == Node("big", False, 128, 1024000, 2)
 
 
-@pytest.mark.parametrize("request_, named", [
-    ({"partition": "gpus"}, "hydra.launcher.partition='gpus' is not a partition of this cluster; choose one of "
-                            "['big', 'cpu', 'gpu']; did you mean 'gpu'?"),
-    ({"gpus_per_node": 1}, "hydra.launcher.gpus_per_node=1 asks for 1 GPUs per node; no node of partition 'cpu' "
-                           "has more than 0"),
-    ({"partition": "gpu", "gpus_per_node": 8}, "no node of partition 'gpu' has more than 4"),
-    ({"partition": "gpu", "gpus_per_task": 2, "tasks_per_node": 4}, "hydra.launcher.gpus_per_task=2 asks for 8"),
-    ({"cpus_per_task": 8, "tasks_per_node": 8}, "cpus_per_task=8 x tasks_per_node=8 asks for 64 CPUs per node; "
-                                                "no node of partition 'cpu' has more than 32"),
-    ({"mem_gb": 200}, "hydra.launcher.mem_gb=200 is more memory than any node of partition 'cpu' has (125.0 GB)"),
-    ({"partition": "gpu", "nodes": 3}, "hydra.launcher.nodes=3 is more nodes than partition 'gpu' has (2)"),
-])
+@pytest.mark.parametrize(
+    "request_, named",
+    [
+        (
+            {"partition": "gpus"},
+            "hydra.launcher.partition='gpus' is not a partition of this cluster; choose one of "
+            "['big', 'cpu', 'gpu']; did you mean 'gpu'?",
+        ),
+        (
+            {"gpus_per_node": 1},
+            "hydra.launcher.gpus_per_node=1 asks for 1 GPUs per node; no node of partition 'cpu' has more than 0",
+        ),
+        ({"partition": "gpu", "gpus_per_node": 8}, "no node of partition 'gpu' has more than 4"),
+        ({"partition": "gpu", "gpus_per_task": 2, "tasks_per_node": 4}, "hydra.launcher.gpus_per_task=2 asks for 8"),
+        (
+            {"cpus_per_task": 8, "tasks_per_node": 8},
+            "cpus_per_task=8 x tasks_per_node=8 asks for 64 CPUs per node; no node of partition 'cpu' has more than 32",
+        ),
+        ({"mem_gb": 200}, "hydra.launcher.mem_gb=200 is more memory than any node of partition 'cpu' has (125.0 GB)"),
+        ({"partition": "gpu", "nodes": 3}, "hydra.launcher.nodes=3 is more nodes than partition 'gpu' has (2)"),
+    ],
+)
 def test_a_request_no_node_can_meet_names_the_key(request_, named) -> None:
     with pytest.raises(ClusterRequestError) as err:
         check_request(request_, NODES)
     assert named in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("request_", [
-    {}, {"partition": "gpu", "gpus_per_node": 4, "cpus_per_task": 16, "tasks_per_node": 4, "mem_gb": 500},
-    {"cpus_per_task": 32, "mem_gb": 125, "nodes": 3}, {"partition": "big", "gpus_per_node": 2},
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {},
+        {"partition": "gpu", "gpus_per_node": 4, "cpus_per_task": 16, "tasks_per_node": 4, "mem_gb": 500},
+        {"cpus_per_task": 32, "mem_gb": 125, "nodes": 3},
+        {"partition": "big", "gpus_per_node": 2},
+    ],
+)
 def test_a_request_some_node_can_meet_passes(request_) -> None:
     check_request(request_, NODES)
 
@@ -79,22 +111,25 @@ def test_gpus_are_requested_only_for_a_gpu_trainer(monkeypatch) -> None:
 def test_the_slurm_launcher_config_asks_gpus_from_the_trainer(monkeypatch) -> None:
     monkeypatch.setattr(slurm, "cluster_nodes", lambda: [])
     assert hydra_config(["hydra/launcher=slurm"]).hydra.launcher.gpus_per_node is None
-    assert hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.accelerator=cpu"]
-                        ).hydra.launcher.gpus_per_node is None
+    assert (
+        hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.accelerator=cpu"]).hydra.launcher.gpus_per_node
+        is None
+    )
     assert hydra_config(["hydra/launcher=slurm", "trainer=gpu", "trainer.devices=2"]).hydra.launcher.gpus_per_node == 2
     assert hydra_config(["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=3"]).hydra.launcher.gpus_per_node == 3
 
 
 def test_squeue_lines_give_each_array_tasks_state() -> None:
     out = "12_0|COMPLETED\n12_1|RUNNING\n12_[2-3%1]|PENDING\n13|REQUEUED\n\n"
-    assert squeue_states(out) == {"12_0": "COMPLETED", "12_1": "RUNNING", "12_[2-3%1]": "PENDING",
-                                  "13": "REQUEUED"}
+    assert squeue_states(out) == {"12_0": "COMPLETED", "12_1": "RUNNING", "12_[2-3%1]": "PENDING", "13": "REQUEUED"}
 
 
 def fake_commands(folder: Path, squeue_out: str) -> None:
     """sacct as on a cluster without accounting; squeue printing ``squeue_out``."""
-    for name, body in (("sacct", 'echo "Slurm accounting storage is disabled" >&2; exit 1'),
-                       ("squeue", f"printf '{squeue_out}'")):
+    for name, body in (
+        ("sacct", 'echo "Slurm accounting storage is disabled" >&2; exit 1'),
+        ("squeue", f"printf '{squeue_out}'"),
+    ):
         script = folder / name
         script.write_text(f"#!/bin/sh\n{body}\n")
         script.chmod(0o755)

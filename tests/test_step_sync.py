@@ -5,6 +5,7 @@ On a GPU every read of a device tensor on the host (``.item()``, ``bool()``, ``f
 Python prepares the next step. On CPU nothing waits, so these tests count the reads through
 mocks: the training step may read only at ``trainer.log_every_n_steps``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -87,8 +88,14 @@ def counter(monkeypatch) -> ReadCounter:
 def test_training_steps_read_nothing_from_the_device_between_logging_steps(tmp_path, counter, arch) -> None:
     from experiments.build import assemble
 
-    overrides = [*TINY, f"model.arch={arch}", f"trainer.max_steps={STEPS}", f"trainer.log_every_n_steps={LOG_EVERY}",
-                 f"trainer.val_check_interval={STEPS}", f"trainer.checkpoint_every_n_steps={STEPS}"]
+    overrides = [
+        *TINY,
+        f"model.arch={arch}",
+        f"trainer.max_steps={STEPS}",
+        f"trainer.log_every_n_steps={LOG_EVERY}",
+        f"trainer.val_check_interval={STEPS}",
+        f"trainer.checkpoint_every_n_steps={STEPS}",
+    ]
     parts = assemble(compose(overrides), tmp_path, run_id="sync", flat_config={})
     parts.trainer.callbacks.append(counter)
     parts.trainer.fit(parts.module, datamodule=parts.datamodule)
@@ -147,6 +154,6 @@ def test_step_timer_on_cuda_synchronises_once_per_logging_interval(monkeypatch) 
     assert FakeEvent.synchronized == len(durations) // Trainer.log_every_n_steps
     summary = timer.summary()
     assert timer.times_ms == durations
-    kept = durations[StepTimer.WARMUP_STEPS:]
+    kept = durations[StepTimer.WARMUP_STEPS :]
     assert summary["step_ms"] == statistics.median(kept)
     assert summary["steady_tokens_per_second"] == pytest.approx(50 * len(kept) / (sum(kept) / 1000))

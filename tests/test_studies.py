@@ -1,5 +1,6 @@
 """The shipped studies (conf/experiment/study/): each composes, its claims parse and name cells of its own grid,
 and the length-generalisation study runs end to end at a tiny budget into a claims table."""
+
 from __future__ import annotations
 
 import itertools
@@ -12,15 +13,18 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-from analysis.claims.evaluate import VERDICTS, evaluate as evaluate_claims
-from common.claims import parse_claims
+from analysis.claims.evaluate import VERDICTS
+from analysis.claims.evaluate import evaluate as evaluate_claims
 from analysis.data.collect import collect
+from common.claims import parse_claims
 from experiments.config import register_configs
 from experiments.sweep import grid_values
 from tests.conftest import CONF, ROOT, TINY
 
-STUDIES = sorted(p.relative_to(CONF / "experiment").with_suffix("").as_posix()
-                 for p in (CONF / "experiment" / "study").glob("*.yaml"))
+STUDIES = sorted(
+    p.relative_to(CONF / "experiment").with_suffix("").as_posix()
+    for p in (CONF / "experiment" / "study").glob("*.yaml")
+)
 ENV_KEYS = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 
 
@@ -61,10 +65,20 @@ def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: P
     import os
 
     sweep = tmp_path / "sweep"
-    command = [sys.executable, "-m", "experiments.train", "-m", "experiment=study/length_generalization", *TINY,
-               "num_threads=1", "seed=0,1", f"hydra.sweep.dir={sweep}"]
-    proc = subprocess.run(command, cwd=tmp_path, env={**os.environ, **ENV_KEYS}, capture_output=True, text=True,
-                          timeout=480)
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        "-m",
+        "experiment=study/length_generalization",
+        *TINY,
+        "num_threads=1",
+        "seed=0,1",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    proc = subprocess.run(
+        command, cwd=tmp_path, env={**os.environ, **ENV_KEYS}, capture_output=True, text=True, timeout=480
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = collect(sweep)
     assert len(runs) == 4 * 2 and (runs.runs["status"] == "completed").all()

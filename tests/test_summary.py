@@ -5,6 +5,7 @@ seed counts; every expected number is computed here from the fixture's own
 values with numpy, scipy (Welch) and statsmodels (Holm), never by the code under
 test.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,12 @@ TRAIN = [2, 12]
 IN_LENGTHS, BEYOND_LENGTHS, BELOW = (8, 12), (16, 24), 1
 # (in-range centre, beyond-range centre, seeds): A learns the lengths it saw and fails past them, B the reverse;
 # C is close to A in range, D close to B beyond it.
-CELLS = {("multihead", "learned"): (0.95, 0.20, 3), ("multihead", "relative"): (0.78, 0.80, 4),
-         ("soft", "rope"): (0.94, 0.30, 3), ("local", "alibi"): (0.60, 0.73, 5)}
+CELLS = {
+    ("multihead", "learned"): (0.95, 0.20, 3),
+    ("multihead", "relative"): (0.78, 0.80, 4),
+    ("soft", "rope"): (0.94, 0.30, 3),
+    ("local", "alibi"): (0.60, 0.73, 5),
+}
 ALPHA = 0.05
 
 
@@ -50,12 +55,26 @@ def write_sweep(root: Path, seeds_scale: int = 1) -> pd.DataFrame:
             weights = {n: float(n) for n in values}
             overall = sum(values[n] * weights[n] for n in values) / sum(weights.values())
             by_length = {str(n): {"token_acc": v, "seq_acc": v / 2} for n, v in values.items()}
-            result = result_dict("copy", attention, position, seed, train_lengths=TRAIN, by_length=by_length,
-                                 metrics={"test/token_acc": overall, "val/loss": 1.0 - inside})
+            result = result_dict(
+                "copy",
+                attention,
+                position,
+                seed,
+                train_lengths=TRAIN,
+                by_length=by_length,
+                metrics={"test/token_acc": overall, "val/loss": 1.0 - inside},
+            )
             write_result(root / f"{attention}-{position}-{seed}", result)
-            truth.append({"attention": attention, "position": position, "seed": seed,
-                          "in": np.mean([values[n] for n in IN_LENGTHS]),
-                          "beyond": np.mean([values[n] for n in BEYOND_LENGTHS]), "overall": overall})
+            truth.append(
+                {
+                    "attention": attention,
+                    "position": position,
+                    "seed": seed,
+                    "in": np.mean([values[n] for n in IN_LENGTHS]),
+                    "beyond": np.mean([values[n] for n in BEYOND_LENGTHS]),
+                    "overall": overall,
+                }
+            )
     return labelled(pd.DataFrame(truth), root)
 
 
@@ -82,7 +101,7 @@ def report(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
 def summary_text(markdown: str) -> str:
     """The Markdown between the first summary heading and the overview."""
     start = markdown.index("## Summary")
-    return markdown[start:markdown.index("## Overview")]
+    return markdown[start : markdown.index("## Overview")]
 
 
 def test_range_aggregates_in_collect_and_results_csv(report):
@@ -105,8 +124,11 @@ def test_summary_ranks_in_range_and_beyond_apart(report):
         means = truth.groupby("label")[column].mean()
         expected_order = list(means.sort_values(ascending=False).index)
         assert rows.sort_values("rank")["label"].tolist() == expected_order
-        np.testing.assert_allclose(rows.set_index("label").loc[expected_order, "mean"], means.sort_values(
-            ascending=False).to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(
+            rows.set_index("label").loc[expected_order, "mean"],
+            means.sort_values(ascending=False).to_numpy(),
+            rtol=1e-12,
+        )
     first = {s: table[(table["scope"] == s) & (table["rank"] == 1)]["label"].item() for s in table["scope"]}
     name = dict(zip(zip(truth["attention"], truth["position"]), truth["label"]))
     assert first == {"in range": name["multihead", "learned"], "beyond range": name["multihead", "relative"]}
@@ -166,10 +188,16 @@ def test_tasks_without_beyond_range_or_lengths(tmp_path):
     for position, centre in (("rope", 1.9), ("alibi", 2.2)):
         for seed in range(3):
             # A character LM trains on one context (64) and is evaluated at longer ones; bpc: lower is better.
-            per = {64: centre + rng.normal(0, .05), 128: centre + .3 + rng.normal(0, .05), 256: centre + .8}
-            lm = result_dict("charlm", "multihead", position, seed, train_lengths=[64, 64],
-                             by_length={str(n): {"bpc": v, "loss": v * np.log(2)} for n, v in per.items()},
-                             metrics={"test/bpc": np.mean(list(per.values()))})
+            per = {64: centre + rng.normal(0, 0.05), 128: centre + 0.3 + rng.normal(0, 0.05), 256: centre + 0.8}
+            lm = result_dict(
+                "charlm",
+                "multihead",
+                position,
+                seed,
+                train_lengths=[64, 64],
+                by_length={str(n): {"bpc": v, "loss": v * np.log(2)} for n, v in per.items()},
+                metrics={"test/bpc": np.mean(list(per.values()))},
+            )
             write_result(tmp_path / "runs" / f"lm-{position}-{seed}", lm)
             lm_truth.setdefault(position, []).append((per[64], (per[128] + per[256]) / 2))
             bleu = 20.0 + (5 if position == "alibi" else 0) + rng.normal(0, 1)

@@ -4,6 +4,7 @@ Optuna, W&B runs per cell, and bad grids stopped before any cell starts.
 Multiruns run as subprocesses (``python -m experiments.train -m ...``) into ``tmp_path``
 with the tiny config, as a user would run them.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -22,23 +23,55 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from experiments.config import register_configs
-from experiments.sweep import (MAX_CELL_NAME, SweepConfigError, SweepSummary, available_cores, cell_dirname,
-                               check_grid, grid_values, threads_per_process)
+from experiments.sweep import (
+    MAX_CELL_NAME,
+    SweepConfigError,
+    SweepSummary,
+    available_cores,
+    cell_dirname,
+    check_grid,
+    grid_values,
+    threads_per_process,
+)
 from experiments.train import BAD_OBJECTIVE, objective
 from tests.conftest import CONF, ROOT, TINY
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT),
-       "HYDRA_FULL_ERROR": "0"}
-REQUIRED = {"schema", "run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch",
-            "overrides", "config", "config_hash", "metrics", "by_length", "cost", "env", "started_at", "finished_at"}
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
+REQUIRED = {
+    "schema",
+    "run_id",
+    "sweep",
+    "status",
+    "error",
+    "task",
+    "attention",
+    "position",
+    "seed",
+    "arch",
+    "overrides",
+    "config",
+    "config_hash",
+    "metrics",
+    "by_length",
+    "cost",
+    "env",
+    "started_at",
+    "finished_at",
+}
 # one intra-op thread per training process: the tests may run two at a time on two cores
 QUIET = [*TINY, "num_threads=1"]
 
 
 def multirun(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subprocess.CompletedProcess, Path]:
     sweep_dir = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
-                          cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc, sweep_dir
 
 
@@ -69,7 +102,8 @@ def test_basic_launcher_grid_writes_one_valid_result_per_cell(tmp_path: Path) ->
     found = results(sweep_dir)
     assert_one_folder_per_cell(sweep_dir, found, 4)
     assert {(r["attention"], r["position"]) for r in found.values()} == set(
-        itertools.product(["soft", "local"], ["sinusoidal", "learned"]))
+        itertools.product(["soft", "local"], ["sinusoidal", "learned"])
+    )
     for result in found.values():
         assert result["status"] == "completed", result["error"]
         assert f"attention={result['attention']}" in result["overrides"]
@@ -79,8 +113,14 @@ def test_basic_launcher_grid_writes_one_valid_result_per_cell(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_submitit_local_launcher_runs_the_same_grid(tmp_path: Path) -> None:
-    proc, sweep_dir = multirun(tmp_path, *QUIET, "attention=soft,local", "position=sinusoidal,learned",
-                               "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10")
+    proc, sweep_dir = multirun(
+        tmp_path,
+        *QUIET,
+        "attention=soft,local",
+        "position=sinusoidal,learned",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = results(sweep_dir)
     assert_one_folder_per_cell(sweep_dir, found, 4)
@@ -90,8 +130,15 @@ def test_submitit_local_launcher_runs_the_same_grid(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_joblib_cells_get_their_own_wandb_run_group_tags_and_thread_share(tmp_path: Path) -> None:
-    args = [*TINY, "logger=default", "name=ablation_demo", "logger.wandb.tags=[demo]",
-            "attention=soft,local", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    args = [
+        *TINY,
+        "logger=default",
+        "name=ablation_demo",
+        "logger.wandb.tags=[demo]",
+        "attention=soft,local",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+    ]
     proc, sweep_dir = multirun(tmp_path, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = results(sweep_dir)
@@ -129,8 +176,10 @@ def test_a_multirun_is_quiet_and_ends_with_one_line_per_cell_and_the_report_comm
     tail = proc.stdout.strip().splitlines()[-3:]
     ok_dir, ok = by_lr[1e-3]
     bad_dir, bad = by_lr[-1]
-    expected = {f"completed  val/loss {ok['metrics']['val/loss']:.4f}  {ok_dir}",
-                f"failed     {bad['error'][:80]}  {bad_dir}"}
+    expected = {
+        f"completed  val/loss {ok['metrics']['val/loss']:.4f}  {ok_dir}",
+        f"failed     {bad['error'][:80]}  {bad_dir}",
+    }
     assert set(tail[:2]) == expected, tail
     assert tail[2] == f"report  python -m analysis.report {sweep_dir} --out {sweep_dir / 'report'}"
 
@@ -155,16 +204,28 @@ def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
 def test_killed_sweep_rerun_finishes_only_what_was_missing(tmp_path: Path) -> None:
     """Cells: 3 steps (finished before the kill), 400 steps (killed mid-way), 4 steps (never started)."""
     base = [a for a in QUIET if not a.startswith(("trainer.max_steps", "trainer.val_check_interval", "logger="))]
-    args = [*base, "logger=default", "trainer.val_check_interval=100", "trainer.checkpoint_every_n_steps=10",
-            "trainer.max_steps=3,400,4"]
+    args = [
+        *base,
+        "logger=default",
+        "trainer.val_check_interval=100",
+        "trainer.checkpoint_every_n_steps=10",
+        "trainer.max_steps=3,400,4",
+    ]
     sweep_dir = tmp_path / "sweep"
     command = [sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
     with open(tmp_path / "first.log", "w") as log:
-        first = subprocess.Popen(command, cwd=tmp_path, env=ENV, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        first = subprocess.Popen(
+            command, cwd=tmp_path, env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
-            _wait_for(lambda: (cell_with(sweep_dir, "trainer.max_steps=400") or tmp_path / "none").joinpath(
-                "checkpoints", "last.ckpt").exists(), first)
+            _wait_for(
+                lambda: (
+                    (cell_with(sweep_dir, "trainer.max_steps=400") or tmp_path / "none")
+                    .joinpath("checkpoints", "last.ckpt")
+                    .exists()
+                ),
+                first,
+            )
         finally:
             os.killpg(first.pid, signal.SIGKILL)  # the sweep and everything it started
             first.wait()
@@ -193,8 +254,9 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     args = [a for a in QUIET if not a.startswith(("logger=", "num_threads"))]
     # 3 test batches (one per length) on 2 ranks: a padding sampler would evaluate one twice.
     cell = [*args, "task.eval_lengths=[8,12,16]", "trainer.checkpoint_every_n_steps=2", "seed=0"]
-    proc, sweep_dir = multirun(tmp_path, *cell, "logger=default", "trainer=ddp", "trainer.devices=2",
-                               "trainer.accelerator=cpu")
+    proc, sweep_dir = multirun(
+        tmp_path, *cell, "logger=default", "trainer=ddp", "trainer.devices=2", "trainer.accelerator=cpu"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = list(tmp_path.rglob("result.json"))
     assert len(found) == 1, found
@@ -209,8 +271,14 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     from tests.conftest import compose
 
     parts = assemble(compose([*cell, "logger=none"]), tmp_path / "single", run_id="single", flat_config={})
-    single = scalar_metrics(parts.trainer.test(parts.module, datamodule=parts.datamodule, verbose=False,
-                                               ckpt_path=str(folder / "checkpoints" / "last.ckpt")))
+    single = scalar_metrics(
+        parts.trainer.test(
+            parts.module,
+            datamodule=parts.datamodule,
+            verbose=False,
+            ckpt_path=str(folder / "checkpoints" / "last.ckpt"),
+        )
+    )
     for key in ("test/loss", "test/token_acc", "test/seq_acc"):
         assert result["metrics"][key] == pytest.approx(single[key], abs=1e-6), key
     by_length = parts.module.length_metrics()
@@ -264,15 +332,18 @@ def hydra_config(overrides: list[str], sweep: list[str] | None = None, params: d
     return cfg
 
 
-@pytest.mark.parametrize("overrides, sweep, params, named", [
-    ([], ["position=rope,learnd"], None, "position='learnd'"),
-    ([], ["task=copy,revers"], None, "task='revers'"),
-    ([], ["model=small,tiny"], None, "model='tiny'"),
-    ([], ["attention.name=soft,sofft"], None, "attention.name='sofft'"),
-    ([], ["model.cross_attention=hard,hrad"], None, "model.cross_attention='hrad'"),
-    (["experiment=quick"], [], {"attention": "soft,local,multihed"}, "attention='multihed'"),
-    ([], ["attention=choice(soft,softer)"], None, "attention='softer'"),
-])
+@pytest.mark.parametrize(
+    "overrides, sweep, params, named",
+    [
+        ([], ["position=rope,learnd"], None, "position='learnd'"),
+        ([], ["task=copy,revers"], None, "task='revers'"),
+        ([], ["model=small,tiny"], None, "model='tiny'"),
+        ([], ["attention.name=soft,sofft"], None, "attention.name='sofft'"),
+        ([], ["model.cross_attention=hard,hrad"], None, "model.cross_attention='hrad'"),
+        (["experiment=quick"], [], {"attention": "soft,local,multihed"}, "attention='multihed'"),
+        ([], ["attention=choice(soft,softer)"], None, "attention='softer'"),
+    ],
+)
 def test_grid_check_names_the_bad_value(overrides, sweep, params, named) -> None:
     with pytest.raises(SweepConfigError, match=".*".join(map(str, [named, "choose one of"]))) as err:
         check_grid(hydra_config(overrides, sweep, params))
@@ -312,17 +383,23 @@ def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> Non
     monkeypatch.setenv("PATH", str(tmp_path))
     check_grid(hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4"]))
     with pytest.raises(SweepConfigError, match="tasks_per_node=1 with trainer.devices=4"):
-        check_grid(hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4",
-                                 "hydra.launcher.tasks_per_node=1"]))
+        check_grid(
+            hydra_config(
+                ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "hydra.launcher.tasks_per_node=1"]
+            )
+        )
 
 
 # -- presets and cell folders -----------------------------------------------------------------------------
-@pytest.mark.parametrize("preset, extra, sweep_dir, cells", [
-    ("quick", [], "multirun/quick", 4 * 3),
-    ("demo", [], "multirun/demo", 3 * 3),
-    ("ablation", ["task=copy"], "multirun/ablation_copy", 4 * 3 * 3),
-    ("length_generalization", [], "multirun/length_generalization", 3 * 9 * 3),
-])
+@pytest.mark.parametrize(
+    "preset, extra, sweep_dir, cells",
+    [
+        ("quick", [], "multirun/quick", 4 * 3),
+        ("demo", [], "multirun/demo", 3 * 3),
+        ("ablation", ["task=copy"], "multirun/ablation_copy", 4 * 3 * 3),
+        ("length_generalization", [], "multirun/length_generalization", 3 * 9 * 3),
+    ],
+)
 def test_presets_expand_to_their_grids_and_every_value_composes(preset, extra, sweep_dir, cells) -> None:
     from experiments.checks import check_config
 
@@ -356,8 +433,7 @@ def test_cell_folders_are_stable_distinct_and_safe() -> None:
 
 def test_threads_are_shared_among_parallel_jobs_and_ddp_ranks() -> None:
     joblib = {"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", "n_jobs": 2}
-    slurm = {"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
-             "cpus_per_task": 6}
+    slurm = {"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher", "cpus_per_task": 6}
     cpu = {"strategy": "auto", "accelerator": "cpu", "devices": 1}
     ddp = {"strategy": "ddp", "accelerator": "cpu", "devices": 2}
     assert threads_per_process(None, cpu, cores=16) == 16

@@ -1,5 +1,6 @@
 """The task adapters (experiments/task_adapters.py): each kind's loss is torch's own cross-entropy on
 the targets it builds, and the module and the ensemble pick the same adapter once."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,14 +8,24 @@ import torch
 import torch.nn.functional as F
 
 from experiments.batches import IGNORE
+from experiments.task_adapters import (
+    ADAPTERS,
+    ClassifyAdapter,
+    ConcatSeq2SeqAdapter,
+    LanguageModelAdapter,
+    Seq2SeqAdapter,
+    adapter_for,
+)
 from experiments.tasks.base import KINDS
-from experiments.task_adapters import (ADAPTERS, ClassifyAdapter, ConcatSeq2SeqAdapter, LanguageModelAdapter,
-                                       Seq2SeqAdapter, adapter_for)
 
 PAD, BOS, SEP, VOCAB, CLASSES = 0, 1, 3, 11, 4
 # (kind, arch) -> the adapter it must get
-CHOICES = {("seq2seq", "seq2seq"): Seq2SeqAdapter, ("seq2seq", "decoder"): ConcatSeq2SeqAdapter,
-           ("lm", "decoder"): LanguageModelAdapter, ("classify", "encoder"): ClassifyAdapter}
+CHOICES = {
+    ("seq2seq", "seq2seq"): Seq2SeqAdapter,
+    ("seq2seq", "decoder"): ConcatSeq2SeqAdapter,
+    ("lm", "decoder"): LanguageModelAdapter,
+    ("classify", "encoder"): ClassifyAdapter,
+}
 
 
 def batch_for(kind: str) -> dict[str, torch.Tensor]:
@@ -43,15 +54,20 @@ def test_loss_is_torch_cross_entropy_on_the_adapters_targets(kind: str, arch: st
     as_classes_second = logits.movedim(-1, 1) if logits.dim() == 3 else logits
     expected = F.cross_entropy(as_classes_second, targets, ignore_index=IGNORE, label_smoothing=smoothing)
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-6)
-    rows = [F.cross_entropy(logits[b].view(-1, classes), targets[b].view(-1), ignore_index=IGNORE,
-                            label_smoothing=smoothing) for b in range(len(targets))]
+    rows = [
+        F.cross_entropy(
+            logits[b].view(-1, classes), targets[b].view(-1), ignore_index=IGNORE, label_smoothing=smoothing
+        )
+        for b in range(len(targets))
+    ]
     torch.testing.assert_close(per_example, torch.stack(rows), rtol=1e-6, atol=1e-6)
     # REINFORCE's per-position costs: torch's unreduced loss where scored, 0 elsewhere; their sum over
     # the scored positions is the loss
     costs = adapter.token_losses(logits, targets, smoothing)  # (B, T)
     scored = adapter.scored(targets)
-    unreduced = F.cross_entropy(as_classes_second, targets, ignore_index=IGNORE, reduction="none",
-                                label_smoothing=smoothing).reshape(costs.shape)
+    unreduced = F.cross_entropy(
+        as_classes_second, targets, ignore_index=IGNORE, reduction="none", label_smoothing=smoothing
+    ).reshape(costs.shape)
     torch.testing.assert_close(costs, torch.where(scored, unreduced, torch.zeros_like(unreduced)))
     torch.testing.assert_close(costs.sum() / scored.sum(), expected, rtol=1e-6, atol=1e-6)
 
@@ -71,9 +87,18 @@ def test_the_module_and_the_ensemble_use_the_same_adapter(kind: str, arch: str) 
     from experiments.ensemble.data import MemberBatches
     from experiments.module import Seq2SeqModule
 
-    model = {"arch": arch, "vocab_size": VOCAB, "num_classes": CLASSES if kind == "classify" else 0, "d_model": 8,
-             "ffn_dim": 16, "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0,
-             "attention": {"name": "multihead", "params": {"num_heads": 2}}, "position": {"name": "sinusoidal"}}
+    model = {
+        "arch": arch,
+        "vocab_size": VOCAB,
+        "num_classes": CLASSES if kind == "classify" else 0,
+        "d_model": 8,
+        "ffn_dim": 16,
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "dropout": 0.0,
+        "attention": {"name": "multihead", "params": {"num_heads": 2}},
+        "position": {"name": "sinusoidal"},
+    }
     module = Seq2SeqModule(model, {}, task_kind=kind, max_steps=1, sep_id=SEP)
     assert type(module.adapter) is CHOICES[kind, arch]
     batch = batch_for(kind)
@@ -83,5 +108,7 @@ def test_the_module_and_the_ensemble_use_the_same_adapter(kind: str, arch: str) 
     seen = targets.ne(IGNORE).sum() + (src.ne(PAD).sum() if src is not None else 0)  # tokens a step reads
     assert int(member["tokens"][0]) == int(seen)
     classes_second = logits.movedim(-1, 1) if logits.dim() == 3 else logits
-    torch.testing.assert_close(module._losses(logits, targets, 0.1)[0],
-                               F.cross_entropy(classes_second, targets, ignore_index=IGNORE, label_smoothing=0.1))
+    torch.testing.assert_close(
+        module._losses(logits, targets, 0.1)[0],
+        F.cross_entropy(classes_second, targets, ignore_index=IGNORE, label_smoothing=0.1),
+    )

@@ -1,4 +1,5 @@
 """Task datamodules: determinism, correctness of every generator, batch contracts, file handling, errors."""
+
 from __future__ import annotations
 
 import gzip
@@ -24,8 +25,9 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 # Small but with eval lengths beyond the training range, as real runs use them.
 SMALL = dict(train_lengths=[2, 6], eval_lengths=[4, 6, 9], train_size=96, val_size=24, test_size=10)
-SMALL_LISTOPS = dict(train_lengths=[4, 20], eval_lengths=[12, 20, 30], max_depth=3, max_args=4,
-                     train_size=96, val_size=24, test_size=10)
+SMALL_LISTOPS = dict(
+    train_lengths=[4, 20], eval_lengths=[12, 20, 30], max_depth=3, max_args=4, train_size=96, val_size=24, test_size=10
+)
 
 
 # -- corpora written into tmp_path ------------------------------------------------------------------
@@ -40,9 +42,24 @@ def write_text_corpus(path: Path, chars: int = 6000) -> str:
 
 
 LEXICON = {
-    "a": "ein", "man": "Mann", "woman": "Frau", "dog": "Hund", "child": "Kind", "runs": "läuft",
-    "sits": "sitzt", "on": "auf", "the": "der", "street": "Straße", "grass": "Gras", "with": "mit",
-    "ball": "Ball", "red": "rote", "small": "kleine", "near": "nahe", "water": "Wasser", "plays": "spielt",
+    "a": "ein",
+    "man": "Mann",
+    "woman": "Frau",
+    "dog": "Hund",
+    "child": "Kind",
+    "runs": "läuft",
+    "sits": "sitzt",
+    "on": "auf",
+    "the": "der",
+    "street": "Straße",
+    "grass": "Gras",
+    "with": "mit",
+    "ball": "Ball",
+    "red": "rote",
+    "small": "kleine",
+    "near": "nahe",
+    "water": "Wasser",
+    "plays": "spielt",
 }
 
 
@@ -86,16 +103,34 @@ def build(name: str, tmp_path: Path, seed: int = 0, **params) -> TaskDataModule:
         text_file = tmp_path / "text.txt"
         if not text_file.exists():
             write_text_corpus(text_file)
-        params = dict(path=str(text_file), context=16, eval_contexts=[16, 32], val_fraction=0.2,
-                      train_batches_per_epoch=3, val_windows=6) | params
+        params = (
+            dict(
+                path=str(text_file),
+                context=16,
+                eval_contexts=[16, 32],
+                val_fraction=0.2,
+                train_batches_per_epoch=3,
+                val_windows=6,
+            )
+            | params
+        )
     elif name == "translation":
         if not (tmp_path / "data").exists():
             make_corpus(tmp_path)
         data = tmp_path / "data"
-        params = dict(train_src=str(data / "train.de.gz"), train_tgt=str(data / "train.en"),
-                      val_src=str(data / "val.de"), val_tgt=str(data / "val.en"),
-                      test_src=str(data / "test.de"), test_tgt=str(data / "test.en"),
-                      vocab_size=200, cache_dir=str(tmp_path / "run")) | params
+        params = (
+            dict(
+                train_src=str(data / "train.de.gz"),
+                train_tgt=str(data / "train.en"),
+                val_src=str(data / "val.de"),
+                val_tgt=str(data / "val.en"),
+                test_src=str(data / "test.de"),
+                test_tgt=str(data / "test.en"),
+                vocab_size=200,
+                cache_dir=str(tmp_path / "run"),
+            )
+            | params
+        )
     elif name == "listops":
         params = SMALL_LISTOPS | params
     else:
@@ -253,9 +288,19 @@ class RecordLengths(L.LightningModule):
 @pytest.mark.parametrize("name", ["reverse", "charlm"])
 def test_a_lightning_trainer_gets_the_batches_unchanged(name: str, tmp_path: Path) -> None:
     data, model = build(name, tmp_path), RecordLengths()
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=3, limit_val_batches=2,
-                        num_sanity_val_steps=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        limit_train_batches=3,
+        limit_val_batches=2,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(model, datamodule=data)
     trainer.test(model, datamodule=data, verbose=False)
     assert len(model.seen["train"]) == 3 and len(model.seen["val"]) == min(2, len(data.val_dataloader()))
@@ -328,8 +373,12 @@ def evaluate_listops(text: str) -> int:
         elif token == "]":
             op, *args = stack.pop()
             ordered = sorted(args)
-            value = {"MAX": ordered[-1], "MIN": ordered[0], "MED": ordered[(len(ordered) - 1) // 2],
-                     "SM": sum(args) % 10}[op]
+            value = {
+                "MAX": ordered[-1],
+                "MIN": ordered[0],
+                "MED": ordered[(len(ordered) - 1) // 2],
+                "SM": sum(args) % 10,
+            }[op]
             if stack:
                 stack[-1].append(value)
             else:
@@ -357,8 +406,16 @@ def test_listops_label_matches_an_independent_evaluator(tmp_path: Path) -> None:
 
 
 def test_listops_reaches_long_exact_lengths(tmp_path: Path) -> None:
-    data = build("listops", tmp_path, max_depth=6, max_args=6, train_lengths=[200, 400], eval_lengths=[500],
-                 train_size=300, test_size=50)
+    data = build(
+        "listops",
+        tmp_path,
+        max_depth=6,
+        max_args=6,
+        train_lengths=[200, 400],
+        eval_lengths=[500],
+        train_size=300,
+        test_size=50,
+    )
     assert [len(e["src"]) for e in data.split("test")] == [500] * 50
 
 
@@ -398,8 +455,13 @@ def test_charlm_vocab_windows_and_shift(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "content, why",
-    [(None, "no such file"), (b"", "empty"), (b"text\0more", "binary"), (b"caf\xe9 latin-1", "UTF-8"),
-     (b"too short", "shorter")],
+    [
+        (None, "no such file"),
+        (b"", "empty"),
+        (b"text\0more", "binary"),
+        (b"caf\xe9 latin-1", "UTF-8"),
+        (b"too short", "shorter"),
+    ],
 )
 def test_charlm_refuses_bad_files(tmp_path: Path, content: bytes | None, why: str) -> None:
     path = tmp_path / "bad.txt"
@@ -554,9 +616,17 @@ def test_multi30k_translation(tmp_path: Path) -> None:
     # Links in tmp_path keep the tokenizer cache out of the shared folder.
     for name in ("train.de.gz", "train.en.gz", "val.de.gz", "val.en.gz"):
         (tmp_path / name).symlink_to(SHARED_DATA / "multi30k" / name)
-    data = TASKS.build("translation", train_src=str(tmp_path / "train.de.gz"), train_tgt=str(tmp_path / "train.en.gz"),
-                       val_src=str(tmp_path / "val.de.gz"), val_tgt=str(tmp_path / "val.en.gz"),
-                       seed=0, batch_size=32, vocab_size=2000, train_limit=2000)
+    data = TASKS.build(
+        "translation",
+        train_src=str(tmp_path / "train.de.gz"),
+        train_tgt=str(tmp_path / "train.en.gz"),
+        val_src=str(tmp_path / "val.de.gz"),
+        val_tgt=str(tmp_path / "val.en.gz"),
+        seed=0,
+        batch_size=32,
+        vocab_size=2000,
+        train_limit=2000,
+    )
     assert len(data.split("train")) <= 2000 and len(data.split("val")) == 1014
     batch = next(iter(data.test_dataloader()))
     assert len(batch["length"].unique()) == 1
@@ -590,8 +660,9 @@ def example_rows(batches: list[dict[str, torch.Tensor]]) -> list[tuple]:
     rows = []
     for batch in batches:
         for i in range(len(next(iter(batch.values())))):
-            rows.append(tuple((k, tuple(unpadded(v[i])) if v.dim() > 1 else int(v[i]))
-                              for k, v in sorted(batch.items())))
+            rows.append(
+                tuple((k, tuple(unpadded(v[i])) if v.dim() > 1 else int(v[i])) for k, v in sorted(batch.items()))
+            )
     return rows
 
 
@@ -638,4 +709,4 @@ def test_ranks_train_on_their_own_share_and_resume_it(name: str, tmp_path: Path)
     data.trainer = RankOf(1, world, epoch=0, step=2)
     resumed = example_rows(list(data.train_dataloader()))
     data.trainer = None
-    assert resumed == shares[1][2 * data.batch_size:]
+    assert resumed == shares[1][2 * data.batch_size :]

@@ -1,4 +1,5 @@
 """What a run shows while it trains: the global step out of max_steps, the loss, steps/s and time left."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,14 @@ from tests.conftest import ROOT, TINY
 def test_the_bar_counts_global_steps_and_shows_loss_rate_and_time_left(tmp_path) -> None:
     overrides = [*TINY, "trainer.max_steps=10", "trainer.log_every_n_steps=5", "trainer.progress_bar=true"]
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={tmp_path}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     bar = next(line for line in proc.stdout.splitlines() if line.startswith("step "))
     assert re.fullmatch(r"step 10/10 \S+ loss \d+\.\d{4} · \d+\.\d steps/s · \d+:\d\d:\d\d left", bar.strip()), bar
@@ -32,8 +39,9 @@ class CountingMetrics(dict):
 
 def test_the_loss_is_read_only_at_logged_steps() -> None:
     """Reading the loss waits for the device; the bar reads it every log_every_n_steps, not every step."""
-    trainer = SimpleNamespace(global_step=0, max_steps=20, callback_metrics=CountingMetrics({"train/loss": 1.5}),
-                              is_global_zero=True)
+    trainer = SimpleNamespace(
+        global_step=0, max_steps=20, callback_metrics=CountingMetrics({"train/loss": 1.5}), is_global_zero=True
+    )
     bar = StepProgressBar(every=5)
     bar.on_train_start(trainer, None)
     for step in range(1, 21):

@@ -1,4 +1,5 @@
 """The training app end to end: result.json, every pair through Hydra, learning, the file-based tasks."""
+
 from __future__ import annotations
 
 import gzip
@@ -15,13 +16,31 @@ import pytest
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
 from experiments.train import train
-from tests.conftest import ROOT, TINY, compose
 from tests.cases import skip_if_incompatible
+from tests.conftest import ROOT, TINY, compose
 from variants import ATTENTION, POSITION
 
-SCHEMA_KEYS = {"schema", "run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch",
-               "overrides", "config", "config_hash", "metrics", "by_length", "cost", "env", "started_at",
-               "finished_at"}
+SCHEMA_KEYS = {
+    "schema",
+    "run_id",
+    "sweep",
+    "status",
+    "error",
+    "task",
+    "attention",
+    "position",
+    "seed",
+    "arch",
+    "overrides",
+    "config",
+    "config_hash",
+    "metrics",
+    "by_length",
+    "cost",
+    "env",
+    "started_at",
+    "finished_at",
+}
 
 
 def run(overrides: list[str], run_dir: Path) -> dict:
@@ -39,9 +58,14 @@ def all_finite(tree) -> bool:
 def test_cli_writes_a_valid_result(tmp_path: Path) -> None:
     out = tmp_path / "run"
     overrides = [*TINY, "trainer.max_steps=3", "logger=default", "eval.attention_maps=true"]
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={out}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={out}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
     assert SCHEMA_KEYS <= set(result)
@@ -62,8 +86,14 @@ def test_cli_writes_a_valid_result(tmp_path: Path) -> None:
 @pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
 def test_every_pair_composes_and_runs(arch: str, attention: str, position: str, tmp_path: Path) -> None:
     skip_if_incompatible(attention, position)
-    overrides = [*TINY, f"model.arch={arch}", f"attention={attention}", f"position={position}",
-                 "trainer.fast_dev_run=true", "trainer.max_steps=1"]
+    overrides = [
+        *TINY,
+        f"model.arch={arch}",
+        f"attention={attention}",
+        f"position={position}",
+        "trainer.fast_dev_run=true",
+        "trainer.max_steps=1",
+    ]
     result = run(overrides, tmp_path)
     assert result["status"] == "completed", result["error"]
     assert math.isfinite(result["metrics"]["test/loss"])
@@ -71,12 +101,27 @@ def test_every_pair_composes_and_runs(arch: str, attention: str, position: str, 
 
 def test_reverse_is_learned(tmp_path: Path) -> None:
     """Learning really happens: generated outputs at the training lengths are >= 95% right."""
-    overrides = ["task=reverse", "attention=multihead", "position=sinusoidal", "logger=none",
-                 "attention.num_heads=4", "model.dropout=0.0", "model.ffn_dim=128", "optim.lr=3e-3",
-                 "optim.warmup_steps=50", "optim.schedule=cosine", "task.train_lengths=[2,8]",
-                 "task.eval_lengths=[4,8]",
-                 "task.test_size=64", "task.val_size=128", "trainer.max_steps=500", "trainer.val_check_interval=500",
-                 "trainer.progress_bar=false", "eval.attention_maps=false", "trainer.checkpoint_every_n_steps=1000"]
+    overrides = [
+        "task=reverse",
+        "attention=multihead",
+        "position=sinusoidal",
+        "logger=none",
+        "attention.num_heads=4",
+        "model.dropout=0.0",
+        "model.ffn_dim=128",
+        "optim.lr=3e-3",
+        "optim.warmup_steps=50",
+        "optim.schedule=cosine",
+        "task.train_lengths=[2,8]",
+        "task.eval_lengths=[4,8]",
+        "task.test_size=64",
+        "task.val_size=128",
+        "trainer.max_steps=500",
+        "trainer.val_check_interval=500",
+        "trainer.progress_bar=false",
+        "eval.attention_maps=false",
+        "trainer.checkpoint_every_n_steps=1000",
+    ]
     result = run(overrides, tmp_path)
     assert result["status"] == "completed", result["error"]
     for length in ("4", "8"):
@@ -100,11 +145,27 @@ def test_charlm_runs_end_to_end(tmp_path: Path) -> None:
     character frequencies alone (3.63 bits on this corpus; the run reaches about 2.8)."""
     text = tmp_path / "corpus.txt"
     write_text(text)
-    overrides = ["task=charlm", f"task.path={text}", "task.context=16", "task.eval_contexts=[16,32]",
-                 "task.train_batches_per_epoch=4", "task.val_windows=8", "task.batch_size=4", "model.arch=decoder",
-                 "model.d_model=16", "model.ffn_dim=32", "model.decoder_layers=1", "attention.num_heads=2",
-                 "optim.lr=1e-2", "optim.warmup_steps=10", "trainer.max_steps=60", "trainer.val_check_interval=60",
-                 "trainer.progress_bar=false", "logger=none", "eval.attention_maps=false"]
+    overrides = [
+        "task=charlm",
+        f"task.path={text}",
+        "task.context=16",
+        "task.eval_contexts=[16,32]",
+        "task.train_batches_per_epoch=4",
+        "task.val_windows=8",
+        "task.batch_size=4",
+        "model.arch=decoder",
+        "model.d_model=16",
+        "model.ffn_dim=32",
+        "model.decoder_layers=1",
+        "attention.num_heads=2",
+        "optim.lr=1e-2",
+        "optim.warmup_steps=10",
+        "trainer.max_steps=60",
+        "trainer.val_check_interval=60",
+        "trainer.progress_bar=false",
+        "logger=none",
+        "eval.attention_maps=false",
+    ]
     result = run(overrides, tmp_path / "run")
     assert result["status"] == "completed", result["error"]
     m = result["metrics"]
@@ -139,11 +200,25 @@ def test_translation_runs_end_to_end_and_reports_bleu(tmp_path: Path) -> None:
     generation, decoding or scoring that goes wrong gives much less."""
     files = write_parallel(tmp_path / "data", n=24)
     files |= {"test_src": files["train_src"], "test_tgt": files["train_tgt"]}
-    overrides = ["task=translation", *(f"task.{k}={v}" for k, v in files.items()), "task.vocab_size=64",
-                 "task.batch_size=8", "model.d_model=32", "model.ffn_dim=64", "model.encoder_layers=1",
-                 "model.decoder_layers=1", "model.dropout=0.0", "attention.num_heads=2", "optim.lr=3e-3",
-                 "optim.warmup_steps=20", "trainer.max_steps=60", "trainer.val_check_interval=60",
-                 "trainer.progress_bar=false", "logger=none", "eval.attention_maps=false"]
+    overrides = [
+        "task=translation",
+        *(f"task.{k}={v}" for k, v in files.items()),
+        "task.vocab_size=64",
+        "task.batch_size=8",
+        "model.d_model=32",
+        "model.ffn_dim=64",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "model.dropout=0.0",
+        "attention.num_heads=2",
+        "optim.lr=3e-3",
+        "optim.warmup_steps=20",
+        "trainer.max_steps=60",
+        "trainer.val_check_interval=60",
+        "trainer.progress_bar=false",
+        "logger=none",
+        "eval.attention_maps=false",
+    ]
     result = run(overrides, tmp_path / "run")
     assert result["status"] == "completed", result["error"]
     assert result["metrics"]["test/bleu"] >= 40.0, result["metrics"]
@@ -164,7 +239,8 @@ def test_bleu_helper_scores_hypotheses_against_references() -> None:
         return Seq2SeqModule.bleu_scores(SimpleNamespace(hypotheses=hypotheses, references=references))
 
     assert scores([SHORT], [LONG])["test/bleu"] == pytest.approx(
-        100 * math.exp(1 - 8 / 6) * (6 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25)  # 40.29
+        100 * math.exp(1 - 8 / 6) * (6 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25
+    )  # 40.29
     assert scores([LONG], [SHORT])["test/bleu"] == pytest.approx(100 * (6 / 8 * 3 / 7 * 2 / 6 * 1 / 5) ** 0.25)
     # chrF weighs recall twice as much as precision: the short hypothesis scores less than its swap.
     chrf = sacrebleu.metrics.CHRF()
@@ -184,20 +260,52 @@ def test_bleu_helper_scores_hypotheses_against_references() -> None:
 @pytest.mark.data
 def test_shared_corpora_train_briefly(shared_data: Path, tmp_path: Path) -> None:
     m30k, shakespeare = shared_data / "multi30k", shared_data / "tinyshakespeare" / "input.txt"
-    common = ["model.d_model=32", "model.ffn_dim=64", "attention.num_heads=2", "trainer.max_steps=5",
-              "trainer.val_check_interval=5", "trainer.limit_val_batches=2", "trainer.limit_test_batches=2",
-              "trainer.progress_bar=false", "logger=none", "eval.attention_maps=false"]
-    translation = run(["task=translation", f"task.train_src={m30k / 'train.de.gz'}",
-                       f"task.train_tgt={m30k / 'train.en.gz'}", f"task.val_src={m30k / 'val.de.gz'}",
-                       f"task.val_tgt={m30k / 'val.en.gz'}", "task.train_limit=2000", "task.vocab_size=500",
-                       f"task.cache_dir={tmp_path / 'cache'}", *common], tmp_path / "mt")
+    common = [
+        "model.d_model=32",
+        "model.ffn_dim=64",
+        "attention.num_heads=2",
+        "trainer.max_steps=5",
+        "trainer.val_check_interval=5",
+        "trainer.limit_val_batches=2",
+        "trainer.limit_test_batches=2",
+        "trainer.progress_bar=false",
+        "logger=none",
+        "eval.attention_maps=false",
+    ]
+    translation = run(
+        [
+            "task=translation",
+            f"task.train_src={m30k / 'train.de.gz'}",
+            f"task.train_tgt={m30k / 'train.en.gz'}",
+            f"task.val_src={m30k / 'val.de.gz'}",
+            f"task.val_tgt={m30k / 'val.en.gz'}",
+            "task.train_limit=2000",
+            "task.vocab_size=500",
+            f"task.cache_dir={tmp_path / 'cache'}",
+            *common,
+        ],
+        tmp_path / "mt",
+    )
     assert translation["status"] == "completed", translation["error"]
     assert "test/bleu" in translation["metrics"]
     # 20 steps at a higher rate bring the bits per character below a uniform guess (6.11 bits; about 4.9).
-    charlm = run(["task=charlm", f"task.path={shakespeare}", "model.arch=decoder", "task.eval_contexts=[64]",
-                  "task.train_batches_per_epoch=5", "task.val_windows=16", "task.batch_size=16", *common,
-                  "trainer.max_steps=20", "trainer.val_check_interval=20", "optim.lr=1e-2", "optim.warmup_steps=5"],
-                 tmp_path / "lm")
+    charlm = run(
+        [
+            "task=charlm",
+            f"task.path={shakespeare}",
+            "model.arch=decoder",
+            "task.eval_contexts=[64]",
+            "task.train_batches_per_epoch=5",
+            "task.val_windows=16",
+            "task.batch_size=16",
+            *common,
+            "trainer.max_steps=20",
+            "trainer.val_check_interval=20",
+            "optim.lr=1e-2",
+            "optim.warmup_steps=5",
+        ],
+        tmp_path / "lm",
+    )
     assert charlm["status"] == "completed", charlm["error"]
     uniform = math.log2(FIRST_SYMBOL_ID + len(set(shakespeare.read_text(encoding="utf-8"))))
     assert charlm["metrics"]["test/bpc"] < uniform, charlm["metrics"]

@@ -3,6 +3,7 @@
 The reference is the model itself, changed: a setting is unused exactly when changing it
 changes neither the parameters nor the output of a model built from the same seed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,16 +16,30 @@ from experiments.unused import record_unused
 
 VOCAB = 13
 # One changed value per field that only a part of the model reads.
-CHANGED = {"encoder_attention": VariantSpec("local", {"num_heads": 2, "window": 1}),
-           "decoder_attention": VariantSpec("local", {"num_heads": 2, "window": 1}),
-           "cross_attention": VariantSpec("local", {"num_heads": 2, "window": 1, "mode": "predictive"}),
-           "encoder_layers": 3, "decoder_layers": 3, "tie_embeddings": False, "pooling": "cls"}
+CHANGED = {
+    "encoder_attention": VariantSpec("local", {"num_heads": 2, "window": 1}),
+    "decoder_attention": VariantSpec("local", {"num_heads": 2, "window": 1}),
+    "cross_attention": VariantSpec("local", {"num_heads": 2, "window": 1, "mode": "predictive"}),
+    "encoder_layers": 3,
+    "decoder_layers": 3,
+    "tie_embeddings": False,
+    "pooling": "cls",
+}
 
 
 def spec(arch: str, **changes) -> ModelSpec:
-    base = ModelSpec(arch=arch, vocab_size=VOCAB, attention=VariantSpec("multihead", {"num_heads": 2}),
-                     position=VariantSpec("sinusoidal"), d_model=16, ffn_dim=32, encoder_layers=1, decoder_layers=1,
-                     num_classes=3 if arch == "encoder" else 0, dropout=0.0)
+    base = ModelSpec(
+        arch=arch,
+        vocab_size=VOCAB,
+        attention=VariantSpec("multihead", {"num_heads": 2}),
+        position=VariantSpec("sinusoidal"),
+        d_model=16,
+        ffn_dim=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        num_classes=3 if arch == "encoder" else 0,
+        dropout=0.0,
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -52,12 +67,22 @@ def test_a_setting_is_unused_exactly_when_changing_it_changes_nothing(arch, fiel
 
 
 def test_record_unused_nulls_the_config_and_keeps_what_was_asked():
-    config = {"model.arch": "decoder", "model.cross_attention.name": "local", "model.cross_attention.window": 4,
-              "model.cross_attention.num_heads": 1, "model.encoder_layers": 2, "model.d_model": 16}
+    config = {
+        "model.arch": "decoder",
+        "model.cross_attention.name": "local",
+        "model.cross_attention.window": 4,
+        "model.cross_attention.num_heads": 1,
+        "model.encoder_layers": 2,
+        "model.d_model": 16,
+    }
     result = {"config": config, "cross_attention": "local(window=4)", "encoder_attention": None}
     unused = record_unused(result, ["cross_attention", "encoder_layers"])
-    assert result["config"] == {"model.arch": "decoder", "model.cross_attention": None,
-                                "model.encoder_layers": None, "model.d_model": 16}
+    assert result["config"] == {
+        "model.arch": "decoder",
+        "model.cross_attention": None,
+        "model.encoder_layers": None,
+        "model.d_model": 16,
+    }
     assert unused == {"model.cross_attention": "local(window=4)", "model.encoder_layers": 2}
     assert result["cross_attention"] is None and result["unused"] is unused
     assert config["model.cross_attention.window"] == 4  # the asked config (shared with W&B) is left as it was

@@ -5,6 +5,7 @@ variant and sets one of its parameters. The values the grid must cover come from
 registries' own declarations (estimators, scores) and from what the preset is for (relative
 ``max_distance`` including 0, one head), not from the option files.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,9 @@ MUST_COVER = {
 def preset(*overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=["experiment=variant_params", *overrides],
-                             return_hydra_config=True)
+        return hydra_compose(
+            config_name="config", overrides=["experiment=variant_params", *overrides], return_hydra_config=True
+        )
 
 
 def option_file(option: str) -> tuple[tuple[str, str, str], object]:
@@ -98,10 +100,24 @@ def test_a_misspelt_option_is_one_line_before_anything_runs():
 def test_a_tiny_variant_params_multirun_records_each_parameter(tmp_path: Path):
     options = ["local_window_1", "relative_max_distance_0"]
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", "-m", "experiment=variant_params",
-                           f"variant_param={','.join(options)}", *TINY, "num_threads=1",
-                           f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.train",
+            "-m",
+            "experiment=variant_params",
+            f"variant_param={','.join(options)}",
+            *TINY,
+            "num_threads=1",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "sweep").rglob("result.json")}
     assert len(results) == 2 and all(r["status"] == "completed" for r in results.values())

@@ -1,4 +1,5 @@
 """The benchmark CLI: subcommand registration, the memory counter, and the JSON the report reads."""
+
 from __future__ import annotations
 
 import json
@@ -47,9 +48,10 @@ def test_loglog_slope_recovers_a_power_law():
 
 
 def test_exponents_use_the_largest_ok_points_of_each_series():
-    records = [{"attention": "soft", "position": "none", "backend": "math", "T": t, "status": s, "ms": ms}
-               for t, s, ms in [(64, "ok", 1.0), (128, "ok", 2.0), (256, "ok", 8.0), (512, "ok", 32.0),
-                                (1024, "oom", None)]]
+    records = [
+        {"attention": "soft", "position": "none", "backend": "math", "T": t, "status": s, "ms": ms}
+        for t, s, ms in [(64, "ok", 1.0), (128, "ok", 2.0), (256, "ok", 8.0), (512, "ok", 32.0), (1024, "oom", None)]
+    ]
     (fit,) = exponents(records, fit_points=2)
     assert fit["T_range"] == [256, 512] and fit["exponent"] == pytest.approx(2.0)
 
@@ -74,16 +76,41 @@ def test_a_new_subcommand_is_one_registered_function(capsys):
 
 def test_scaling_writes_the_json_the_report_reads(tmp_path):
     out, figure = tmp_path / "scaling.json", tmp_path / "scaling.png"
-    status = bench.main(["scaling", "--attention", "soft", "local", "--position", "none", "rope", "--lengths", "16",
-                         "32", "--attention-param", "window=4", "block_size=8", "--repeats", "1", "--warmup", "0",
-                         "--batch", "3", "--out", str(out), "--figure", str(figure)])
+    status = bench.main(
+        [
+            "scaling",
+            "--attention",
+            "soft",
+            "local",
+            "--position",
+            "none",
+            "rope",
+            "--lengths",
+            "16",
+            "32",
+            "--attention-param",
+            "window=4",
+            "block_size=8",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--batch",
+            "3",
+            "--out",
+            str(out),
+            "--figure",
+            str(figure),
+        ]
+    )
     assert status == 0 and figure.stat().st_size > 0
     data = json.loads(out.read_text())
     assert {"device", "torch", "records", "exponents"} <= set(data)
     assert data["settings"]["batch"] == 3
     series = {(r["attention"], r["position"], r["backend"]) for r in data["records"]}
     assert series == {("soft", p, b) for p in ("none", "rope") for b in ("math", "sdpa")} | {
-        ("local", p, b) for p in ("none", "rope") for b in ("math", "banded")}
+        ("local", p, b) for p in ("none", "rope") for b in ("math", "banded")
+    }
     for r in data["records"]:
         assert set(r) == {"attention", "position", "backend", "T", "status", "ms", "tokens_per_second", "peak_mb"}
         assert r["status"] == "ok" and r["ms"] > 0 and r["peak_mb"] > 0
@@ -96,9 +123,31 @@ def test_scaling_writes_the_json_the_report_reads(tmp_path):
 @pytest.mark.parametrize("causal", [False, True])
 def test_targets_bound_the_fused_speedup_by_the_products_at_the_best_rate(tmp_path, causal):
     out = tmp_path / "targets.json"
-    status = bench.main(["targets", "--length", "64", "--long-lengths", "64", "128", "--batch", "2", "--d-model",
-                         "32", "--repeats", "2", "--warmup", "0", "--gemm-size", "128", "--window", "8",
-                         *(["--causal"] if causal else []), "--out", str(out)])
+    status = bench.main(
+        [
+            "targets",
+            "--length",
+            "64",
+            "--long-lengths",
+            "64",
+            "128",
+            "--batch",
+            "2",
+            "--d-model",
+            "32",
+            "--repeats",
+            "2",
+            "--warmup",
+            "0",
+            "--gemm-size",
+            "128",
+            "--window",
+            "8",
+            *(["--causal"] if causal else []),
+            "--out",
+            str(out),
+        ]
+    )
     assert status == 0
     data = json.loads(out.read_text())
     rate = data["gemm_flops_per_second"]
@@ -116,20 +165,42 @@ def test_targets_bound_the_fused_speedup_by_the_products_at_the_best_rate(tmp_pa
 
 def test_scaling_skips_what_will_not_fit_the_time_budget(tmp_path):
     out = tmp_path / "scaling.json"
-    bench.main(["scaling", "--attention", "soft", "--backend", "math", "--lengths", "32", "64", "100000",
-                "--repeats", "1", "--warmup", "0", "--max-seconds", "0.5", "--out", str(out)])
+    bench.main(
+        [
+            "scaling",
+            "--attention",
+            "soft",
+            "--backend",
+            "math",
+            "--lengths",
+            "32",
+            "64",
+            "100000",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--max-seconds",
+            "0.5",
+            "--out",
+            str(out),
+        ]
+    )
     statuses = {r["T"]: r["status"] for r in json.loads(out.read_text())["records"]}
     assert statuses == {32: "ok", 64: "ok", 100000: "skipped"}
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["scaling", "--attention", "sotf"], "did you mean 'soft'"),
-    (["scaling", "--backend", "fast"], "--backend='fast'"),
-    (["scaling", "--attention", "soft", "--attention-param", "windw=3"], "['windw']"),
-    (["scaling", "--attention-param", "window"], "KEY=VALUE"),
-    (["targets", "--gemm-size", "0"], "--gemm-size=0 is not allowed"),
-    (["targets", "--length", "-1"], "--length=-1 is not allowed"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["scaling", "--attention", "sotf"], "did you mean 'soft'"),
+        (["scaling", "--backend", "fast"], "--backend='fast'"),
+        (["scaling", "--attention", "soft", "--attention-param", "windw=3"], "['windw']"),
+        (["scaling", "--attention-param", "window"], "KEY=VALUE"),
+        (["targets", "--gemm-size", "0"], "--gemm-size=0 is not allowed"),
+        (["targets", "--length", "-1"], "--length=-1 is not allowed"),
+    ],
+)
 def test_bad_options_are_one_line_errors(argv, fragment, capsys):
     with pytest.raises(SystemExit) as info:
         bench.main(argv)
@@ -150,17 +221,20 @@ def no_work(monkeypatch):
     monkeypatch.setattr(decode, "_measure", started)
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["scaling", "--lengths", "0"], "--lengths=0 is not allowed; it must be >= 1"),
-    (["scaling", "--lengths", "64", "-64"], "--lengths=-64 is not allowed"),
-    (["scaling", "--repeats", "0"], "--repeats=0 is not allowed"),
-    (["decode", "--prompts", "0"], "--prompts=0 is not allowed"),
-    (["scaling", "--out", "{file}/b.json"], "is a file, not a folder"),
-    (["scaling", "--out", "/proc/x/b.json"], "cannot create the folder /proc/x"),
-    (["scaling", "--out", "{tmp}"], "is a folder"),
-    (["scaling", "--figure", "{file}/f.png"], "--figure"),
-    (["decode", "--out", "{file}/d.json"], "is a file, not a folder"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["scaling", "--lengths", "0"], "--lengths=0 is not allowed; it must be >= 1"),
+        (["scaling", "--lengths", "64", "-64"], "--lengths=-64 is not allowed"),
+        (["scaling", "--repeats", "0"], "--repeats=0 is not allowed"),
+        (["decode", "--prompts", "0"], "--prompts=0 is not allowed"),
+        (["scaling", "--out", "{file}/b.json"], "is a file, not a folder"),
+        (["scaling", "--out", "/proc/x/b.json"], "cannot create the folder /proc/x"),
+        (["scaling", "--out", "{tmp}"], "is a folder"),
+        (["scaling", "--figure", "{file}/f.png"], "--figure"),
+        (["decode", "--out", "{file}/d.json"], "is a file, not a folder"),
+    ],
+)
 def test_bad_sizes_and_outputs_are_refused_before_any_work(argv, fragment, tmp_path, capsys, no_work):
     (tmp_path / "file").write_text("")
     argv = [a.format(file=tmp_path / "file", tmp=tmp_path) for a in argv]
@@ -186,8 +260,24 @@ def test_scaling_writes_its_results_as_it_goes(tmp_path, monkeypatch):
     monkeypatch.setattr(scaling, "run_series", interrupted_second)
     out = tmp_path / "scaling.json"
     with pytest.raises(KeyboardInterrupt):
-        bench.main(["scaling", "--attention", "soft", "multihead", "--backend", "math", "--lengths", "16",
-                    "--repeats", "1", "--warmup", "0", "--out", str(out)])
+        bench.main(
+            [
+                "scaling",
+                "--attention",
+                "soft",
+                "multihead",
+                "--backend",
+                "math",
+                "--lengths",
+                "16",
+                "--repeats",
+                "1",
+                "--warmup",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
     data = json.loads(out.read_text())
     assert data["complete"] is False
     assert [(r["attention"], r["T"], r["status"]) for r in data["records"]] == [("soft", 16, "ok")]

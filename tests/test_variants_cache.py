@@ -1,11 +1,12 @@
 """Incremental decoding with ``KVCache`` gives the same outputs as one full call, for every pair."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from variants import ATTENTION, POSITION, KVCache
 from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
+from variants import ATTENTION, POSITION, KVCache
 
 B, T, S, D_MODEL, HEADS = 2, 10, 7, 16, 2
 SMALL = {"window": 2, "block_size": 3, "chunk_size": 3}
@@ -34,8 +35,10 @@ def test_token_by_token_equals_full_causal(attention, a_params, position, p_para
     full, _ = layer(x, causal=True, key_padding_mask=pad, position=pos)
 
     cache = KVCache()
-    steps = [layer(x[:, t: t + 1], causal=True, key_padding_mask=pad[:, : t + 1], position=pos, cache=cache)[0]
-             for t in range(T)]
+    steps = [
+        layer(x[:, t : t + 1], causal=True, key_padding_mask=pad[:, : t + 1], position=pos, cache=cache)[0]
+        for t in range(T)
+    ]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache.offset == T
     if layer.recurrent:  # running sums over the KV heads, whose size does not grow with T
@@ -58,7 +61,7 @@ def test_cross_attention_with_cache_equals_without(attention, a_params, position
     cache = KVCache()
     first, _ = layer(x[:, :1], memory, key_padding_mask=pad, position=pos, cache=cache)
     projected = cache.k
-    rest = [layer(x[:, t: t + 1], memory, key_padding_mask=pad, position=pos, cache=cache)[0] for t in range(1, T)]
+    rest = [layer(x[:, t : t + 1], memory, key_padding_mask=pad, position=pos, cache=cache)[0] for t in range(1, T)]
     torch.testing.assert_close(torch.cat([first, *rest], dim=1), full, atol=1e-5, rtol=1e-5)
     assert cache.k is projected  # the memory was projected once, not once per step
     assert cache.offset == T

@@ -3,6 +3,7 @@
 fp32, eval mode, atol 1e-5. Outputs and input gradients are compared, so a
 kernel that masks differently, or drops a position term, fails here.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -13,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.cases import one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.kernels import xformers_available
-from tests.cases import one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 
 B, T, S, D_MODEL, HEADS = 3, 11, 7, 16, 2
 CALLS = ("self", "causal", "cross", "causal_chunk")
@@ -109,6 +110,7 @@ def kernel_calls(backend: str):
     """Count the calls reaching the fused kernel itself (the wrapped function still computes)."""
     if backend == "xformers":
         import xformers.ops as target  # optional dependency, CUDA only
+
         name = "memory_efficient_attention"
     else:
         target, name = F, "scaled_dot_product_attention"
@@ -198,8 +200,9 @@ def test_multihead_equals_torch_multihead_attention(backend, call, causal, padde
     nn.init.normal_(theirs.out_proj.bias)
     ours = ATTENTION.build("multihead", d_model=D_MODEL, num_heads=heads, backend=backend).eval()
     with torch.no_grad():
-        for proj, weight, bias in zip((ours.w_q, ours.w_k, ours.w_v), theirs.in_proj_weight.chunk(3),
-                                      theirs.in_proj_bias.chunk(3)):
+        for proj, weight, bias in zip(
+            (ours.w_q, ours.w_k, ours.w_v), theirs.in_proj_weight.chunk(3), theirs.in_proj_bias.chunk(3)
+        ):
             proj.weight.copy_(weight)
             proj.bias.copy_(bias)
         ours.w_o.weight.copy_(theirs.out_proj.weight)
@@ -212,10 +215,18 @@ def test_multihead_equals_torch_multihead_attention(backend, call, causal, padde
         pad[1, -3:] = True
     future = torch.ones(T, T, dtype=torch.bool).triu(1) if causal else None  # True = may not attend
 
-    want, want_weights = theirs(x, memory, memory, key_padding_mask=pad if padded else None, attn_mask=future,
-                                need_weights=True, average_attn_weights=True)
-    got, got_weights = ours(x, memory if cross else None, causal=causal, key_padding_mask=pad if padded else None,
-                            need_weights=True)
+    want, want_weights = theirs(
+        x,
+        memory,
+        memory,
+        key_padding_mask=pad if padded else None,
+        attn_mask=future,
+        need_weights=True,
+        average_attn_weights=True,
+    )
+    got, got_weights = ours(
+        x, memory if cross else None, causal=causal, key_padding_mask=pad if padded else None, need_weights=True
+    )
     fast, _ = ours(x, memory if cross else None, causal=causal, key_padding_mask=pad if padded else None)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast, want, atol=1e-5, rtol=1e-5)

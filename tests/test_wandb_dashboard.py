@@ -1,5 +1,6 @@
 """analysis.dashboards.wandb_dashboard: the specification, the wandb-workspaces report built from it, and the
 offline CLI."""
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,14 @@ def test_wandb_workspaces_accepts_every_panel() -> None:
 
 def test_without_a_key_it_prints_the_specification_and_exits_0() -> None:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "analysis.dashboards.wandb_dashboard", "--project", "attnlab",
-                           "--group", "g"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis.dashboards.wandb_dashboard", "--project", "attnlab", "--group", "g"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == specification("attnlab", "g")
     assert "printed the report specification" in done.stderr

@@ -1,5 +1,6 @@
 """W&B as its users group runs: job type, cell id and factors in the config, the group per sweep,
 result.json and the (opt-in) checkpoint as artifacts. Offline; read back from the run's record log."""
+
 from __future__ import annotations
 
 import subprocess
@@ -37,9 +38,23 @@ def test_a_single_run_is_train_with_result_and_checkpoint_artifacts(tmp_path: Pa
 
 def test_sweep_cells_carry_job_type_group_cell_and_factors(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, "-m", "experiments.train", "-m", *WITH_WANDB, "name=wb",
-                           "attention=soft,local", f"hydra.sweep.dir={sweep}"], cwd=ROOT, env=ENV, text=True,
-                          capture_output=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.train",
+            "-m",
+            *WITH_WANDB,
+            "name=wb",
+            "attention=soft,local",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=ROOT,
+        env=ENV,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = collect([sweep]).runs
     from analysis.data.cells import assign_cells

@@ -1,5 +1,6 @@
 """xPos (Sun et al. 2023): rotary angles times zeta_d^((n - m)/B); the logits follow the paper's formula,
 written here with complex numbers in float64, depend on n - m alone and decay with the distance."""
+
 from __future__ import annotations
 
 import math
@@ -7,9 +8,9 @@ import math
 import pytest
 import torch
 
+from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import POSITION
 from variants.checks import VariantConfigError
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 B, D_MODEL, HEADS = 2, 32, 2
 D = D_MODEL // HEADS  # 16: pairs d = 0 .. 7
@@ -46,8 +47,9 @@ def qk(tq: int, tk: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 def test_logits_follow_the_papers_formula():
     q, k = qk(6, 20)
     q_pos, k_pos = torch.arange(14, 20), torch.arange(20)  # keys before and after each query
-    torch.testing.assert_close(logits(xpos(), q, k, q_pos, k_pos).double(), paper_logits(q, k, q_pos, k_pos),
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        logits(xpos(), q, k, q_pos, k_pos).double(), paper_logits(q, k, q_pos, k_pos), atol=1e-4, rtol=1e-4
+    )
 
 
 @pytest.mark.parametrize("shift", [1, 100, 400])
@@ -55,8 +57,9 @@ def test_logits_depend_on_relative_position_only(shift):
     pos = xpos()
     q, k = qk(6, 20)
     q_pos, k_pos = torch.arange(14, 20), torch.arange(20)
-    torch.testing.assert_close(logits(pos, q, k, q_pos + shift, k_pos + shift), logits(pos, q, k, q_pos, k_pos),
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        logits(pos, q, k, q_pos + shift, k_pos + shift), logits(pos, q, k, q_pos, k_pos), atol=1e-4, rtol=1e-4
+    )
 
 
 def test_the_logit_decays_as_zeta_to_the_distance_over_scale_base():
@@ -82,9 +85,13 @@ def test_positions_beyond_the_dtypes_range_are_a_one_line_error():
     assert "scale_base" in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("params, key", [
-    ({"scale_base": 0}, "scale_base=0"), ({"base": -1.0}, "base=-1.0"),
-])
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"scale_base": 0}, "scale_base=0"),
+        ({"base": -1.0}, "base=-1.0"),
+    ],
+)
 def test_bad_values_are_one_line_errors(params, key):
     with pytest.raises(VariantConfigError, match=key) as err:
         POSITION.build("xpos", d_model=D_MODEL, num_heads=HEADS, **params)

@@ -6,6 +6,7 @@ prints the Markdown table the README holds (a test keeps the two equal). Each ty
 defaults with ``backend=auto`` in training mode, and asked (``AttentionLayer.plan``) what a call with
 each encoding would run; nothing here names a type or an encoding.
 """
+
 from __future__ import annotations
 
 from unittest import mock
@@ -27,8 +28,7 @@ def _layer(attention: str, cuda: bool):
 def backend_table() -> str:
     """A Markdown table: a row per attention type, a column per encoding, cells ``CPU / CUDA``."""
     positions = POSITION.names()
-    lines = ["| attention | " + " | ".join(f"`{p}`" for p in positions) + " |",
-             "|---|" + "---|" * len(positions)]
+    lines = ["| attention | " + " | ".join(f"`{p}`" for p in positions) + " |", "|---|" + "---|" * len(positions)]
     for attention in ATTENTION.names():
         cpu, cuda = _layer(attention, False), _layer(attention, True)
         cells = []

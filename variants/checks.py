@@ -1,4 +1,5 @@
 """Up-front validation of variant parameters: one-line errors naming key, value and what is allowed."""
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -50,8 +51,7 @@ def even_head_dim(position: str, d_model: int, num_heads: int) -> None:
     head_dim = d_model // num_heads
     if head_dim % 2:
         raise VariantConfigError(
-            f"position={position} needs an even head dimension; d_model={d_model} / num_heads={num_heads} "
-            f"= {head_dim}"
+            f"position={position} needs an even head dimension; d_model={d_model} / num_heads={num_heads} = {head_dim}"
         )
 
 

@@ -1,4 +1,5 @@
 """Import every module of a variants package, so dropping in a file is enough to register it."""
+
 from __future__ import annotations
 
 import importlib
@@ -20,5 +21,6 @@ def import_plugins(modules: list[str]) -> None:
         except ImportError as err:
             from variants.checks import VariantConfigError
 
-            raise VariantConfigError(f"plugins: could not import {name!r} ({err}); give an importable module path") \
-                from None
+            raise VariantConfigError(
+                f"plugins: could not import {name!r} ({err}); give an importable module path"
+            ) from None

@@ -13,6 +13,7 @@ model and the steps of a run share one. Eager ``flex_attention`` materialises th
 compiled one does not, so CUDA runs compiled (and CPU can, see ``SETTINGS``). Flex has no
 backward on CPU: there it serves inference only.
 """
+
 from __future__ import annotations
 
 import copy
@@ -125,8 +126,9 @@ def block_mask_from_intervals(intervals: KeyIntervals, *, full_blocks: bool = Tr
 
     kv_num, kv_idx = ordered(partial)
     full_num, full_idx = ordered(full) if full_blocks else (None, None)
-    return BlockMask.from_kv_blocks(kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=BLOCK,
-                                    mask_mod=intervals.mask_mod, seq_lengths=(Tq, Tk))
+    return BlockMask.from_kv_blocks(
+        kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=BLOCK, mask_mod=intervals.mask_mod, seq_lengths=(Tq, Tk)
+    )
 
 
 def with_padding(block_mask, key_padding_mask: Tensor):
@@ -195,15 +197,17 @@ def _probe(options: FlexKernelOptions, device: torch.device, dtype: torch.dtype,
     """Build and run the compiled kernel once on a small causal problem with these options."""
     T = 2 * BLOCK
     q, k, v = (torch.randn(1, 1, T, head_dim, device=device, dtype=dtype, requires_grad=backward) for _ in range(3))
-    mask = block_mask_from_intervals(prefix_intervals(torch.arange(T, device=device), torch.arange(T, device=device),
-                                                      causal=True))
+    mask = block_mask_from_intervals(
+        prefix_intervals(torch.arange(T, device=device), torch.arange(T, device=device), causal=True)
+    )
     out = _compiled_flex()(q, k, v, block_mask=mask, kernel_options=options or None)
     if backward:
         out.sum().backward()
 
 
-def kernel_options(device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool,
-                   probe: Callable[..., None] = _probe) -> FlexKernelOptions | None:
+def kernel_options(
+    device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool, probe: Callable[..., None] = _probe
+) -> FlexKernelOptions | None:
     """The first of ``KERNEL_OPTION_CANDIDATES`` whose kernel builds on ``device`` (probed once, then
     remembered); None (flex's defaults) off CUDA. Raises naming every failure when none builds."""
     if device.type != "cuda":
@@ -221,13 +225,15 @@ def kernel_options(device: torch.device, dtype: torch.dtype, head_dim: int, back
             _OPTIONS[key] = options or None
             break
         else:
-            raise RuntimeError(f"no FlexAttention kernel builds on {device} for {dtype}, head dim {head_dim}: "
-                               + "; ".join(failures))
+            raise RuntimeError(
+                f"no FlexAttention kernel builds on {device} for {dtype}, head dim {head_dim}: " + "; ".join(failures)
+            )
     return _OPTIONS[key]
 
 
-def flex_attend(q: Tensor, k: Tensor, v: Tensor, *, block_mask, score_mod: ScoreMod | None, scale: float,
-                enable_gqa: bool = False) -> Tensor:
+def flex_attend(
+    q: Tensor, k: Tensor, v: Tensor, *, block_mask, score_mod: ScoreMod | None, scale: float, enable_gqa: bool = False
+) -> Tensor:
     """q (B, H, Tq, D), k/v (B, H|H_kv, Tk, D) -> (B, H, Tq, D): softmax(score_mod(scale q.k)) v over
     the blocks and ``mask_mod`` of ``block_mask``. A query that sees no key gets zeros."""
     from torch.nn.attention.flex_attention import flex_attention
@@ -242,11 +248,20 @@ def flex_attend(q: Tensor, k: Tensor, v: Tensor, *, block_mask, score_mod: Score
         # Inside a compiled model the outer compile builds the kernel: no probe runs while tracing, so
         # the options are those an eager call on this device found, or flex's defaults.
         options = _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad))
-        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
-                              enable_gqa=enable_gqa, kernel_options=options)
+        return flex_attention(
+            q,
+            k,
+            v,
+            score_mod=score_mod,
+            block_mask=block_mask,
+            scale=scale,
+            enable_gqa=enable_gqa,
+            kernel_options=options,
+        )
     compiled = q.device.type != "cpu" or SETTINGS.compile_on_cpu
     if not compiled:
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
     options = kernel_options(q.device, q.dtype, q.shape[-1], needs_grad)
-    return _compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa,
-                            kernel_options=options)
+    return _compiled_flex()(
+        q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa, kernel_options=options
+    )

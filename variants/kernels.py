@@ -18,6 +18,7 @@ computes softmax(scale * q k^T + bias, masked by ``allowed``) v.
 ``math``; on CUDA it picks ``flex`` instead for a call with a score bias or a window
 (``auto_backend``), never on CPU, where flex has no backward.
 """
+
 from __future__ import annotations
 
 import functools
@@ -118,8 +119,9 @@ def fused_attention(
     matrix, which lets the kernel skip the mask tensor (and use flash on CUDA).
     """
     if backend == "xformers":
-        return _xformers(q, k, v, allowed=allowed, bias=bias, scale=scale, dropout_p=dropout_p,
-                         causal_square=causal_square)
+        return _xformers(
+            q, k, v, allowed=allowed, bias=bias, scale=scale, dropout_p=dropout_p, causal_square=causal_square
+        )
     if backend != "sdpa":
         raise VariantConfigError(f"backend={backend!r} has no fused kernel; allowed: ['sdpa', 'xformers']")
     if causal_square and bias is None:
@@ -135,8 +137,17 @@ def fused_attention(
     return out
 
 
-def _xformers(q: Tensor, k: Tensor, v: Tensor, *, allowed: Tensor | None, bias: Tensor | None, scale: float,
-              dropout_p: float, causal_square: bool) -> Tensor:
+def _xformers(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    allowed: Tensor | None,
+    bias: Tensor | None,
+    scale: float,
+    dropout_p: float,
+    causal_square: bool,
+) -> Tensor:
     import xformers.ops as xops  # optional dependency, CUDA only
 
     B, H, Tq, D = q.shape

@@ -4,6 +4,7 @@ Banded kernels ask for the mask of one block of queries against one slice of
 keys, so the full (Tq, Tk) boolean matrix is never built unless a dense path
 needs it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -7,6 +7,7 @@ added to one logit q_i . k_j has no place there. Rotary encodings act on q and k
 feature map, and absolute ones on the embeddings, so those still compose. Nothing here names
 a type or an encoding: a new one is placed by its declarations alone.
 """
+
 from __future__ import annotations
 
 from variants.attention.layer import AttentionLayer

@@ -1,4 +1,5 @@
 """The two registries every variant registers into."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

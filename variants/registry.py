@@ -12,6 +12,7 @@ An entry also declares the papers it comes from beside its class, as citation ke
 one bibliography, ``common/bibliography.py`` (``register("alibi", references="press2022train")``);
 a run records their BibTeX in its result.json and a report cites them in ``references.bib``.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -56,8 +57,7 @@ class Registry(Generic[T]):
         def decorator(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._entries:
                 raise RegistryError(
-                    f"{self.kind}={name!r} is already registered (by {self._entries[name]!r}); "
-                    "choose another name"
+                    f"{self.kind}={name!r} is already registered (by {self._entries[name]!r}); choose another name"
                 )
             self._entries[name] = factory
             self._references[name] = refs
@@ -142,4 +142,3 @@ def keyword_parameters(factory: Callable[..., Any]) -> dict[str, inspect.Paramet
         if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
             break
     return found
-

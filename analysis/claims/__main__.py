@@ -1,4 +1,5 @@
 """``python -m analysis.claims``: see analysis.claims.cli."""
+
 import sys
 
 from analysis.claims.cli import main

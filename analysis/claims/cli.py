@@ -29,6 +29,7 @@ the observed difference and spread taken as the truth.
 
 Exit codes: 0 every claim supported, 1 any contradicted or inconclusive, 2 bad input.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,13 @@ from common.claims import ClaimError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m analysis.claims", description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", metavar="SWEEP", help="sweep folders, result.json files or globs")
-    parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
-                        help="YAML file of claims (a list, or a claims: key), tested beside those the runs carry")
+    parser.add_argument(
+        "--claims",
+        default=None,
+        type=Path,
+        metavar="FILE",
+        help="YAML file of claims (a list, or a claims: key), tested beside those the runs carry",
+    )
     parser.add_argument("--csv", default=None, type=Path, help="also write the table as CSV")
     return parser
 
@@ -75,8 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ClaimError(f"no readable result.json under {', '.join(args.paths)}")
         results = evaluate(runs, args.claims)
         if results.empty:
-            raise ClaimError("no claims: the runs carry none (a preset's claims: key) and no --claims FILE "
-                             "was given")
+            raise ClaimError("no claims: the runs carry none (a preset's claims: key) and no --claims FILE was given")
         return results
 
     results, code = run_cli(evaluate_sweeps)

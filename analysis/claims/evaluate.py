@@ -1,5 +1,6 @@
 """A claim's row: both sides, the deciding test, and its verdict after Holm's correction over the claims of
 one report (supported, contradicted, or inconclusive with what it lacked and the seeds that would decide it)."""
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,32 @@ from common.claims import Claim, ClaimError, split_metric
 
 ALPHA = inference.ALPHA
 VERDICTS = ("supported", "contradicted", "inconclusive")
-COLUMNS = ["claim", "metric", "expect", "a", "a_n", "a_mean", "a_ci", "b", "b_n", "b_mean", "b_ci", "diff",
-           "diff_low", "diff_high", "test", "statistic", "df", "p", "p_holm", "verdict", "lacked", "seeds_needed",
-           "source", "paper"]
+COLUMNS = [
+    "claim",
+    "metric",
+    "expect",
+    "a",
+    "a_n",
+    "a_mean",
+    "a_ci",
+    "b",
+    "b_n",
+    "b_mean",
+    "b_ci",
+    "diff",
+    "diff_low",
+    "diff_high",
+    "test",
+    "statistic",
+    "df",
+    "p",
+    "p_holm",
+    "verdict",
+    "lacked",
+    "seeds_needed",
+    "source",
+    "paper",
+]
 
 
 def _g(x: float) -> str:
@@ -54,8 +78,18 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]
     check_metric(runs, frame, claim)
     a = select_side(frame, factors, claim, "a")
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}
-    row.update(claim=claim.name, metric=claim.metric, expect=_expectation(claim), source=claim.source,
-               paper=claim.paper, a=a.label, b=None, lacked="", seeds_needed=None, test=None)
+    row.update(
+        claim=claim.name,
+        metric=claim.metric,
+        expect=_expectation(claim),
+        source=claim.source,
+        paper=claim.paper,
+        a=a.label,
+        b=None,
+        lacked="",
+        seeds_needed=None,
+        test=None,
+    )
     if claim.expect == "ratio":
         top = metric_values(a.runs, runs.by_length, claim.metric)
         name, _ = split_metric(claim.metric)
@@ -83,11 +117,22 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]
         row["test"] = "—"
         row["lacked"] = "; ".join(
             f"fewer than 2 seeds on side {tag} ({side.n} with a value of {len(side.runs)} runs"
-            f"{': ' + side.missing() if side.missing() else ''})" for tag, side in short)
+            f"{': ' + side.missing() if side.missing() else ''})"
+            for tag, side in short
+        )
         return row
     test = ratio_test(a.values, claim) if claim.expect == "ratio" else two_sample_test(a.values, b.values, claim)
-    row.update(test=test.test, statistic=test.statistic, df=test.df, diff=test.estimate, diff_low=test.low,
-               diff_high=test.high, p_for=test.p_for, p_against=test.p_against, _test=test)
+    row.update(
+        test=test.test,
+        statistic=test.statistic,
+        df=test.df,
+        diff=test.estimate,
+        diff_low=test.low,
+        diff_high=test.high,
+        p_for=test.p_for,
+        p_against=test.p_against,
+        _test=test,
+    )
     return row
 
 
@@ -119,7 +164,7 @@ def decide(rows: list[dict[str, Any]], claims: Sequence[Claim], alpha: float = A
             continue
         row["verdict"] = "inconclusive"
         if p < alpha:
-            row["lacked"] = (f"significant alone (p={fmt_p(p)}) but not after Holm's correction over {k} claims")
+            row["lacked"] = f"significant alone (p={fmt_p(p)}) but not after Holm's correction over {k} claims"
         else:
             row["lacked"] = _straddle(row, claim)
         if test is not None:

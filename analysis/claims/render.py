@@ -1,4 +1,5 @@
 """Claims as the report's "Claims" section and table, and as text for a terminal."""
+
 from __future__ import annotations
 
 import math
@@ -36,22 +37,45 @@ def _str(value: Any) -> str:
 
 
 def claims_table(results: pd.DataFrame) -> Table:
-    header = ["claim", "metric", "expected", "a: mean ± CI", "b: mean ± CI", "test", "statistic", "p (Holm)",
-              "verdict", "source"]
+    header = [
+        "claim",
+        "metric",
+        "expected",
+        "a: mean ± CI",
+        "b: mean ± CI",
+        "test",
+        "statistic",
+        "p (Holm)",
+        "verdict",
+        "source",
+    ]
     rows = []
     for r in results.to_dict("records"):
         verdict = r["verdict"] + (f": {r['lacked']}" if _str(r["lacked"]) != "—" else "")
         b = "—" if _str(r["b"]) == "—" else f"{r['b']}: {_side_text(r['b_mean'], r['b_ci'], r['b_n'])}"
         ratio = "ratio " if "/ a@" in r["expect"] else ""
-        rows.append([r["claim"], r["metric"], r["expect"],
-                     f"{r['a']}: {ratio}{_side_text(r['a_mean'], r['a_ci'], r['a_n'])}",
-                     b, _str(r["test"]), _statistic_text(r), fmt_p(r["p_holm"]), verdict, _str(r["source"])])
+        rows.append(
+            [
+                r["claim"],
+                r["metric"],
+                r["expect"],
+                f"{r['a']}: {ratio}{_side_text(r['a_mean'], r['a_ci'], r['a_n'])}",
+                b,
+                _str(r["test"]),
+                _statistic_text(r),
+                fmt_p(r["p_holm"]),
+                verdict,
+                _str(r["source"]),
+            ]
+        )
     return Table(header, rows, caption=METHOD)
 
 
-METHOD = (f"Each claim: two one-sided tests at its margin (Welch for two sides, TOST for equivalence, one-sample t "
-          f"on per-run ratios), the smaller p decides; Holm's correction over the claims; verdict at α = {ALPHA}. "
-          f"Means ± 95% t-intervals over completed seeds. Seeds needed: {POWER:.0%} power at α / claims.")
+METHOD = (
+    f"Each claim: two one-sided tests at its margin (Welch for two sides, TOST for equivalence, one-sample t "
+    f"on per-run ratios), the smaller p decides; Holm's correction over the claims; verdict at α = {ALPHA}. "
+    f"Means ± 95% t-intervals over completed seeds. Seeds needed: {POWER:.0%} power at α / claims."
+)
 
 
 def report_claims(runs, claims_file: str | Path | None = None) -> tuple[Section | None, pd.DataFrame | None]:
@@ -65,8 +89,7 @@ def report_claims(runs, claims_file: str | Path | None = None) -> tuple[Section 
     except ClaimError as err:
         if claims_file is not None:
             raise
-        return Section("Claims", [Paragraph(f"The claims these runs carry cannot be tested: {err}",
-                                            kind="note")]), None
+        return Section("Claims", [Paragraph(f"The claims these runs carry cannot be tested: {err}", kind="note")]), None
     if results.empty:
         return None, None
     return _section(results), results
@@ -95,8 +118,10 @@ def format_text(results: pd.DataFrame) -> str:
             lines.append(f"    b  {r['b']}: {_side_text(r['b_mean'], r['b_ci'], r['b_n'])}")
         if isinstance(r["test"], str) and r["test"] != "—":
             what = "ratio" if "sample" in r["test"] else "a − b"
-            lines.append(f"    {r['test']}: {_statistic_text(r)}, {what} {fmt(r['diff'])} "
-                         f"[{fmt(r['diff_low'])}, {fmt(r['diff_high'])}], p {fmt_p(r['p'])}, Holm {fmt_p(r['p_holm'])}")
+            lines.append(
+                f"    {r['test']}: {_statistic_text(r)}, {what} {fmt(r['diff'])} "
+                f"[{fmt(r['diff_low'])}, {fmt(r['diff_high'])}], p {fmt_p(r['p'])}, Holm {fmt_p(r['p_holm'])}"
+            )
         for label in ("lacked", "source", "paper"):
             if _str(r[label]) != "—":
                 lines.append(f"    {label}: {r[label]}")

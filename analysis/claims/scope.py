@@ -1,5 +1,6 @@
 """Which claims a report tests, and on which runs: those a preset carries in the runs' config (on the runs that
 carry them) and those of a ``--claims FILE`` (on every run given)."""
+
 from __future__ import annotations
 
 import json

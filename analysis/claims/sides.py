@@ -1,4 +1,5 @@
 """The two sides of a claim: the runs of one cell each (never a pool of cells), and their metric values."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,10 @@ def _column(frame: pd.DataFrame, factors: Sequence[str], key: str, field_name: s
     if f"config.{key}" in frame.columns:
         return f"config.{key}"
     known = sorted(set(factors) | {k for k in IDENTITY_KEYS if k in frame.columns})
-    raise ClaimError(f"{field_name}.{key} is not a factor or config key of these runs; factors: "
-                     f"{', '.join(known) or 'none'}; any config key works too (optim.lr, attention.window)")
+    raise ClaimError(
+        f"{field_name}.{key} is not a factor or config key of these runs; factors: "
+        f"{', '.join(known) or 'none'}; any config key works too (optim.lr, attention.window)"
+    )
 
 
 def _describe(pairs: Iterable[tuple[str, Any]]) -> str:
@@ -57,6 +60,7 @@ def _describe(pairs: Iterable[tuple[str, Any]]) -> str:
 
 def _varying(rows: pd.DataFrame, factors: Sequence[str]) -> list[str]:
     """The keys whose values differ among these runs: factors and task first, else any config key."""
+
     def differs(column: str) -> bool:
         return len({json.dumps(_plain(v), default=str) for v in rows[column]}) > 1
 
@@ -64,7 +68,7 @@ def _varying(rows: pd.DataFrame, factors: Sequence[str]) -> list[str]:
     if keys:
         return list(dict.fromkeys(keys))
     skip = {"config.seed", CONFIG_KEY}
-    return [c[len("config."):] for c in rows.columns if c.startswith("config.") and c not in skip and differs(c)]
+    return [c[len("config.") :] for c in rows.columns if c.startswith("config.") and c not in skip and differs(c)]
 
 
 @dataclass
@@ -97,16 +101,20 @@ def select_side(frame: pd.DataFrame, factors: Sequence[str], claim: Claim, side:
         if not (mask & hit).any():
             taken = sorted({str(_plain(v)) for v in frame.loc[mask, column] if v is not None})
             pinned = f" (with where {_describe(claim.filters)})" if claim.filters else ""
-            raise ClaimError(f"{field_name}={{{_describe(pairs)}}}{pinned} matches no run: {key}={wanted!r} is not "
-                             f"among {', '.join(taken) or 'no values'}")
+            raise ClaimError(
+                f"{field_name}={{{_describe(pairs)}}}{pinned} matches no run: {key}={wanted!r} is not "
+                f"among {', '.join(taken) or 'no values'}"
+            )
         mask &= hit
     rows = frame[mask]
     cells = rows["cell"].unique() if "cell" in rows.columns else [None]
     if len(cells) > 1:
         extra = [k for k in _varying(rows, factors) if k not in dict(pairs) and k not in dict(claim.filters)]
-        raise ClaimError(f"{field_name}={{{_describe(pairs)}}} covers {len(cells)} cells that differ in "
-                         f"{', '.join(extra) or 'their config'}; pin {'them' if len(extra) > 1 else 'it'} in the "
-                         f"claim's where (runs of different cells are never pooled)")
+        raise ClaimError(
+            f"{field_name}={{{_describe(pairs)}}} covers {len(cells)} cells that differ in "
+            f"{', '.join(extra) or 'their config'}; pin {'them' if len(extra) > 1 else 'it'} in the "
+            f"claim's where (runs of different cells are never pooled)"
+        )
     label = _describe(pairs)
     if "cell_label" in rows.columns and len(rows):
         label = f"{label} ({rows['cell_label'].iloc[0]})" if rows["cell_label"].iloc[0] != label else label
@@ -137,21 +145,29 @@ def check_metric(runs, scope: pd.DataFrame, claim: Claim) -> None:
     """An unknown metric or length is an error listing what the runs do report."""
     name, length = split_metric(claim.metric)
     if len(scope) and not (scope["status"] == "completed").any():
-        raise ClaimError(f"{claim.origin}: {no_completed_run(scope)}, so no claim about {claim.metric} can be "
-                         "tested; the errors are in each run's result.json")
+        raise ClaimError(
+            f"{claim.origin}: {no_completed_run(scope)}, so no claim about {claim.metric} can be "
+            "tested; the errors are in each run's result.json"
+        )
     lengths = runs.by_length[runs.by_length["run_id"].isin(set(scope["run_id"]))]
     per_length = sorted(lengths["metric"].unique())
     if length is None:
         if name not in runs.metrics or name not in scope.columns:
             hint = f"; per-length metrics (NAME@LENGTH): {', '.join(per_length)}" if per_length else ""
-            raise ClaimError(f"{claim.origin}.metric={claim.metric!r} is unknown; metrics found: "
-                             f"{', '.join(runs.metrics) or 'none'}{hint}")
+            raise ClaimError(
+                f"{claim.origin}.metric={claim.metric!r} is unknown; metrics found: "
+                f"{', '.join(runs.metrics) or 'none'}{hint}"
+            )
         return
     if name not in per_length:
-        raise ClaimError(f"{claim.origin}.metric={claim.metric!r} is unknown; per-length metrics found: "
-                         f"{', '.join(per_length) or 'none (no run evaluated per length)'}")
+        raise ClaimError(
+            f"{claim.origin}.metric={claim.metric!r} is unknown; per-length metrics found: "
+            f"{', '.join(per_length) or 'none (no run evaluated per length)'}"
+        )
     found = sorted(lengths.loc[lengths["metric"] == name, "length"].unique())
     for field_name, wanted in (("metric", length), ("over", claim.over)):
         if wanted is not None and wanted not in found:
-            raise ClaimError(f"{claim.origin}.{field_name}: length {wanted} is not evaluated; {name} lengths found: "
-                             f"{', '.join(str(x) for x in found)}")
+            raise ClaimError(
+                f"{claim.origin}.{field_name}: length {wanted} is not evaluated; {name} lengths found: "
+                f"{', '.join(str(x) for x in found)}"
+            )

@@ -1,4 +1,5 @@
 """User errors raised by the analysis package: one line, naming what was found and what is needed."""
+
 from __future__ import annotations
 
 import sys

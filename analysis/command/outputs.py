@@ -5,6 +5,7 @@ A report that reads a sweep and draws its figures for a minute, then finds that
 become an ``AnalysisError`` here, which the command lines print as one line and
 exit 2 (``analysis.command.errors.run_cli``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,9 +17,13 @@ from typing import Iterator
 from analysis.command.errors import AnalysisError
 
 # Write errors that are the place's fault, not the program's: said in one line.
-PLACE_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-                errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
-                errno.EPERM: "operation not permitted"}
+PLACE_ERRORS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
 
 
 class OutputError(AnalysisError):
@@ -85,8 +90,9 @@ def writing(where: str | Path) -> Iterator[None]:
         if reason is None:
             raise
         path = err.filename or where
-        remedy = "free some space or write elsewhere" if err.errno in (errno.ENOSPC, errno.EDQUOT) else \
-            "write elsewhere"
+        remedy = (
+            "free some space or write elsewhere" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "write elsewhere"
+        )
         raise OutputError(f"{reason} writing {path}; {remedy}") from None
 
 

@@ -35,6 +35,7 @@ them as confounds; the report also requires a controlled comparison
 Two folders holding the same run (same cell and seed, different run ids) count
 once: ``drop_duplicate_runs`` keeps one and reports the others.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,11 +47,20 @@ import pandas as pd
 # re-exported for the analysis
 from common.cell_identity import GROUP_COLUMNS, cell_id, identity, is_missing, normalise  # noqa: F401
 
-
 # Budget: how long and on how much data a run trained or was evaluated.
-BUDGET_KEYS = ("trainer.max_steps", "trainer.max_epochs", "trainer.max_time", "trainer.limit_train_batches",
-               "trainer.limit_val_batches", "trainer.limit_test_batches", "trainer.fast_dev_run",
-               "trainer.accumulate_grad_batches", "task.train_size", "task.val_size", "task.test_size")
+BUDGET_KEYS = (
+    "trainer.max_steps",
+    "trainer.max_epochs",
+    "trainer.max_time",
+    "trainer.limit_train_batches",
+    "trainer.limit_val_batches",
+    "trainer.limit_test_batches",
+    "trainer.fast_dev_run",
+    "trainer.accumulate_grad_batches",
+    "task.train_size",
+    "task.val_size",
+    "task.test_size",
+)
 # Provenance: where and with which kernels a run was computed.
 PROVENANCE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.num_nodes", "trainer.strategy", "backend")
 GROUPING = ("task",)
@@ -123,8 +133,10 @@ def is_budget(key: str) -> bool:
 def order_factors(factors: Iterable[str]) -> list[str]:
     """attention, position, then designed keys alphabetically, then budget and provenance keys."""
     factors = list(dict.fromkeys(factors))
-    return sorted(factors, key=lambda k: (k not in FACTOR_ORDER, FACTOR_ORDER.index(k) if k in FACTOR_ORDER else 0,
-                                          is_budget(k), k))
+    return sorted(
+        factors,
+        key=lambda k: (k not in FACTOR_ORDER, FACTOR_ORDER.index(k) if k in FACTOR_ORDER else 0, is_budget(k), k),
+    )
 
 
 def label(config: Mapping[str, Any], factors: Sequence[str]) -> str:

@@ -24,6 +24,7 @@ or a cell; ``Runs.unused`` names each such setting whose asked values differed
 (the grid varied something no model read). Results written before ``unused``
 existed count every setting as used.
 """
+
 from __future__ import annotations
 
 import glob
@@ -36,8 +37,8 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from analysis.data.cells import assign_cells, drop_duplicate_runs, format_value, is_missing
 from analysis.command.errors import CollectError
+from analysis.data.cells import assign_cells, drop_duplicate_runs, format_value, is_missing
 from analysis.data.ranges import with_range_metrics
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
 from common.flatten import flatten
@@ -47,8 +48,18 @@ STATUSES = ("completed", "diverged", "failed")
 RESULT_FILE = "result.json"
 SUMMARY_KEY = "attnlab_result"  # where the training app puts the result dict in the W&B summary
 ID_COLUMNS = ["run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch"]
-TRAILING_COLUMNS = ["run_dir", "source", "started_at", "finished_at", "overrides", "command", "config_hash",
-                    "train_lengths", "references", "unused"]
+TRAILING_COLUMNS = [
+    "run_dir",
+    "source",
+    "started_at",
+    "finished_at",
+    "overrides",
+    "command",
+    "config_hash",
+    "train_lengths",
+    "references",
+    "unused",
+]
 DROPPED_COLUMNS = ["source", "run_id", "status", "reason"]
 BY_LENGTH_COLUMNS = ["run_id", "task", "attention", "position", "seed", "length", "metric", "value"]
 CURVE_COLUMNS = ["run_id", "task", "attention", "position", "seed", "step", "metric", "value"]
@@ -85,6 +96,7 @@ class BadResult(ValueError):
 
 # ---------------------------------------------------------------- one result -> rows
 
+
 def _number(value: Any) -> float:
     """Metrics are floats; the writer stores NaN/inf as null, which reads back as NaN."""
     try:
@@ -106,6 +118,7 @@ def unused_settings(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def _without_unused(config: Mapping[str, Any], unused: Mapping[str, Any]) -> dict[str, Any]:
     """The flattened config with each unused key null and its sub-keys gone: what the model computed."""
+
     def under(key: str) -> bool:
         return any(key.startswith(u + ".") for u in unused)
 
@@ -152,14 +165,20 @@ def result_rows(
     packages = env.pop("packages", None) or {}
     row.update(flatten(env, "env."))
     row["env.packages"] = dict(packages)  # one cell: the versions are read together for provenance
-    row.update(run_dir=None if run_dir is None else str(run_dir), source=str(source),
-               started_at=result.get("started_at"),
-               finished_at=result.get("finished_at"), overrides=list(result.get("overrides") or []),
-               command=result.get("command"), config_hash=result.get("config_hash"),
-               train_lengths=result.get("train_lengths"),
-               # the BibTeX of the variants the run used, as registered (analysis.paper.bibliography); None before
-               # runs recorded them
-               references=result.get("references"), unused=unused)
+    row.update(
+        run_dir=None if run_dir is None else str(run_dir),
+        source=str(source),
+        started_at=result.get("started_at"),
+        finished_at=result.get("finished_at"),
+        overrides=list(result.get("overrides") or []),
+        command=result.get("command"),
+        config_hash=result.get("config_hash"),
+        train_lengths=result.get("train_lengths"),
+        # the BibTeX of the variants the run used, as registered (analysis.paper.bibliography); None before
+        # runs recorded them
+        references=result.get("references"),
+        unused=unused,
+    )
 
     by_length = []
     for length, values in (result.get("by_length") or {}).items():
@@ -168,9 +187,18 @@ def result_rows(
                 length_int = int(length)
             except ValueError:
                 raise BadResult(f"by_length key {length!r} is not an integer length") from None
-            by_length.append({"run_id": row["run_id"], "task": row["task"], "attention": row["attention"],
-                              "position": row["position"], "seed": seed, "length": length_int,
-                              "metric": metric, "value": _number(value)})
+            by_length.append(
+                {
+                    "run_id": row["run_id"],
+                    "task": row["task"],
+                    "attention": row["attention"],
+                    "position": row["position"],
+                    "seed": seed,
+                    "length": length_int,
+                    "metric": metric,
+                    "value": _number(value),
+                }
+            )
     return row, by_length
 
 
@@ -180,8 +208,11 @@ def _dedupe(records: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list[
     kept = []
     for row, lengths in records:
         if row["run_id"] in seen:
-            warnings.warn(f"{row['source']}: run_id {row['run_id']!r} already read from {seen[row['run_id']]}; "
-                          "skipping the duplicate", stacklevel=3)
+            warnings.warn(
+                f"{row['source']}: run_id {row['run_id']!r} already read from {seen[row['run_id']]}; "
+                "skipping the duplicate",
+                stacklevel=3,
+            )
             continue
         seen[row["run_id"]] = row["source"]
         kept.append((row, lengths))
@@ -193,14 +224,26 @@ def _left_out(runs: pd.DataFrame, metric_names: list[str]) -> list[dict[str, Any
     left = []
     for row in runs.to_dict("records"):
         if row["status"] != "completed":
-            left.append({"source": row["source"], "run_id": row["run_id"], "status": row["status"],
-                         "reason": f"{row['status']}: {row['error']}" if row.get("error") else row["status"]})
+            left.append(
+                {
+                    "source": row["source"],
+                    "run_id": row["run_id"],
+                    "status": row["status"],
+                    "reason": f"{row['status']}: {row['error']}" if row.get("error") else row["status"],
+                }
+            )
             continue
         own = set(row.get("_metrics") or ())
         nan = [m for m in metric_names if m in own and is_missing(row.get(m))]
         if nan:
-            left.append({"source": row["source"], "run_id": row["run_id"], "status": row["status"],
-                         "reason": f"NaN metric(s): {', '.join(nan)}"})
+            left.append(
+                {
+                    "source": row["source"],
+                    "run_id": row["run_id"],
+                    "status": row["status"],
+                    "reason": f"NaN metric(s): {', '.join(nan)}",
+                }
+            )
     return left
 
 
@@ -215,8 +258,9 @@ def varied_unused(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(asked.items()) if len(v) > 1}
 
 
-def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]],
-               unreadable: list[dict[str, Any]] | None = None) -> Runs:
+def build_runs(
+    records: list[tuple[dict[str, Any], list[dict[str, Any]]]], unreadable: list[dict[str, Any]] | None = None
+) -> Runs:
     """Frames from (row, by_length rows) pairs, in a stable column order: identity, metrics, cost, config, env.
 
     ``unreadable``: ``DROPPED_COLUMNS`` rows for files that were skipped, listed first in ``Runs.dropped``.
@@ -240,23 +284,37 @@ def build_runs(records: list[tuple[dict[str, Any], list[dict[str, Any]]]],
     runs, duplicates = drop_duplicate_runs(runs)
     unused = varied_unused(rows)
     for key, values in unused.items():
-        warnings.warn(f"{key} was given {len(values)} values ({', '.join(values)}) in runs whose model does not use "
-                      "it; it is not a factor, and runs that differ only there are one cell", stacklevel=3)
+        warnings.warn(
+            f"{key} was given {len(values)} values ({', '.join(values)}) in runs whose model does not use "
+            "it; it is not a factor, and runs that differ only there are one cell",
+            stacklevel=3,
+        )
     dropped = pd.DataFrame([*(unreadable or []), *_left_out(runs, metric_names)], columns=DROPPED_COLUMNS)
     runs = runs.drop(columns="_metrics")
     for dup in duplicates.itertuples(index=False):
-        warnings.warn(f"{dup.source}: the same configuration and seed as run {dup.duplicate_of!r} "
-                      f"(cell {dup.cell_label}, seed {dup.seed}); counted once", stacklevel=3)
+        warnings.warn(
+            f"{dup.source}: the same configuration and seed as run {dup.duplicate_of!r} "
+            f"(cell {dup.cell_label}, seed {dup.seed}); counted once",
+            stacklevel=3,
+        )
     lengths = pd.DataFrame(by_length, columns=BY_LENGTH_COLUMNS)
     lengths = lengths.astype({"seed": "int64", "length": "int64", "value": "float64"})
     lengths = lengths[lengths["run_id"].isin(set(runs["run_id"]))]
     lengths["cell"] = lengths["run_id"].map(dict(zip(runs["run_id"], runs["cell"])))
     runs, metric_names = with_range_metrics(runs.reset_index(drop=True), lengths, metric_names)  # test_in_range/...
-    return Runs(runs, lengths.reset_index(drop=True), metric_names, factors,
-                duplicates.drop(columns="_metrics").reset_index(drop=True), dropped, unused)
+    return Runs(
+        runs,
+        lengths.reset_index(drop=True),
+        metric_names,
+        factors,
+        duplicates.drop(columns="_metrics").reset_index(drop=True),
+        dropped,
+        unused,
+    )
 
 
 # ---------------------------------------------------------------- result.json files
+
 
 def _expand(paths: Iterable[str | Path]) -> list[Path]:
     """Each path is a folder, a file or a glob pattern; one that matches nothing is an error."""
@@ -270,8 +328,10 @@ def _expand(paths: Iterable[str | Path]) -> list[Path]:
             continue
         matches = sorted(glob.glob(str(raw), recursive=True))
         if not matches:
-            raise CollectError(f"sweep path {str(raw)!r} does not exist and matches no files; "
-                               "give a sweep folder, a result.json or a glob pattern")
+            raise CollectError(
+                f"sweep path {str(raw)!r} does not exist and matches no files; "
+                "give a sweep folder, a result.json or a glob pattern"
+            )
         expanded.extend(Path(m) for m in matches)
     return expanded
 
@@ -295,14 +355,16 @@ def collect(paths: Iterable[str | Path]) -> Runs:
             row, lengths = result_rows(json.loads(file.read_text()), file.parent, file)
         except (OSError, ValueError) as err:  # JSONDecodeError and BadResult are ValueErrors
             warnings.warn(f"{file}: skipped, not a readable result ({err})", stacklevel=2)
-            unreadable.append({"source": str(file), "run_id": None, "status": None,
-                               "reason": f"not a readable result ({err})"})
+            unreadable.append(
+                {"source": str(file), "run_id": None, "status": None, "reason": f"not a readable result ({err})"}
+            )
             continue
         records.append((row, lengths))
     return build_runs(records, unreadable)
 
 
 # ---------------------------------------------------------------- W&B
+
 
 def _summary_result(summary: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """The result dict from a W&B summary (a nested dict or a JSON string).
@@ -371,6 +433,7 @@ def collect_wandb_api(project: str, entity: str | None = None, filters: Mapping[
 
 # ---------------------------------------------------------------- learning curves
 
+
 def _metrics_csv(run_dir: Path) -> Path | None:
     """Lightning's CSVLogger writes csv/metrics.csv, or csv/version_N/metrics.csv when versioned."""
     direct = run_dir / "csv" / "metrics.csv"
@@ -408,7 +471,8 @@ def learning_curves(runs: Runs | pd.DataFrame) -> pd.DataFrame:
         long["cell"] = getattr(run, "cell", None)
         parts.append(long)
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "object")
-                             for c in [*CURVE_COLUMNS, "cell"]})
+        return pd.DataFrame(
+            {c: pd.Series(dtype="float64" if c == "value" else "object") for c in [*CURVE_COLUMNS, "cell"]}
+        )
     curves = pd.concat(parts, ignore_index=True)[[*CURVE_COLUMNS, "cell"]]
     return curves.astype({"step": "int64", "seed": "int64", "value": "float64"})

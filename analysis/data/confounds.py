@@ -19,6 +19,7 @@ The rule (also in the README):
   package versions) is not part of a cell, but when it differs between two
   cells, or between the seeds of one cell, that is flagged the same way.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -76,8 +77,9 @@ def explained(key: str, a: Mapping[str, Any], b: Mapping[str, Any], designed: Se
 class Confounds:
     """The confounds of one task: per key which cells differ, and the flag of any pair of its cells."""
 
-    def __init__(self, task_runs: pd.DataFrame, task_factors: Sequence[str], designed: Sequence[str],
-                 named: bool = False):
+    def __init__(
+        self, task_runs: pd.DataFrame, task_factors: Sequence[str], designed: Sequence[str], named: bool = False
+    ):
         self.designed = list(designed)
         self.named = named
         self.keys = confound_keys(task_factors, designed)
@@ -88,8 +90,9 @@ class Confounds:
         self.env: dict[str, dict[str, frozenset]] = {}
         self.env_keys = []
         for key in [c for c in env.columns if c != "cell"]:
-            per_cell = {c: frozenset(str(v) for v in g[key] if not is_missing(v))
-                        for c, g in env.groupby("cell")[[key]]}
+            per_cell = {
+                c: frozenset(str(v) for v in g[key] if not is_missing(v)) for c, g in env.groupby("cell")[[key]]
+            }
             if len(set().union(*per_cell.values())) > 1:
                 self.env_keys.append(key)
                 self.env[key] = per_cell
@@ -98,8 +101,11 @@ class Confounds:
     def between(self, a: str, b: str) -> list[str]:
         """The confound keys in which cells a and b differ (an environment key also when it varies inside one)."""
         va, vb = self.values.get(a, {}), self.values.get(b, {})
-        flags = [k for k in self.keys if normalise(va.get(k)) != normalise(vb.get(k))
-                 and not explained(k, va, vb, self.designed)]
+        flags = [
+            k
+            for k in self.keys
+            if normalise(va.get(k)) != normalise(vb.get(k)) and not explained(k, va, vb, self.designed)
+        ]
         for key in self.env_keys:
             sa, sb = self.env[key].get(a, frozenset()), self.env[key].get(b, frozenset())
             if sa != sb or len(sa) > 1 or len(sb) > 1:
@@ -111,18 +117,31 @@ class Confounds:
         rows = []
         for key in self.keys:
             counts = Counter(format_value(r.get(key)) for r in self.values.values())
-            rows.append({"task": task, "key": key, "kind": kind_of(key, self.named),
-                         "values": ", ".join(f"{v} ({n} cells)" for v, n in sorted(counts.items())),
-                         "cells": "; ".join(sorted(f"{self.labels[c]} [{format_value(r.get(key))}]"
-                                                   for c, r in self.values.items()))})
+            rows.append(
+                {
+                    "task": task,
+                    "key": key,
+                    "kind": kind_of(key, self.named),
+                    "values": ", ".join(f"{v} ({n} cells)" for v, n in sorted(counts.items())),
+                    "cells": "; ".join(
+                        sorted(f"{self.labels[c]} [{format_value(r.get(key))}]" for c, r in self.values.items())
+                    ),
+                }
+            )
         for key in self.env_keys:
             per_cell = self.env[key]
             counts = Counter(v for vs in per_cell.values() for v in vs)
             within = sorted(self.labels[c] for c, vs in per_cell.items() if len(vs) > 1)
-            text = "; ".join(sorted(f"{self.labels[c]} [{', '.join(sorted(vs)) or '—'}]"
-                                    for c, vs in per_cell.items()))
+            text = "; ".join(sorted(f"{self.labels[c]} [{', '.join(sorted(vs)) or '—'}]" for c, vs in per_cell.items()))
             if within:
                 text += f" (varies between the seeds of: {'; '.join(within)})"
-            rows.append({"task": task, "key": key, "kind": kind_of(key),
-                         "values": ", ".join(f"{v} ({n} cells)" for v, n in sorted(counts.items())), "cells": text})
+            rows.append(
+                {
+                    "task": task,
+                    "key": key,
+                    "kind": kind_of(key),
+                    "values": ", ".join(f"{v} ({n} cells)" for v, n in sorted(counts.items())),
+                    "cells": text,
+                }
+            )
         return pd.DataFrame(rows, columns=CONFOUND_COLUMNS)

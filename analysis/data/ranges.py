@@ -19,6 +19,7 @@ A run without ``train_lengths`` or ``by_length`` gets neither aggregate.
 The all-lengths metric the training app logs (``test/token_acc``, weighted by
 tokens over every length) stays in the frame as it was.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -64,8 +65,9 @@ def range_aggregates(runs: pd.DataFrame, by_length: pd.DataFrame) -> pd.DataFram
     ranges = {run_id: train_range(value) for run_id, value in zip(runs["run_id"], runs["train_lengths"])}
     if by_length.empty:
         return pd.DataFrame(index=pd.Index([], name="run_id"))
-    scoped = by_length.assign(scope=[length_scope(int(n), ranges.get(r))
-                                     for r, n in zip(by_length["run_id"], by_length["length"])])
+    scoped = by_length.assign(
+        scope=[length_scope(int(n), ranges.get(r)) for r, n in zip(by_length["run_id"], by_length["length"])]
+    )
     scoped = scoped[scoped["scope"].notna() & np.isfinite(scoped["value"].to_numpy(float))]
     if scoped.empty:
         return pd.DataFrame(index=pd.Index([], name="run_id"))
@@ -76,8 +78,9 @@ def range_aggregates(runs: pd.DataFrame, by_length: pd.DataFrame) -> pd.DataFram
     return wide[sorted(wide.columns)]
 
 
-def with_range_metrics(runs: pd.DataFrame, by_length: pd.DataFrame,
-                       metrics: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+def with_range_metrics(
+    runs: pd.DataFrame, by_length: pd.DataFrame, metrics: Sequence[str]
+) -> tuple[pd.DataFrame, list[str]]:
     """The runs frame with the range aggregates as metric columns (after the other metrics) and the new metric list.
 
     A metric name the results already carry is left alone, so a run that logged
@@ -109,4 +112,3 @@ def describe(scope: str, lengths: Sequence[int], train: tuple[int, int] | None) 
         return f"lengths {shown}"
     trained = f"{train[0]}" if train[0] == train[1] else f"{train[0]}–{train[1]}"
     return f"lengths {shown} (trained on {trained})"
-

@@ -11,6 +11,7 @@ run, config, summary and history records carry what the analysis needs.
 A run that was killed leaves a truncated log: reading stops at the first bad
 chunk with a warning, and the records before it are kept.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,7 @@ def _chunks(data: bytes) -> Iterator[tuple[int, bytes]]:
             # A preallocated, never-written tail reads as zeros: the log ends here.
             return
         start = pos + CHUNK_HEADER.size
-        payload = data[start:start + length]
+        payload = data[start : start + length]
         if len(payload) != length:
             raise RecordLogError(f"chunk at byte {pos} cut short ({len(payload)} of {length} bytes)")
         # The checksum covers the type byte and the payload, as in the LevelDB log.
@@ -137,10 +138,19 @@ def read_wandb_offline_run(run_dir: str | Path) -> dict[str, Any]:
 
     run_dir = Path(run_dir)
     run: dict[str, Any] = {
-        "id": run_dir.name.rsplit("-", 1)[-1], "group": None, "tags": [], "project": None,
-        "config": {}, "summary": {}, "history": [], "metrics": {}, "exit_code": None, "finished": False,
+        "id": run_dir.name.rsplit("-", 1)[-1],
+        "group": None,
+        "tags": [],
+        "project": None,
+        "config": {},
+        "summary": {},
+        "history": [],
+        "metrics": {},
+        "exit_code": None,
+        "finished": False,
         "path": str(run_dir),
-        "job_type": None, "artifacts": [],
+        "job_type": None,
+        "artifacts": [],
     }
     log = _log_file(run_dir)
     if log is not None:

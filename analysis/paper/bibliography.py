@@ -7,6 +7,7 @@ everything else. The statistical tests and metrics the analysis itself uses are 
 here by key. Entries are kept once per key, in the order first met (variants, tasks,
 metrics, statistics).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,11 +26,11 @@ ARCHITECTURE = "architecture: Transformer"
 
 # What the analysis computes, by the name the report uses for it -> the citation key.
 STATISTICS = {
-    "t-interval": "student1908probable",      # mean ± 95% t-interval over seeds
-    "welch": "welch1947generalization",       # Welch's t-test (unequal variances), against the best or the baseline
-    "holm": "holm1979simple",                 # Holm's step-down correction of each family of tests
-    "tost": "schuirmann1987comparison",       # two one-sided tests, equivalence claims
-    "cohen-d": "cohen1988statistical",        # Cohen's d in the comparisons; power analysis of claims
+    "t-interval": "student1908probable",  # mean ± 95% t-interval over seeds
+    "welch": "welch1947generalization",  # Welch's t-test (unequal variances), against the best or the baseline
+    "holm": "holm1979simple",  # Holm's step-down correction of each family of tests
+    "tost": "schuirmann1987comparison",  # two one-sided tests, equivalence claims
+    "cohen-d": "cohen1988statistical",  # Cohen's d in the comparisons; power analysis of claims
 }
 # Metrics computed by a library that asks to be cited (sacreBLEU: BLEU and chrF, with its signature).
 METRICS = {"bleu": ("papineni2002bleu", "post2018call"), "chrf": ("popovic2015chrf", "post2018call")}
@@ -49,8 +50,9 @@ class Bibliography:
         for entry in [bibtex] if isinstance(bibtex, str) else bibtex:
             key = entry_key(entry)
             if key in self.entries and _normal(self.entries[key]) != _normal(entry):
-                self.notes.append(f"{origin} declares {key} differently from {', '.join(self.cited_by[key])}; "
-                                  "the first is kept")
+                self.notes.append(
+                    f"{origin} declares {key} differently from {', '.join(self.cited_by[key])}; the first is kept"
+                )
             self.entries.setdefault(key, entry.strip())
             if origin not in self.cited_by.setdefault(key, []):
                 self.cited_by[key].append(origin)
@@ -61,10 +63,13 @@ class Bibliography:
         return [k for k, origins in self.cited_by.items() if origin in origins]
 
     def text(self) -> str:
-        header = ("% The papers behind the variants, tasks, metrics and statistics of this report (attnlab).\n"
-                  "% Each entry is cited by: " + "; ".join(f"{k}: {', '.join(v)}"
-                                                          for k, v in self.cited_by.items()) + "\n"
-                  + "".join(f"% Note: {note}\n" for note in self.notes))
+        header = (
+            "% The papers behind the variants, tasks, metrics and statistics of this report (attnlab).\n"
+            "% Each entry is cited by: "
+            + "; ".join(f"{k}: {', '.join(v)}" for k, v in self.cited_by.items())
+            + "\n"
+            + "".join(f"% Note: {note}\n" for note in self.notes)
+        )
         return header + "\n" + "\n\n".join(self.entries.values()) + "\n"
 
     def write(self, path: Path) -> Path:
@@ -81,8 +86,9 @@ def variant_origin(registry: str, name: str) -> str:
     return f"{registry}={name}"
 
 
-def statistics_used(summaries: Iterable, comparisons: Iterable[pd.DataFrame], claims: pd.DataFrame | None,
-                    cells: pd.DataFrame) -> list[str]:
+def statistics_used(
+    summaries: Iterable, comparisons: Iterable[pd.DataFrame], claims: pd.DataFrame | None, cells: pd.DataFrame
+) -> list[str]:
     """The names in STATISTICS of the procedures whose results the report shows.
 
     ``summaries``: the per-task rankings (``analysis.report.summary.TaskSummary``); ``comparisons``:
@@ -126,9 +132,11 @@ def report_bibliography(frame: pd.DataFrame, metrics: Iterable[str], statistics:
             if not ref.get("bibtex"):
                 missing.add(variant_origin(ref["registry"], ref["name"]))
     if missing:
-        bib.notes.append("no reference recorded for " + ", ".join(sorted(missing)) + " (runs written before "
-                         "result.json carried references, or variants registered without any): add their papers "
-                         "by hand")
+        bib.notes.append(
+            "no reference recorded for " + ", ".join(sorted(missing)) + " (runs written before "
+            "result.json carried references, or variants registered without any): add their papers "
+            "by hand"
+        )
     if len(frame):
         bib.add(BIBLIOGRAPHY[TRANSFORMER], ARCHITECTURE)
     for metric in metrics:

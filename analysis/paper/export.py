@@ -11,6 +11,7 @@
 
 The figures' PDF and SVG copies are written with the figures (``analysis.report.figures.save``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,9 +43,15 @@ def _unique(name: str, taken: set[str]) -> str:
     return name
 
 
-def export(out: Path, frame: pd.DataFrame, plans: Sequence, metrics: Sequence[str],
-           cell_summaries: Mapping[str, pd.DataFrame], task_summaries: Mapping[str, object],
-           claims: pd.DataFrame | None) -> PaperFiles:
+def export(
+    out: Path,
+    frame: pd.DataFrame,
+    plans: Sequence,
+    metrics: Sequence[str],
+    cell_summaries: Mapping[str, pd.DataFrame],
+    task_summaries: Mapping[str, object],
+    claims: pd.DataFrame | None,
+) -> PaperFiles:
     """Write the paper files of a report into ``out``.
 
     ``plans``: the report's ``TaskPlan`` per task (grids, baselines, comparisons); ``cell_summaries``:
@@ -74,8 +81,9 @@ def export(out: Path, frame: pd.DataFrame, plans: Sequence, metrics: Sequence[st
     files.tables = latex.write_tables(out / LATEX_DIR, tables)
 
     comparisons = [frame for plan in plans for frame in plan.comparisons.values()]
-    cells = pd.concat(list(cell_summaries.values()), ignore_index=True) if cell_summaries else pd.DataFrame(
-        columns=["n"])
+    cells = (
+        pd.concat(list(cell_summaries.values()), ignore_index=True) if cell_summaries else pd.DataFrame(columns=["n"])
+    )
     used = statistics_used(task_summaries.values(), comparisons, claims, cells)
     bib = report_bibliography(frame, metrics, used)
     files.bib = bib.write(out / "references.bib")

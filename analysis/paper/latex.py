@@ -12,6 +12,7 @@ interval supports; a cell without an interval (one seed, or no spread) takes the
 decimal of the intervals in its table, or 3 decimals when there are none. The best cell
 is bold; marks say what the tests found and each table's caption says what they mean.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,11 +30,37 @@ FALLBACK_DECIMALS = 3
 MAX_DECIMALS = 6
 PREAMBLE = "\\documentclass{article}\n\\usepackage{booktabs}\n"
 # Characters LaTeX treats specially, and the Unicode the report's labels use, as pdflatex-safe text.
-_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-            "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
-            ">": r"\textgreater{}", "|": r"\textbar{}", "±": r"$\pm$", "×": r"$\times$", "—": "---", "–": "--",
-            "−": "$-$", "≈": r"$\approx$", "≤": r"$\leq$", "≥": r"$\geq$", "α": r"$\alpha$", "→": r"$\to$",
-            "★": r"$\star$", "⚠": "(!)", "†": r"\dag{}", "…": r"\ldots{}", "·": r"$\cdot$", "σ": r"$\sigma$"}
+_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "±": r"$\pm$",
+    "×": r"$\times$",
+    "—": "---",
+    "–": "--",
+    "−": "$-$",
+    "≈": r"$\approx$",
+    "≤": r"$\leq$",
+    "≥": r"$\geq$",
+    "α": r"$\alpha$",
+    "→": r"$\to$",
+    "★": r"$\star$",
+    "⚠": "(!)",
+    "†": r"\dag{}",
+    "…": r"\ldots{}",
+    "·": r"$\cdot$",
+    "σ": r"$\sigma$",
+}
 _SPECIAL_RE = re.compile("|".join(re.escape(c) for c in _SPECIAL))
 
 
@@ -44,6 +71,7 @@ def tex_escape(text: object) -> str:
 
 
 # ---------------------------------------------------------------- numbers
+
 
 def ci_decimals(half: float) -> int | None:
     """Decimals that keep one significant digit of the interval's half-width; None without one."""
@@ -74,7 +102,7 @@ class Value:
     decimals: int = FALLBACK_DECIMALS
     best: bool = False
     baseline: bool = False
-    mark: str = ""   # a key of MARKS
+    mark: str = ""  # a key of MARKS
 
     def latex(self) -> str:
         spread = f" $\\pm$ {rounded(self.half, self.decimals)}" if self.n > 1 and math.isfinite(self.half) else ""
@@ -84,11 +112,16 @@ class Value:
 
 # mark -> (LaTeX, meaning in the legend)
 MARKS = {
-    "worse": (r"*", "significantly worse than the best cell of its column (Welch's t-test, Holm-corrected over "
-                    "the column, $\\alpha = {alpha}$)"),
+    "worse": (
+        r"*",
+        "significantly worse than the best cell of its column (Welch's t-test, Holm-corrected over "
+        "the column, $\\alpha = {alpha}$)",
+    ),
     "untested": (r"\dagger", "not tested: fewer than two seeds"),
-    "better": (r"\uparrow", "significantly better than the baseline (Welch's t-test, Holm-corrected over the "
-                            "table, $\\alpha = {alpha}$)"),
+    "better": (
+        r"\uparrow",
+        "significantly better than the baseline (Welch's t-test, Holm-corrected over the table, $\\alpha = {alpha}$)",
+    ),
     "below": (r"\downarrow", "significantly worse than the baseline (same test)"),
     "differs": (r"\neq", "significantly different from the baseline (same test; the metric has no direction)"),
 }
@@ -105,6 +138,7 @@ def with_decimals(values: list[Value]) -> list[Value]:
 
 
 # ---------------------------------------------------------------- one table through pandas' Styler
+
 
 def _cell_text(value: object) -> str:
     if isinstance(value, Value):
@@ -130,12 +164,19 @@ def styled(frame: pd.DataFrame, caption: str, label: str) -> str:
             if not isinstance(v, Value):
                 return ""
             return ("textbf:--rwrap;" if v.best else "") + ("underline:--rwrap;" if v.baseline else "")
+
         return data.map(props)
 
     styler = styler.apply(emphasis, axis=None, subset=rest)
     styler = styler.set_table_styles([{"selector": "small", "props": ":;"}], overwrite=False)
-    return styler.to_latex(hrules=True, column_format="l" + "c" * len(rest), caption=caption, label=label,
-                           position="htbp", position_float="centering")
+    return styler.to_latex(
+        hrules=True,
+        column_format="l" + "c" * len(rest),
+        caption=caption,
+        label=label,
+        position="htbp",
+        position_float="centering",
+    )
 
 
 def legend(marks: set[str], alpha: float = inference.ALPHA) -> str:
@@ -156,38 +197,49 @@ VALUE_NOTE = "mean $\\pm$ half-width of its 95\\% t-interval over seeds (number 
 
 # ---------------------------------------------------------------- the report's tables
 
+
 def summary_table(summary) -> tuple[str, pd.DataFrame]:
     """The task's summary (``analysis.report.summary.TaskSummary``): cells ranked in and beyond the training range."""
     from analysis.report.summary import by_key
 
     labels = summary.labels()
-    columns = [(f"{summary.main} {c.title}" if c.title != "whole test set" else c.metric, by_key(c.ranking))
-               for c in summary.columns]
+    columns = [
+        (f"{summary.main} {c.title}" if c.title != "whole test set" else c.metric, by_key(c.ranking))
+        for c in summary.columns
+    ]
     values: dict[tuple[tuple, str], Value] = {}
     for title, rows in columns:
         for key, r in rows.items():
             mark = "" if r["best"] else "untested" if not math.isfinite(r["p"]) else "worse" if r["worse"] else ""
             # every cell with the best mean is bold (rank 1 is shared by equal means)
-            values[key, title] = Value(float(r["mean"]), float(r["ci_half"]), int(r["n"]), best=int(r["rank"]) == 1,
-                                       mark=mark)
+            values[key, title] = Value(
+                float(r["mean"]), float(r["ci_half"]), int(r["n"]), best=int(r["rank"]) == 1, mark=mark
+            )
     with_decimals(list(values.values()))
-    records = [{"cell": labels[key], **{title: values.get((key, title)) for title, _ in columns}}
-               for key in summary.order]
+    records = [
+        {"cell": labels[key], **{title: values.get((key, title)) for title, _ in columns}} for key in summary.order
+    ]
     frame = pd.DataFrame(records, columns=["cell", *[t for t, _ in columns]])
     marks = {v.mark for v in values.values() if v.mark}
     better = inference.direction(summary.columns[0].metric) or "higher"
     testable = any(np.isfinite(c.ranking["p"].to_numpy(float)).any() for c in summary.columns)
     scopes = "; ".join(f"{c.title}: {c.scope_text}" for c in summary.columns)
-    caption = (f"{summary.task}: cells ranked by {summary.main} ({better} is better; {scopes}). "
-               f"Each value: {VALUE_NOTE}. Bold: the best mean of each column. "
-               + ("Unmarked: not significantly different from the best. " if testable
-                  else "One seed per cell: no test is possible. "))
+    caption = (
+        f"{summary.task}: cells ranked by {summary.main} ({better} is better; {scopes}). "
+        f"Each value: {VALUE_NOTE}. Bold: the best mean of each column. "
+        + (
+            "Unmarked: not significantly different from the best. "
+            if testable
+            else "One seed per cell: no test is possible. "
+        )
+    )
     caption = tex_escape(caption).replace(tex_escape(VALUE_NOTE), VALUE_NOTE) + legend(marks)
     return styled(frame, caption, _label("summary", summary.task)), frame
 
 
-def metric_table(grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFrame,
-                 baseline: str | None) -> tuple[str, pd.DataFrame]:
+def metric_table(
+    grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFrame, baseline: str | None
+) -> tuple[str, pd.DataFrame]:
     """One table of the report: the grid's rows × columns, each cell mean ± CI (n) of ``metric``.
 
     ``cells``: ``analysis.stats.cell_summary`` of the metric; ``comparisons``: its tests against
@@ -205,8 +257,11 @@ def metric_table(grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFra
         verdicts = dict(zip(mine["cell"], mine["verdict"]))
     mark_of = {"better": "better", "worse": "below", "differs": "differs"}
     columns = grid.column_levels or [metric]
-    corner = (f"{grid.rows.name} / {grid.columns.name}" if grid.columns is not None
-              else (grid.rows.name if grid.rows is not None else "cell"))
+    corner = (
+        f"{grid.rows.name} / {grid.columns.name}"
+        if grid.columns is not None
+        else (grid.rows.name if grid.rows is not None else "cell")
+    )
     records, values = [], []
     for row in grid.row_levels:
         record: dict = {corner: row}
@@ -220,9 +275,14 @@ def metric_table(grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFra
                 record[column] = "no value"
                 continue
             s = here.loc[cell]
-            value = Value(float(s["mean"]), float(s["ci_half"]), int(s["n"]),
-                          best=best is not None and s["mean"] == best, baseline=cell == baseline,
-                          mark=mark_of.get(verdicts.get(cell, ""), ""))
+            value = Value(
+                float(s["mean"]),
+                float(s["ci_half"]),
+                int(s["n"]),
+                best=best is not None and s["mean"] == best,
+                baseline=cell == baseline,
+                mark=mark_of.get(verdicts.get(cell, ""), ""),
+            )
             values.append(value)
             record[column] = value
         records.append(record)
@@ -230,9 +290,15 @@ def metric_table(grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFra
     frame = pd.DataFrame(records, columns=[corner, *columns])
     where = f" ({grid.title})" if grid.where else ""
     how = f"{better} is better, the best cell bold" if better else "direction unknown, no best cell marked"
-    base = (" Underlined: the baseline." if baseline is not None and any(v.baseline for v in values) else "")
-    caption = (tex_escape(f"{grid.task}{where}: {metric}; ") + VALUE_NOTE
-               + tex_escape(f"; {how}.") + base + " " + legend({v.mark for v in values if v.mark}))
+    base = " Underlined: the baseline." if baseline is not None and any(v.baseline for v in values) else ""
+    caption = (
+        tex_escape(f"{grid.task}{where}: {metric}; ")
+        + VALUE_NOTE
+        + tex_escape(f"; {how}.")
+        + base
+        + " "
+        + legend({v.mark for v in values if v.mark})
+    )
     return styled(frame, caption.strip(), _label(grid.task, metric, grid.title)), frame
 
 
@@ -251,14 +317,27 @@ def claims_table(results: pd.DataFrame) -> tuple[str, pd.DataFrame]:
         with_decimals([v for v in sides if v is not None])
         values += [v for v in sides if v is not None]
         p = r["p_holm"]
-        records.append({"claim": r["claim"], "metric": r["metric"], "expected": r["expect"],
-                        "a": sides[0], "b": sides[1] if sides[1] is not None else "--",
-                        "test": r["test"] if isinstance(r["test"], str) else "--",
-                        "p (Holm)": _p_text(p), "verdict": r["verdict"]})
+        records.append(
+            {
+                "claim": r["claim"],
+                "metric": r["metric"],
+                "expected": r["expect"],
+                "a": sides[0],
+                "b": sides[1] if sides[1] is not None else "--",
+                "test": r["test"] if isinstance(r["test"], str) else "--",
+                "p (Holm)": _p_text(p),
+                "verdict": r["verdict"],
+            }
+        )
     frame = pd.DataFrame(records, columns=["claim", "metric", "expected", "a", "b", "test", "p (Holm)", "verdict"])
-    caption = ("Claims: each side " + VALUE_NOTE + tex_escape(
-        "; the smaller of the two one-sided tests decides (Welch for two sides, TOST for equivalence, a one-sample "
-        f"t-test on per-run ratios), Holm-corrected over the claims; verdict at α = {inference.ALPHA}."))
+    caption = (
+        "Claims: each side "
+        + VALUE_NOTE
+        + tex_escape(
+            "; the smaller of the two one-sided tests decides (Welch for two sides, TOST for equivalence, a one-sample "
+            f"t-test on per-run ratios), Holm-corrected over the claims; verdict at α = {inference.ALPHA}."
+        )
+    )
     return styled(frame, caption, _label("claims")), frame
 
 
@@ -269,6 +348,7 @@ def _p_text(p: float) -> str:
 
 
 # ---------------------------------------------------------------- files
+
 
 def write_tables(folder: Path, tables: Sequence[tuple[str, str]]) -> list[Path]:
     """Write each (file name, LaTeX) into ``folder``, then ``tables.tex`` and ``preview.tex``; returns the paths."""
@@ -284,7 +364,10 @@ def write_tables(folder: Path, tables: Sequence[tuple[str, str]]) -> list[Path]:
     (folder / "tables.tex").write_text(
         "% Every table of the report; needs \\usepackage{booktabs}. From another folder, first\n"
         "% \\newcommand{\\reportlatexdir}{path/to/latex/} (with the trailing slash).\n"
-        "\\providecommand{\\reportlatexdir}{}\n" + inputs, encoding="utf-8")
+        "\\providecommand{\\reportlatexdir}{}\n" + inputs,
+        encoding="utf-8",
+    )
     (folder / "preview.tex").write_text(
-        PREAMBLE + "\\begin{document}\n\\input{tables}\n\\end{document}\n", encoding="utf-8")
+        PREAMBLE + "\\begin{document}\n\\input{tables}\n\\end{document}\n", encoding="utf-8"
+    )
     return paths

@@ -6,6 +6,7 @@ the report's ``references.bib``. Where the runs differ in a setting the paragrap
 gives every value found instead of one. The same sentences are rendered twice: to
 Markdown with pandoc citations (``[@key]``) and to LaTeX with ``\\cite{key}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ from typing import Iterable, Sequence, Union
 
 import pandas as pd
 
-from analysis.stats import inference
 from analysis.paper.bibliography import ARCHITECTURE, Bibliography, variant_origin
 from analysis.paper.latex import tex_escape
+from analysis.stats import inference
 
 
 class Cite:
@@ -36,8 +37,9 @@ def _render(parts: Iterable[Part], tex: bool) -> str:
     for part in parts:
         if isinstance(part, Cite):
             if part.keys:
-                out.append(f"~\\cite{{{','.join(part.keys)}}}" if tex
-                           else f" [{'; '.join('@' + k for k in part.keys)}]")
+                out.append(
+                    f"~\\cite{{{','.join(part.keys)}}}" if tex else f" [{'; '.join('@' + k for k in part.keys)}]"
+                )
         else:
             out.append(tex_escape(part) if tex else part)
     return "".join(out)
@@ -48,8 +50,11 @@ def _values(done: pd.DataFrame, key: str) -> list:
     column = f"config.{key}" if f"config.{key}" in done.columns else key
     if column not in done.columns:
         return []
-    found = Counter(json.dumps(v, default=str) for v in done[column]
-                    if v is not None and not (isinstance(v, float) and math.isnan(v)))
+    found = Counter(
+        json.dumps(v, default=str)
+        for v in done[column]
+        if v is not None and not (isinstance(v, float) and math.isnan(v))
+    )
     return [json.loads(v) for v, _ in found.most_common()]
 
 
@@ -84,13 +89,17 @@ def _variants(done: pd.DataFrame, column: str, registry: str, bib: Bibliography,
 
 
 def _package(done: pd.DataFrame, name: str) -> str:
-    versions = Counter(str(p.get(name)) for p in done.get("env.packages", pd.Series(dtype=object))
-                       if isinstance(p, dict) and p.get(name))
+    versions = Counter(
+        str(p.get(name))
+        for p in done.get("env.packages", pd.Series(dtype=object))
+        if isinstance(p, dict) and p.get(name)
+    )
     return ", ".join(v for v, _ in versions.most_common()) or "unknown"
 
 
-def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str], metrics: Sequence[str]
-               ) -> list[list[Part]]:
+def paragraphs(
+    frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str], metrics: Sequence[str]
+) -> list[list[Part]]:
     """The Methods text as paragraphs of parts (plain text and citations)."""
     done = frame[frame["status"] == "completed"]
     if done.empty:
@@ -100,12 +109,14 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
 
     setup: list[Part] = ["We train "]
     setup += [f"a {_text(_values(done, 'model.arch'))} Transformer", Cite(bib.keys_of(ARCHITECTURE))]
-    setup += [f" with d_model = {_text(_values(done, 'model.d_model'))}, "
-              f"{_text(_values(done, 'model.encoder_layers'))} encoder and "
-              f"{_text(_values(done, 'model.decoder_layers'))} decoder layers, feed-forward width "
-              f"{_text(_values(done, 'model.ffn_dim'))}, {_text(_values(done, 'model.norm'))}-norm residual blocks, "
-              f"dropout {_text(_values(done, 'model.dropout'))} "
-              f"({_range(done.get('cost.params', pd.Series(dtype=float)))} parameters), on "]
+    setup += [
+        f" with d_model = {_text(_values(done, 'model.d_model'))}, "
+        f"{_text(_values(done, 'model.encoder_layers'))} encoder and "
+        f"{_text(_values(done, 'model.decoder_layers'))} decoder layers, feed-forward width "
+        f"{_text(_values(done, 'model.ffn_dim'))}, {_text(_values(done, 'model.norm'))}-norm residual blocks, "
+        f"dropout {_text(_values(done, 'model.dropout'))} "
+        f"({_range(done.get('cost.params', pd.Series(dtype=float)))} parameters), on "
+    ]
     for i, task in enumerate(tasks):
         runs = done[done["task"] == task]
         lengths = _values(runs, "task.train_lengths")
@@ -116,8 +127,11 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
         setup += [("" if i == 0 else "; ") + task, Cite(bib.keys_of(variant_origin("task", task))), detail]
     setup += [". We compare "]
     setup += _variants(done, "attention", "attention", bib, "attention types")
-    roles = [r for r in ("encoder_attention", "decoder_attention", "cross_attention")
-             if r in done.columns and done[r].notna().any()]
+    roles = [
+        r
+        for r in ("encoder_attention", "decoder_attention", "cross_attention")
+        if r in done.columns and done[r].notna().any()
+    ]
     if roles:
         setup += [f" (per role: {', '.join(f'{r} ' + _text(sorted(done[r].dropna().unique())) for r in roles)})"]
     setup += ["; and "]
@@ -132,25 +146,36 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
         f"{_text(_values(done, 'task.batch_size'))} and AdamW (learning rate {_text(_values(done, 'optim.lr'))}, "
         f"betas {_text(_values(done, 'optim.betas'))}, weight decay {_text(_values(done, 'optim.weight_decay'))}, "
         f"gradient clipping at {_text(_values(done, 'optim.grad_clip'))}), with a linear warm-up over "
-        f"{_text(_values(done, 'optim.warmup_steps'))} steps and {decay}. "]
+        f"{_text(_values(done, 'optim.warmup_steps'))} steps and {decay}. "
+    ]
     seeds = done.groupby(["task", "cell"])["seed"].nunique() if "cell" in done.columns else pd.Series(dtype=int)
     seed_text = _range(seeds.tolist()) if len(seeds) else "unknown"
-    budget += [f"A cell is one configuration; each is trained with {seed_text} seed(s), "
-               f"{len(done)} completed runs in {len(seeds)} cells in all."]
+    budget += [
+        f"A cell is one configuration; each is trained with {seed_text} seed(s), "
+        f"{len(done)} completed runs in {len(seeds)} cells in all."
+    ]
 
     analysis: list[Part] = []
     if "t-interval" in statistics:
-        analysis += ["We report the mean over seeds with the half-width of its 95% t-interval",
-                     Cite(stat_keys["t-interval"]), ". "]
+        analysis += [
+            "We report the mean over seeds with the half-width of its 95% t-interval",
+            Cite(stat_keys["t-interval"]),
+            ". ",
+        ]
     else:
         analysis += ["With one seed per cell we report single runs; no interval or test is possible. "]
     if "welch" in statistics:
-        analysis += ["Cells are compared with Welch's t-test", Cite(stat_keys["welch"]),
-                     " (against the best cell of each column, and against the baseline), and the p-values of each "
-                     "family are corrected with Holm's procedure", Cite(stat_keys.get("holm", [])),
-                     f" at α = {inference.ALPHA}"]
-        analysis += [", with Cohen's d as the effect size", Cite(stat_keys["cohen-d"])] if "cohen-d" in statistics \
-            else []
+        analysis += [
+            "Cells are compared with Welch's t-test",
+            Cite(stat_keys["welch"]),
+            " (against the best cell of each column, and against the baseline), and the p-values of each "
+            "family are corrected with Holm's procedure",
+            Cite(stat_keys.get("holm", [])),
+            f" at α = {inference.ALPHA}",
+        ]
+        analysis += (
+            [", with Cohen's d as the effect size", Cite(stat_keys["cohen-d"])] if "cohen-d" in statistics else []
+        )
         analysis += [". "]
     if "tost" in statistics:
         analysis += ["Equivalence claims use two one-sided tests", Cite(stat_keys["tost"]), ". "]
@@ -163,17 +188,21 @@ def paragraphs(frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str]
         f"The runs used attnlab {_package(done, 'attnlab')} "
         f"(git {_text([str(s)[:10] for s in _values(done, 'env.git_sha')])}), "
         f"PyTorch {_package(done, 'torch')}, Lightning {_package(done, 'lightning')} and Python "
-        f"{_text(_values(done, 'env.python'))} on {_text(_values(done, 'env.device'))}."]
+        f"{_text(_values(done, 'env.python'))} on {_text(_values(done, 'env.device'))}."
+    ]
     return [setup, budget, analysis, software]
 
 
-def write_methods(out: Path, frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str],
-                  metrics: Sequence[str]) -> tuple[Path, Path]:
+def write_methods(
+    out: Path, frame: pd.DataFrame, bib: Bibliography, statistics: Sequence[str], metrics: Sequence[str]
+) -> tuple[Path, Path]:
     """``methods.md`` and ``methods.tex`` in ``out``; their citations are keys of ``references.bib``."""
     paras = paragraphs(frame, bib, statistics, metrics)
     md = "## Methods\n\n" + "\n\n".join(_render(p, tex=False).strip() for p in paras if p) + "\n"
-    tex = ("% Drafted from the runs by attnlab; citations are keys of references.bib. Edit freely.\n"
-           "\\section*{Methods}\n\n" + "\n\n".join(_render(p, tex=True).strip() for p in paras if p) + "\n")
+    tex = (
+        "% Drafted from the runs by attnlab; citations are keys of references.bib. Edit freely.\n"
+        "\\section*{Methods}\n\n" + "\n\n".join(_render(p, tex=True).strip() for p in paras if p) + "\n"
+    )
     (out / "methods.md").write_text(md, encoding="utf-8")
     (out / "methods.tex").write_text(tex, encoding="utf-8")
     return out / "methods.md", out / "methods.tex"

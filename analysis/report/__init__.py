@@ -4,6 +4,7 @@ baseline), sections, summary, figures, the attention and cost sections, put toge
 ``from analysis.report import build_report`` and ``main`` stay the public import; they load ``build`` on first use,
 so that a module of this package (``document``, ``figures``) can be imported without the whole report.
 """
+
 from __future__ import annotations
 
 from typing import Any

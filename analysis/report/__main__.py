@@ -1,4 +1,5 @@
 """``python -m analysis.report``: see analysis.report.build."""
+
 import sys
 
 from analysis.report.build import main

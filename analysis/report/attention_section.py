@@ -10,6 +10,7 @@ Per task: a figure with the entropy ratio and the mean attended distance of each
 evaluation length, a line per cell, the training range shaded; and a table per layer at
 the longest evaluation length inside the training range and at the longest overall.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,11 +28,28 @@ from analysis.report.figures import NARROW, FigureStyle, _panels, _save, line_id
 COLUMNS = ["run_id", "task", "cell", "seed", "layer", "block", "length", "stat", "value"]
 BLOCKS = ("encoder_self", "decoder_self", "cross")
 # config keys that never make two runs different cells
-NOT_FACTORS = ("config.seed", "config.name", "config.logger.", "config.resume", "config.num_threads",
-               "config.trainer.progress_bar", "config.hydra", "config.fail_at_step", "config.eval.")
-TABLE_STATS = (("entropy_ratio", "H / log n"), ("entropy", "H (nats)"), ("distance", "E|i−j|"),
-               ("offset", "E(j−i)"), ("first", "first key"), ("self", "own index"),
-               ("align_acc", "align. acc"), ("align_share", "align. share"), ("cut", "cut"))
+NOT_FACTORS = (
+    "config.seed",
+    "config.name",
+    "config.logger.",
+    "config.resume",
+    "config.num_threads",
+    "config.trainer.progress_bar",
+    "config.hydra",
+    "config.fail_at_step",
+    "config.eval.",
+)
+TABLE_STATS = (
+    ("entropy_ratio", "H / log n"),
+    ("entropy", "H (nats)"),
+    ("distance", "E|i−j|"),
+    ("offset", "E(j−i)"),
+    ("first", "first key"),
+    ("self", "own index"),
+    ("align_acc", "align. acc"),
+    ("align_share", "align. share"),
+    ("cut", "cut"),
+)
 
 
 def _result(row: dict[str, Any]) -> dict[str, Any] | None:
@@ -52,7 +70,7 @@ def cell_labels(runs: pd.DataFrame) -> pd.Series:
             continue
         values = runs[column].map(lambda v: json.dumps(v, sort_keys=True, default=str).strip('"'))
         if values.groupby(labels).nunique().max() > 1:
-            labels = labels + f", {column[len('config.'):]}=" + values
+            labels = labels + f", {column[len('config.') :]}=" + values
     return labels
 
 
@@ -71,10 +89,19 @@ def attention_frame(runs: pd.DataFrame) -> pd.DataFrame:
                 if not str(length).isdigit():
                     continue
                 for stat, value in values.items():
-                    rows.append({"run_id": run["run_id"], "task": run["task"], "cell": run["cell"],
-                                 "seed": run["seed"], "layer": layer, "block": layer.split("/")[0],
-                                 "length": int(length), "stat": stat,
-                                 "value": math.nan if value is None else float(value)})
+                    rows.append(
+                        {
+                            "run_id": run["run_id"],
+                            "task": run["task"],
+                            "cell": run["cell"],
+                            "seed": run["seed"],
+                            "layer": layer,
+                            "block": layer.split("/")[0],
+                            "length": int(length),
+                            "stat": stat,
+                            "value": math.nan if value is None else float(value),
+                        }
+                    )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -116,8 +143,14 @@ def _cell_styles(frame: pd.DataFrame, style: FigureStyle, report_labels: Mapping
     return found
 
 
-def curves_figure(frame: pd.DataFrame, task: str, train: tuple[int, int] | None, path: Path,
-                  style: FigureStyle | None = None, report_labels: Mapping[str, str] | None = None) -> Path | None:
+def curves_figure(
+    frame: pd.DataFrame,
+    task: str,
+    train: tuple[int, int] | None,
+    path: Path,
+    style: FigureStyle | None = None,
+    report_labels: Mapping[str, str] | None = None,
+) -> Path | None:
     """``report_labels``: run id -> the report's cell label, so each line has its cell's colour in every figure."""
     panels = _curves(frame, train)
     if not panels:
@@ -135,8 +168,14 @@ def curves_figure(frame: pd.DataFrame, task: str, train: tuple[int, int] | None,
             ax.axvspan(train[0], train[1], color="0.88", zorder=0)
         for cell, group in data.groupby("cell", sort=True):
             mean = group.groupby("length")["value"].mean()
-            ax.plot(mean.index, mean.to_numpy(), marker=looks[cell][1], ms=3, color=colors[cell],
-                    gid=line_id("cell", looks[cell][2]))
+            ax.plot(
+                mean.index,
+                mean.to_numpy(),
+                marker=looks[cell][1],
+                ms=3,
+                color=colors[cell],
+                gid=line_id("cell", looks[cell][2]),
+            )
         ax.set_title(title if style.width is None else title.replace(" — ", "\n"), fontsize=9)  # narrow panels
         ax.set_xlabel("evaluation length")
         ax.grid(alpha=0.3)
@@ -144,8 +183,7 @@ def curves_figure(frame: pd.DataFrame, task: str, train: tuple[int, int] | None,
     if train is not None:
         handles.append(Patch(color="0.88", label=f"train lengths {train[0]}–{train[1]}"))
     if style.width is not None and style.width < NARROW:
-        fig.legend(handles=handles, loc="outside lower center", fontsize=7, title="cell", title_fontsize=8,
-                   ncols=2)
+        fig.legend(handles=handles, loc="outside lower center", fontsize=7, title="cell", title_fontsize=8, ncols=2)
     else:
         fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="cell", title_fontsize=8)
     return _save(fig, path, style)
@@ -165,9 +203,13 @@ def layer_tables(frame: pd.DataFrame, train: tuple[int, int] | None) -> list[Sec
     for layer in sorted(frame["layer"].unique(), key=_layer_order):
         part = frame[(frame["layer"] == layer) & frame["length"].isin(chosen)]
         means = part.groupby(["cell", "length", "stat"])["value"].agg(["mean", "count"]).reset_index()
-        stats = [(s, label) for s, label in TABLE_STATS
-                 if s in set(means["stat"]) and np.isfinite(means.loc[means["stat"] == s, "mean"]).any()
-                 and not (s == "cut" and means.loc[means["stat"] == s, "mean"].abs().max() < 1e-6)]
+        stats = [
+            (s, label)
+            for s, label in TABLE_STATS
+            if s in set(means["stat"])
+            and np.isfinite(means.loc[means["stat"] == s, "mean"]).any()
+            and not (s == "cut" and means.loc[means["stat"] == s, "mean"].abs().max() < 1e-6)
+        ]
         header = ["cell", "length", *[label for _, label in stats], "seeds"]
         rows = []
         for (cell, length), group in means.groupby(["cell", "length"], sort=True):
@@ -175,8 +217,10 @@ def layer_tables(frame: pd.DataFrame, train: tuple[int, int] | None) -> list[Sec
             where = "" if train is None else (" (train)" if train[0] <= length <= train[1] else " (beyond)")
             seeds = int(group["count"].max())
             rows.append([cell, f"{length}{where}", *[fmt(by_stat.get(s, math.nan)) for s, _ in stats], str(seeds)])
-        caption = (f"{layer}: means over seeds at evaluation lengths {', '.join(map(str, chosen))}; "
-                   "H / log n: entropy over log of the keys a query can see (1 = uniform, 0 = one key)")
+        caption = (
+            f"{layer}: means over seeds at evaluation lengths {', '.join(map(str, chosen))}; "
+            "H / log n: entropy over log of the keys a query can see (1 = uniform, 0 = one key)"
+        )
         sections.append(Section(f"{layer}", [Table(header, rows, caption)], level=4))
     return sections
 
@@ -186,8 +230,9 @@ def _train_range(runs: pd.DataFrame) -> tuple[int, int] | None:
     return max(set(ranges), key=ranges.count) if ranges else None
 
 
-def attention_section(runs: pd.DataFrame, task: str, figures_dir: Path,
-                      style: FigureStyle | None = None) -> list[Section]:
+def attention_section(
+    runs: pd.DataFrame, task: str, figures_dir: Path, style: FigureStyle | None = None
+) -> list[Section]:
     """The section for one task, or nothing when no run of it recorded attention statistics."""
     task_runs = runs[runs["task"] == task]
     frame = attention_frame(task_runs)
@@ -195,19 +240,32 @@ def attention_section(runs: pd.DataFrame, task: str, figures_dir: Path,
         return []
     train = _train_range(task_runs)
     section = Section(f"How each variant attends — {task}", level=3)
-    section.add(Paragraph(
-        "Statistics of every attention layer over the test set, per evaluation length (experiments: "
-        "eval.attention_stats): the entropy of each query's weights over log of the keys it can see, the mean "
-        "distance |i−j| it reads at, and, where the task names the source position each output position should "
-        "read (copy, reverse, sort), how often the weights peak on it."))
-    report_labels = (dict(zip(task_runs["run_id"], task_runs["cell_label"])) if "cell_label" in task_runs.columns
-                     else {})
-    path = curves_figure(frame, task, train, figures_dir / f"attends-{hashlib.sha1(task.encode()).hexdigest()[:8]}.png",
-                         style, report_labels)
+    section.add(
+        Paragraph(
+            "Statistics of every attention layer over the test set, per evaluation length (experiments: "
+            "eval.attention_stats): the entropy of each query's weights over log of the keys it can see, the mean "
+            "distance |i−j| it reads at, and, where the task names the source position each output position should "
+            "read (copy, reverse, sort), how often the weights peak on it."
+        )
+    )
+    report_labels = dict(zip(task_runs["run_id"], task_runs["cell_label"])) if "cell_label" in task_runs.columns else {}
+    path = curves_figure(
+        frame,
+        task,
+        train,
+        figures_dir / f"attends-{hashlib.sha1(task.encode()).hexdigest()[:8]}.png",
+        style,
+        report_labels,
+    )
     if path is not None:
         shaded = f"shaded: training lengths {train[0]}–{train[1]}; " if train else ""
-        section.add(Figure(path, f"{task}: per block, entropy ratio and attended distance (mean over the block's "
-                                 f"layers and over seeds); alignment accuracy of the cross layer that aligns best "
-                                 f"inside the training lengths; {shaded}a line per cell"))
+        section.add(
+            Figure(
+                path,
+                f"{task}: per block, entropy ratio and attended distance (mean over the block's "
+                f"layers and over seeds); alignment accuracy of the cross layer that aligns best "
+                f"inside the training lengths; {shaded}a line per cell",
+            )
+        )
     section.add(*layer_tables(frame, train))
     return [section]

@@ -6,6 +6,7 @@ names any factor. In each table the baseline is the one cell whose values match;
 a baseline that matches several cells of one table is ambiguous and says which
 factor values to add, rather than picking one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,8 +48,10 @@ def resolve_baseline(runs: pd.DataFrame, text: str | None) -> tuple[Baseline, bo
     present = bool(match(runs, values, "--baseline").any())
     if text is not None and not present:
         wanted = ", ".join(f"{k}={v!r}" for k, v in values.items())
-        raise ReportError(f"--baseline={text!r}: no run has {wanted}; cells found: {_variants_found(runs)}; "
-                          f"factor values: {', '.join(sorted(set(runs['cell_label'])))}")
+        raise ReportError(
+            f"--baseline={text!r}: no run has {wanted}; cells found: {_variants_found(runs)}; "
+            f"factor values: {', '.join(sorted(set(runs['cell_label'])))}"
+        )
     return baseline, present
 
 
@@ -62,5 +65,7 @@ def baseline_cell(runs: pd.DataFrame, grid: Grid, baseline: Baseline) -> tuple[s
     if not hits:
         return None, f"The baseline {baseline.name} is not in this table{where}: no comparisons."
     labels = sorted(set(here.loc[here["cell"].isin(hits), "cell_label"]))
-    return None, (f"The baseline {baseline.name} matches {len(hits)} cells{where} ({'; '.join(labels)}); "
-                  "name the other factor values too, e.g. --baseline KEY=VALUE,KEY=VALUE: no comparisons.")
+    return None, (
+        f"The baseline {baseline.name} matches {len(hits)} cells{where} ({'; '.join(labels)}); "
+        "name the other factor values too, e.g. --baseline KEY=VALUE,KEY=VALUE: no comparisons."
+    )

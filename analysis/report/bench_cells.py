@@ -22,6 +22,7 @@ attention, position, backend, T, status, ms, tokens_per_second, peak_mb), so the
 report's benchmark section reads it as it reads a file, plus each cell's records for
 the quality–cost figure.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +63,19 @@ class Configuration:
     backend: str
 
     def key(self) -> str:
-        return json.dumps([self.attention, self.attention_params, self.position, self.position_params,
-                           self.d_model, self.heads, self.causal, self.backend], default=str)
+        return json.dumps(
+            [
+                self.attention,
+                self.attention_params,
+                self.position,
+                self.position_params,
+                self.d_model,
+                self.heads,
+                self.causal,
+                self.backend,
+            ],
+            default=str,
+        )
 
     def named(self, what: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
         return (self.attention, self.attention_params) if what == "attention" else (self.position, self.position_params)
@@ -80,8 +92,12 @@ def labels(configs: list[Configuration], what: str) -> dict[Configuration, str]:
     out = {}
     for config in configs:
         name, params = config.named(what)
-        varying = [f"{k}={v}" for k, v in params if len(values[name][k]) > 1
-                   or sum(1 for c in configs if c.named(what)[0] == name and k not in dict(c.named(what)[1]))]
+        varying = [
+            f"{k}={v}"
+            for k, v in params
+            if len(values[name][k]) > 1
+            or sum(1 for c in configs if c.named(what)[0] == name and k not in dict(c.named(what)[1]))
+        ]
         out[config] = f"{name}({','.join(varying)})" if varying else name
     return out
 
@@ -98,7 +114,7 @@ def _params(row: pd.Series, group: str, drop: tuple[str, ...]) -> tuple[tuple[st
     out = []
     for column, value in row.items():
         if isinstance(column, str) and column.startswith(prefix):
-            key = column[len(prefix):]
+            key = column[len(prefix) :]
             if key != "name" and key not in drop and "." not in key and not is_missing(value):
                 out.append((key, _value(value)))
     return tuple(sorted(out))
@@ -111,12 +127,15 @@ def cell_configurations(frame: pd.DataFrame) -> dict[str, Configuration]:
         heads = row.get("config.attention.num_heads")
         d_model = row.get("config.model.d_model")
         found[row["cell"]] = Configuration(
-            attention=str(row["attention"]), attention_params=_params(row, "attention", ("num_heads",)),
-            position=str(row["position"]), position_params=_params(row, "position", ("max_len",)),
+            attention=str(row["attention"]),
+            attention_params=_params(row, "attention", ("num_heads",)),
+            position=str(row["position"]),
+            position_params=_params(row, "position", ("max_len",)),
             d_model=int(d_model) if not is_missing(d_model) else 64,
             heads=None if is_missing(heads) else int(heads),
             causal=row.get("config.model.arch") == "decoder",
-            backend=str(row.get("config.backend")) if not is_missing(row.get("config.backend")) else "auto")
+            backend=str(row.get("config.backend")) if not is_missing(row.get("config.backend")) else "auto",
+        )
     return found
 
 
@@ -124,10 +143,16 @@ def _environment(lengths: tuple[int, ...]) -> dict[str, Any]:
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    return {"device": device, "torch": torch.__version__,
-            "threads": CPU_THREADS if device == "cpu" else torch.get_num_threads(),
-            "clock": CPU_CLOCK if device == "cpu" else "wall",
-            "lengths": list(lengths), "warmup": WARMUP, "repeats": REPEATS, "max_seconds": MAX_SECONDS}
+    return {
+        "device": device,
+        "torch": torch.__version__,
+        "threads": CPU_THREADS if device == "cpu" else torch.get_num_threads(),
+        "clock": CPU_CLOCK if device == "cpu" else "wall",
+        "lengths": list(lengths),
+        "warmup": WARMUP,
+        "repeats": REPEATS,
+        "max_seconds": MAX_SECONDS,
+    }
 
 
 def _cache_key(config: Configuration, environment: dict[str, Any]) -> str:
@@ -155,11 +180,36 @@ ROOT = Path(__file__).resolve().parents[1]  # the child imports this checkout's 
 
 def bench_command(config: Configuration, environment: dict[str, Any], out: Path) -> list[str]:
     """The ``python -m experiments.bench scaling`` command line that measures ``config``."""
-    command = [sys.executable, "-m", "experiments.bench", "scaling", "--attention", config.attention,
-               "--position", config.position, "--backend", config.backend,
-               "--lengths", *[str(t) for t in environment["lengths"]], "--d-model", str(config.d_model),
-               "--batch", "1", "--dtype", "float32", "--repeats", str(REPEATS), "--warmup", str(WARMUP),
-               "--max-seconds", str(MAX_SECONDS), "--device", environment["device"], "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.bench",
+        "scaling",
+        "--attention",
+        config.attention,
+        "--position",
+        config.position,
+        "--backend",
+        config.backend,
+        "--lengths",
+        *[str(t) for t in environment["lengths"]],
+        "--d-model",
+        str(config.d_model),
+        "--batch",
+        "1",
+        "--dtype",
+        "float32",
+        "--repeats",
+        str(REPEATS),
+        "--warmup",
+        str(WARMUP),
+        "--max-seconds",
+        str(MAX_SECONDS),
+        "--device",
+        environment["device"],
+        "--out",
+        str(out),
+    ]
     if environment["device"] == "cpu":
         command += ["--threads", str(environment["threads"]), "--clock", environment["clock"]]
     if config.heads is not None:
@@ -177,15 +227,27 @@ def _measure(config: Configuration, environment: dict[str, Any]) -> list[dict[st
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        proc = subprocess.run(bench_command(config, environment, out), capture_output=True, text=True, env=env,
-                              cwd=ROOT, check=False)
+        proc = subprocess.run(
+            bench_command(config, environment, out), capture_output=True, text=True, env=env, cwd=ROOT, check=False
+        )
         if proc.returncode == 0 and out.is_file():
             return list(json.loads(out.read_text())["records"])
     lines = (proc.stderr or proc.stdout or "").strip().splitlines()
     error = lines[-1] if lines else f"exit code {proc.returncode}"
-    return [{"attention": config.attention, "position": config.position, "backend": config.backend, "T": t,
-             "status": "error", "ms": None, "tokens_per_second": None, "peak_mb": None, "error": error}
-            for t in environment["lengths"]]
+    return [
+        {
+            "attention": config.attention,
+            "position": config.position,
+            "backend": config.backend,
+            "T": t,
+            "status": "error",
+            "ms": None,
+            "tokens_per_second": None,
+            "peak_mb": None,
+            "error": error,
+        }
+        for t in environment["lengths"]
+    ]
 
 
 @dataclass
@@ -197,9 +259,12 @@ class CellBench:
     measured: int  # configurations measured now (the rest came from the cache)
 
 
-def measure_cells(frame: pd.DataFrame, out: Path, lengths: tuple[int, ...] = BENCH_LENGTHS,
-                  measure: Callable[[Configuration, dict[str, Any]], list[dict[str, Any]]] | None = None
-                  ) -> CellBench:
+def measure_cells(
+    frame: pd.DataFrame,
+    out: Path,
+    lengths: tuple[int, ...] = BENCH_LENGTHS,
+    measure: Callable[[Configuration, dict[str, Any]], list[dict[str, Any]]] | None = None,
+) -> CellBench:
     """Benchmark every cell's configuration at ``lengths`` (cached in ``out/bench_cells.json``).
 
     ``measure`` replaces the timing (tests); by default ``python -m experiments.bench scaling`` runs it. A
@@ -226,12 +291,22 @@ def measure_cells(frame: pd.DataFrame, out: Path, lengths: tuple[int, ...] = BEN
         by_key[config.key()] = entries[key]
     distinct = list(dict.fromkeys(configs.values()))
     attention, position = labels(distinct, "attention"), labels(distinct, "position")
-    labelled = [{**r, "attention": attention[config], "position": position[config]}
-                for config in distinct for r in by_key[config.key()]]
-    bench = {"device": f"{environment['device']} ({environment['threads']} threads), measured by the report",
-             "torch": environment["torch"], "records": labelled, "exponents": [],
-             "settings": {**environment, "what": "one attention layer, forward + backward, batch 1, float32; "
-                                                 "median ms (the process's CPU time on CPU); peak MB of live "
-                                                 "tensors (CPU) or allocated (CUDA)"}}
+    labelled = [
+        {**r, "attention": attention[config], "position": position[config]}
+        for config in distinct
+        for r in by_key[config.key()]
+    ]
+    bench = {
+        "device": f"{environment['device']} ({environment['threads']} threads), measured by the report",
+        "torch": environment["torch"],
+        "records": labelled,
+        "exponents": [],
+        "settings": {
+            **environment,
+            "what": "one attention layer, forward + backward, batch 1, float32; "
+            "median ms (the process's CPU time on CPU); peak MB of live "
+            "tensors (CPU) or allocated (CUDA)",
+        },
+    }
     by_cell = {cell: by_key[config.key()] for cell, config in configs.items()}
     return CellBench(bench, by_cell, measured)

@@ -1,4 +1,5 @@
 """The benchmark section of the report: time and memory vs sequence length, from ``experiments.bench`` JSON."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.command.errors import ReportError
 from analysis.report import figures
 from analysis.report.document import Bullets, Cell, Figure, Section, Table, fmt
-from analysis.command.errors import ReportError
 
 RECORD_KEYS = ("attention", "position", "backend", "T", "status")
 
@@ -21,8 +22,10 @@ def load_bench(path: str | Path) -> dict[str, Any]:
     try:
         bench = json.loads(path.read_text())
     except OSError as err:
-        raise ReportError(f"--bench={str(path)!r} cannot be read ({err.strerror}); "
-                          "give the JSON written by python -m experiments.bench") from None
+        raise ReportError(
+            f"--bench={str(path)!r} cannot be read ({err.strerror}); "
+            "give the JSON written by python -m experiments.bench"
+        ) from None
     except ValueError as err:
         raise ReportError(f"--bench={str(path)!r} is not valid JSON ({err})") from None
     records = bench.get("records") if isinstance(bench, dict) else None
@@ -31,8 +34,9 @@ def load_bench(path: str | Path) -> dict[str, Any]:
     for i, record in enumerate(records):
         missing = [k for k in RECORD_KEYS if not isinstance(record, dict) or k not in record]
         if missing:
-            raise ReportError(f"--bench={str(path)!r}: record {i} lacks {missing}; "
-                              f"each record needs {list(RECORD_KEYS)}")
+            raise ReportError(
+                f"--bench={str(path)!r}: record {i} lacks {missing}; each record needs {list(RECORD_KEYS)}"
+            )
     return bench
 
 
@@ -71,22 +75,36 @@ def bench_section(bench: dict[str, Any], figures_dir: Path, style: figures.Figur
     frame = _records(bench)
     if frame.empty:
         return section.add(Bullets(["the benchmark file has no records"]))
-    section.add(_pivot_table(frame, "ms", "Milliseconds per forward+backward step"),
-                _pivot_table(frame, "peak_mb", "Peak memory (MB)"))
+    section.add(
+        _pivot_table(frame, "ms", "Milliseconds per forward+backward step"),
+        _pivot_table(frame, "peak_mb", "Peak memory (MB)"),
+    )
     exponents = bench.get("exponents") or []
     if exponents:
         rows = []
         for e in exponents:
             t_range = e.get("T_range") or [None, None]
-            rows.append([f"{e.get('attention')}+{e.get('position')}", str(e.get("backend")),
-                         Cell(fmt(float(e.get("exponent", math.nan)))), Cell(f"{t_range[0]}–{t_range[1]}")])
-        section.add(Table(["variant", "backend", "exponent", "T range"], rows,
-                          caption="Fitted slope of log time vs log T (1 = linear, 2 = quadratic)"))
+            rows.append(
+                [
+                    f"{e.get('attention')}+{e.get('position')}",
+                    str(e.get("backend")),
+                    Cell(fmt(float(e.get("exponent", math.nan)))),
+                    Cell(f"{t_range[0]}–{t_range[1]}"),
+                ]
+            )
+        section.add(
+            Table(
+                ["variant", "backend", "exponent", "T range"],
+                rows,
+                caption="Fitted slope of log time vs log T (1 = linear, 2 = quadratic)",
+            )
+        )
     if (frame["status"] == "ok").any():
         # benchmark variants are not report cells: their own colours, the report's width and formats
         base = figures.style_of(style)
-        colors = figures.FigureStyle(figures.palette(list(frame["variant"].unique())), width=base.width,
-                                     formats=base.formats)
+        colors = figures.FigureStyle(
+            figures.palette(list(frame["variant"].unique())), width=base.width, formats=base.formats
+        )
         path = figures.bench_scaling(frame, colors, figures_dir / "bench_scaling.png")
         section.add(Figure(path, "Time and peak memory vs sequence length (log–log); OOM and error points omitted"))
     return section

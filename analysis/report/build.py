@@ -17,6 +17,7 @@ matching runs. Differences that are not factors asked for are confounds
 (``analysis.data.confounds``): listed in their own section and flagged on every
 comparison they touch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,33 +29,50 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.report import figures
+from analysis.claims.render import report_claims
+from analysis.claims.scope import load_claims_file
+from analysis.command.errors import ReportError, run_cli
+from analysis.command.outputs import check_out_dir, writing
+from analysis.data.cells import assign_cells
+from analysis.data.collect import Runs, collect, learning_curves
+from analysis.data.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.paper import export
-from analysis.stats import inference
-from analysis.report import summary
+from analysis.report import figures, summary
 from analysis.report.attention_section import attention_section
 from analysis.report.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.report.bench_cells import measure_cells
 from analysis.report.benchmarks import bench_section, load_bench
-from analysis.data.cells import assign_cells
-from analysis.claims.render import report_claims
-from analysis.claims.scope import load_claims_file
-from analysis.data.collect import Runs, collect, learning_curves
-from analysis.data.confounds import CONFOUND_COLUMNS, Confounds
 from analysis.report.document import Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
-from analysis.command.errors import ReportError, run_cli
-from common.prog import prog_name
 from analysis.report.frontier import quality_cost_section
-from analysis.command.outputs import check_out_dir, writing
 from analysis.report.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
-from analysis.report.report_figures import (MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget, curve_figure, length_figures,
-                                     map_figures, parameter_figure, safe_name)
-from analysis.report.sections import (ONE_SEED_NOTICE, comparisons_block, cost_table, effects_block, failures_table,
-                               metric_table, provenance_section, results_frame_for_csv, status_table)
+from analysis.report.report_figures import (
+    MAX_FIGURES,
+    MAX_MAP_FIGURES,
+    FigureBudget,
+    curve_figure,
+    length_figures,
+    map_figures,
+    parameter_figure,
+    safe_name,
+)
+from analysis.report.sections import (
+    ONE_SEED_NOTICE,
+    comparisons_block,
+    cost_table,
+    effects_block,
+    failures_table,
+    metric_table,
+    provenance_section,
+    results_frame_for_csv,
+    status_table,
+)
+from analysis.stats import inference
+from common.prog import prog_name
 
 __all__ = ["ReportError", "build_report", "main"]
 
 # ---------------------------------------------------------------- choices that can be wrong
+
 
 def task_metrics(runs: Runs) -> dict[str, list[str]]:
     """Per task, the metrics with at least one finite value in a completed run."""
@@ -72,8 +90,10 @@ def choose_metrics(runs: Runs, requested: Sequence[str] | None) -> list[str]:
     if requested:
         unknown = [m for m in requested if m not in everything]
         if unknown:
-            raise ReportError(f"--metrics {' '.join(unknown)}: not found in the results; metrics found: "
-                              f"{', '.join(everything) or 'none'}")
+            raise ReportError(
+                f"--metrics {' '.join(unknown)}: not found in the results; metrics found: "
+                f"{', '.join(everything) or 'none'}"
+            )
         return list(dict.fromkeys(requested))
     with_values = {t: ms for t, ms in per_task.items() if ms}
     if not with_values:
@@ -87,11 +107,19 @@ def choose_metrics(runs: Runs, requested: Sequence[str] | None) -> list[str]:
 
 # ---------------------------------------------------------------- the report
 
+
 class TaskPlan:
     """One task's factors, tables, confounds and the comparisons of each table against its baseline."""
 
-    def __init__(self, frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequence[str] | None,
-                 baseline: Baseline, metrics: Sequence[str]):
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        task: str,
+        factors: Sequence[str],
+        asked: Sequence[str] | None,
+        baseline: Baseline,
+        metrics: Sequence[str],
+    ):
         self.task = task
         runs = frame[frame["task"] == task]
         self.factors = task_factors(runs, factors)
@@ -120,14 +148,29 @@ class TaskPlan:
         text = f"Factors that vary in {self.task}: {', '.join(self.factors)}. Tables: {axes}"
         sliced = list(grid.where)
         if sliced:
-            text += (f"; one table per combination of {', '.join(sliced)} ({len(self.grids)} tables), never "
-                     "averaged across them (pick the axes with --factors, a subset with --where KEY=VALUE)")
+            text += (
+                f"; one table per combination of {', '.join(sliced)} ({len(self.grids)} tables), never "
+                "averaged across them (pick the axes with --factors, a subset with --where KEY=VALUE)"
+            )
         return Paragraph(text + ".")
 
 
-def _grid_blocks(runs: Runs, plan: TaskPlan, grid: Grid, base: tuple[str | None, str | None], metrics: list[str],
-                 here: set[str], baseline: Baseline, baseline_present: bool, summaries: dict[str, pd.DataFrame],
-                 curves: pd.DataFrame, colors: dict, budget: FigureBudget, figures_dir: Path, level: int) -> list:
+def _grid_blocks(
+    runs: Runs,
+    plan: TaskPlan,
+    grid: Grid,
+    base: tuple[str | None, str | None],
+    metrics: list[str],
+    here: set[str],
+    baseline: Baseline,
+    baseline_present: bool,
+    summaries: dict[str, pd.DataFrame],
+    curves: pd.DataFrame,
+    colors: dict,
+    budget: FigureBudget,
+    figures_dir: Path,
+    level: int,
+) -> list:
     frame = runs.runs
     task = grid.task
     suffix = f" ({grid.title})" if grid.where else ""
@@ -142,11 +185,14 @@ def _grid_blocks(runs: Runs, plan: TaskPlan, grid: Grid, base: tuple[str | None,
         if effects:
             sub.add(Section(f"Main effects and interaction — {task}, {metric}{suffix}", effects, level=level + 1))
         if baseline_present:
-            compare = comparisons_block(frame, grid, metric, plan.comparisons[metric], base[0], baseline.name,
-                                        base[1])
+            compare = comparisons_block(frame, grid, metric, plan.comparisons[metric], base[0], baseline.name, base[1])
         else:
-            compare = [Paragraph(f"The default baseline {baseline.name} is not in this sweep; pass --baseline "
-                                 f"{FORMS} to compare.", kind="note")]
+            compare = [
+                Paragraph(
+                    f"The default baseline {baseline.name} is not in this sweep; pass --baseline {FORMS} to compare.",
+                    kind="note",
+                )
+            ]
         sub.add(Section(f"Comparisons with {baseline.name} — {task}, {metric}{suffix}", compare, level=level + 1))
         figure = parameter_figure(frame, grid, metric, summaries[metric], colors, figures_dir, budget)
         if figure is not None:
@@ -165,20 +211,43 @@ def _grid_blocks(runs: Runs, plan: TaskPlan, grid: Grid, base: tuple[str | None,
     return blocks
 
 
-def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Baseline, baseline_present: bool,
-                  summaries: dict[str, pd.DataFrame], curves: pd.DataFrame, colors: dict, budget: FigureBudget,
-                  map_budget: FigureBudget, figures_dir: Path,
-                  task_summary: summary.TaskSummary | None = None) -> Section:
+def _task_section(
+    runs: Runs,
+    plan: TaskPlan,
+    metrics: list[str],
+    baseline: Baseline,
+    baseline_present: bool,
+    summaries: dict[str, pd.DataFrame],
+    curves: pd.DataFrame,
+    colors: dict,
+    budget: FigureBudget,
+    map_budget: FigureBudget,
+    figures_dir: Path,
+    task_summary: summary.TaskSummary | None = None,
+) -> Section:
     task = plan.task
     section = Section(f"Details: {task}", [plan.describe()])
-    if task_summary is not None and (per_length := summary.per_length_table(runs.runs, runs.by_length,
-                                                                            task_summary)):
+    if task_summary is not None and (per_length := summary.per_length_table(runs.runs, runs.by_length, task_summary)):
         section.add(Section(f"Per evaluation length — {task}", [per_length], level=3))
     here = set(task_metrics(runs).get(task, []))
     several = len(plan.grids) > 1
     for grid, base in zip(plan.grids, plan.baselines):
-        blocks = _grid_blocks(runs, plan, grid, base, metrics, here, baseline, baseline_present, summaries, curves,
-                              colors, budget, figures_dir, level=4 if several else 3)
+        blocks = _grid_blocks(
+            runs,
+            plan,
+            grid,
+            base,
+            metrics,
+            here,
+            baseline,
+            baseline_present,
+            summaries,
+            curves,
+            colors,
+            budget,
+            figures_dir,
+            level=4 if several else 3,
+        )
         if several:
             section.add(Section(f"Table {grid.title} — {task}", blocks, level=3))
         else:
@@ -191,71 +260,112 @@ def _task_section(runs: Runs, plan: TaskPlan, metrics: list[str], baseline: Base
 
 
 def _confounds_section(plans: list[TaskPlan], asked: Sequence[str] | None) -> tuple[Section, pd.DataFrame]:
-    rule = ("A confound is a difference between runs that is not a factor asked for: "
-            + (f"the factors asked for are {', '.join(asked)} (--factors); " if asked else
-               "by default every varying config key in which two cells differ alone (a controlled comparison), "
-               "except budget and provenance keys (training steps, data sizes, device, kernels); ")
-            + "the environment (torch, python, device, code version, package versions) counts too. Confounded "
-              "runs stay separate cells, and every comparison between cells that differ in one carries ⚠.")
-    table = pd.concat([p.confounds.table(p.task) for p in plans] or [pd.DataFrame(columns=CONFOUND_COLUMNS)],
-                      ignore_index=True)
+    rule = (
+        "A confound is a difference between runs that is not a factor asked for: "
+        + (
+            f"the factors asked for are {', '.join(asked)} (--factors); "
+            if asked
+            else "by default every varying config key in which two cells differ alone (a controlled comparison), "
+            "except budget and provenance keys (training steps, data sizes, device, kernels); "
+        )
+        + "the environment (torch, python, device, code version, package versions) counts too. Confounded "
+        "runs stay separate cells, and every comparison between cells that differ in one carries ⚠."
+    )
+    table = pd.concat(
+        [p.confounds.table(p.task) for p in plans] or [pd.DataFrame(columns=CONFOUND_COLUMNS)], ignore_index=True
+    )
     section = Section("Confounds", [Paragraph(rule)])
     if table.empty:
-        section.add(Paragraph("None: within each task the cells differ only in the factors asked for, on one "
-                              "environment."))
+        section.add(
+            Paragraph("None: within each task the cells differ only in the factors asked for, on one environment.")
+        )
     else:
         rows = [[r.task, r.key, r.kind, r.values, r.cells] for r in table.itertuples(index=False)]
-        section.add(Table(["task", "key", "kind", "values", "cells [value]"], rows,
-                          caption="Keys that differ between the compared runs but are not factors asked for"))
+        section.add(
+            Table(
+                ["task", "key", "kind", "values", "cells [value]"],
+                rows,
+                caption="Keys that differ between the compared runs but are not factors asked for",
+            )
+        )
     return section, table
 
 
-def _overview(runs: Runs, metrics: list[str], baseline: Baseline, baseline_present: bool,
-              all_metrics: list[str], where: Sequence[str] | None) -> Section:
+def _overview(
+    runs: Runs,
+    metrics: list[str],
+    baseline: Baseline,
+    baseline_present: bool,
+    all_metrics: list[str],
+    where: Sequence[str] | None,
+) -> Section:
     frame = runs.runs
     status = Counter(frame["status"])
-    text = (f"{len(frame)} runs ({', '.join(f'{n} {s}' for s, n in sorted(status.items()))}) in "
-            f"{frame.groupby('task')['cell'].nunique().sum()} cells over "
-            f"{frame['task'].nunique()} task(s): {', '.join(sorted(frame['task'].unique()))}. "
-            f"Factors (config keys that vary): {', '.join(runs.factors) or 'none'}. "
-            f"Metrics reported: {', '.join(metrics) or 'none (no completed run)'}. "
-            f"Baseline for comparisons: {baseline.name}{'' if baseline_present else ' (not in this sweep)'}. "
-            "A cell is one configuration (everything but the seed); statistics use the completed seeds of one "
-            "cell and never average across cells; intervals are 95% t-intervals over seeds; p-values are Welch's "
-            "t-test, Holm-corrected per task, metric and table.")
+    text = (
+        f"{len(frame)} runs ({', '.join(f'{n} {s}' for s, n in sorted(status.items()))}) in "
+        f"{frame.groupby('task')['cell'].nunique().sum()} cells over "
+        f"{frame['task'].nunique()} task(s): {', '.join(sorted(frame['task'].unique()))}. "
+        f"Factors (config keys that vary): {', '.join(runs.factors) or 'none'}. "
+        f"Metrics reported: {', '.join(metrics) or 'none (no completed run)'}. "
+        f"Baseline for comparisons: {baseline.name}{'' if baseline_present else ' (not in this sweep)'}. "
+        "A cell is one configuration (everything but the seed); statistics use the completed seeds of one "
+        "cell and never average across cells; intervals are 95% t-intervals over seeds; p-values are Welch's "
+        "t-test, Holm-corrected per task, metric and table."
+    )
     section = Section("Overview", [Paragraph(text)])
     if where:
         section.add(Paragraph(f"Only runs with {', '.join(where)} (--where).", kind="note"))
     if len(runs.duplicates):
         dups = "; ".join(f"{r.run_id} ({r.source}) = {r.duplicate_of}" for r in runs.duplicates.itertuples())
-        section.add(Paragraph(f"{len(runs.duplicates)} run(s) read twice (same configuration and seed as another "
-                              f"run), each counted once: {dups}.", kind="note"))
+        section.add(
+            Paragraph(
+                f"{len(runs.duplicates)} run(s) read twice (same configuration and seed as another "
+                f"run), each counted once: {dups}.",
+                kind="note",
+            )
+        )
     done = frame[frame["status"] == "completed"]
     seeds = done.groupby(["task", "cell"])["seed"].nunique()
     single = sorted(t for t, n in seeds.groupby(level="task").max().items() if n < 2)
     if single:
-        section.add(Paragraph(f"{', '.join(single)}: every cell has at most one completed seed, so "
-                              f"{ONE_SEED_NOTICE}; the tables show means without intervals.", kind="note"))
+        section.add(
+            Paragraph(
+                f"{', '.join(single)}: every cell has at most one completed seed, so "
+                f"{ONE_SEED_NOTICE}; the tables show means without intervals.",
+                kind="note",
+            )
+        )
     others = [m for m in all_metrics if m not in metrics]
     if others:
-        section.add(Paragraph(f"Also found, not reported: {', '.join(others)} (choose metrics with --metrics).",
-                              kind="note"))
+        section.add(
+            Paragraph(f"Also found, not reported: {', '.join(others)} (choose metrics with --metrics).", kind="note")
+        )
     return section
 
 
-def _lead(doc: Document, runs: Runs, figures_dir: Path,
-          style: figures.FigureStyle | None = None) -> dict[str, summary.TaskSummary]:
+def _lead(
+    doc: Document, runs: Runs, figures_dir: Path, style: figures.FigureStyle | None = None
+) -> dict[str, summary.TaskSummary]:
     """The first screen: per task, the cells ranked in and beyond the training range, beside the length figure."""
     found = {}
     for task in sorted(runs.runs["task"].unique()):
         ranked = summary.summarise_task(runs.runs, runs.by_length, task)
         if ranked is None:
-            doc.lead.append(Section(f"Summary — {task}", [Paragraph(
-                f"No completed run of {task} has a metric to rank the cells by; see the details below.",
-                kind="note")]))
+            doc.lead.append(
+                Section(
+                    f"Summary — {task}",
+                    [
+                        Paragraph(
+                            f"No completed run of {task} has a metric to rank the cells by; see the details below.",
+                            kind="note",
+                        )
+                    ],
+                )
+            )
             continue
-        figure = summary.write_figure(runs.runs, runs.by_length, ranked,
-                                      figures_dir / safe_name("summary", task, ranked.main), style)
+        figure = summary.write_figure(
+            runs.runs, runs.by_length, ranked, figures_dir / safe_name("summary", task, ranked.main), style
+        )
         doc.lead.append(summary.summary_section(ranked, figure))
         found[task] = ranked
     # The claims table (analysis.claims) joins the lead here, after the per-task summaries.
@@ -267,11 +377,15 @@ def _left_out(runs: Runs) -> Section | None:
     blocks: list = []
     if len(runs.unused):
         varied = "; ".join(f"{key} ({', '.join(values)})" for key, values in runs.unused.items())
-        blocks.append(Paragraph(f"Set but not used by the models that ran: {varied}. Not factors: runs that differ "
-                                "only there are one cell.", kind="note"))
+        blocks.append(
+            Paragraph(
+                f"Set but not used by the models that ran: {varied}. Not factors: runs that differ "
+                "only there are one cell.",
+                kind="note",
+            )
+        )
     if len(runs.dropped):
-        blocks.append(Paragraph(f"{len(runs.dropped)} run(s) or file(s) are left out of the statistics:",
-                                kind="note"))
+        blocks.append(Paragraph(f"{len(runs.dropped)} run(s) or file(s) are left out of the statistics:", kind="note"))
         blocks.append(Bullets([f"{r.source}: {r.reason}" for r in runs.dropped.itertuples(index=False)]))
     return Section("Left out", blocks) if blocks else None
 
@@ -290,19 +404,35 @@ def _filtered(runs: Runs, where: Sequence[str] | None) -> Runs:
     if not where:
         return runs
     kept = apply_where(runs.runs, where)
-    frame, factors = assign_cells(kept.drop(columns=[c for c in runs.factors if c in kept.columns
-                                                      and c not in ("attention", "position")]))
+    frame, factors = assign_cells(
+        kept.drop(columns=[c for c in runs.factors if c in kept.columns and c not in ("attention", "position")])
+    )
     lengths = runs.by_length[runs.by_length["run_id"].isin(set(frame["run_id"]))]
     dropped = runs.dropped[runs.dropped["run_id"].isna() | runs.dropped["run_id"].isin(set(frame["run_id"]))]
-    return Runs(frame.reset_index(drop=True), lengths.reset_index(drop=True), runs.metrics, factors,
-                runs.duplicates, dropped.reset_index(drop=True), runs.unused)
+    return Runs(
+        frame.reset_index(drop=True),
+        lengths.reset_index(drop=True),
+        runs.metrics,
+        factors,
+        runs.duplicates,
+        dropped.reset_index(drop=True),
+        runs.unused,
+    )
 
 
-def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None = None,
-                 bench: str | Path | bool | None = None, metrics: Sequence[str] | None = None,
-                 factors: Sequence[str] | None = None, where: Sequence[str] | None = None,
-                 claims: str | Path | None = None, figure_width: float | None = None,
-                 figure_formats: Sequence[str] = figures.FORMATS, paper_files: bool = True) -> Path:
+def build_report(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    baseline: str | None = None,
+    bench: str | Path | bool | None = None,
+    metrics: Sequence[str] | None = None,
+    factors: Sequence[str] | None = None,
+    where: Sequence[str] | None = None,
+    claims: str | Path | None = None,
+    figure_width: float | None = None,
+    figure_formats: Sequence[str] = figures.FORMATS,
+    paper_files: bool = True,
+) -> Path:
     """Collect the sweeps under ``paths`` and write the report into ``out``; returns the report.html path.
 
     ``baseline`` is ``"ATTENTION+POSITION"`` or ``"KEY=VALUE[,KEY=VALUE]"``; None means
@@ -319,14 +449,24 @@ def build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | N
     """
     check_out_dir(out)
     with writing(out):
-        return _build_report(paths, out, baseline, bench, metrics, factors, where, claims, figure_width,
-                             figure_formats, paper_files)
+        return _build_report(
+            paths, out, baseline, bench, metrics, factors, where, claims, figure_width, figure_formats, paper_files
+        )
 
 
-def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | None,
-                  bench: str | Path | bool | None, metrics: Sequence[str] | None, factors: Sequence[str] | None,
-                  where: Sequence[str] | None, claims: str | Path | None, figure_width: float | None,
-                  figure_formats: Sequence[str], paper_files: bool) -> Path:
+def _build_report(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    baseline: str | None,
+    bench: str | Path | bool | None,
+    metrics: Sequence[str] | None,
+    factors: Sequence[str] | None,
+    where: Sequence[str] | None,
+    claims: str | Path | None,
+    figure_width: float | None,
+    figure_formats: Sequence[str],
+    paper_files: bool,
+) -> Path:
     if baseline is not None:
         parse_baseline(baseline)  # a malformed option fails before any file is read
     if where:
@@ -352,15 +492,18 @@ def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | 
     if measured is not None:
         bench_data = measured.bench
     summaries = {m: inference.cell_summary(frame, m) for m in chosen}
-    plans = [TaskPlan(frame, task, runs.factors, factors, baseline_spec, chosen)
-             for task in sorted(frame["task"].unique())]
+    plans = [
+        TaskPlan(frame, task, runs.factors, factors, baseline_spec, chosen) for task in sorted(frame["task"].unique())
+    ]
     curves = learning_curves(runs)
     # one colour per variant in every figure of the report, and the figures' width and formats
     colors = figures.report_style([g for p in plans for g in p.grids], figure_width, figure_formats)
     budget, map_budget = FigureBudget(MAX_FIGURES), FigureBudget(MAX_MAP_FIGURES)
 
-    doc = Document("attnlab ablation report",
-                   subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}")
+    doc = Document(
+        "attnlab ablation report",
+        subtitle=f"sweeps: {', '.join(sorted(str(s) for s in frame['sweep'].dropna().unique()))}",
+    )
     left_out = _left_out(runs)
     if left_out is not None:
         doc.lead.append(left_out)  # first: every number below is over the runs that are left
@@ -371,14 +514,43 @@ def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | 
     doc.sections.append(overview)
     confounds, confound_table = _confounds_section(plans, factors)
     doc.sections.append(confounds)
-    doc.sections.append(quality_cost_section(frame, runs.by_length, {p.task: p.grids for p in plans}, task_summaries,
-                                             colors, figures_dir, budget, measured.by_cell if measured else None))
+    doc.sections.append(
+        quality_cost_section(
+            frame,
+            runs.by_length,
+            {p.task: p.grids for p in plans},
+            task_summaries,
+            colors,
+            figures_dir,
+            budget,
+            measured.by_cell if measured else None,
+        )
+    )
     for plan in plans:
-        doc.sections.append(_task_section(runs, plan, chosen, baseline_spec, baseline_present, summaries, curves,
-                                          colors, budget, map_budget, figures_dir, task_summaries.get(plan.task)))
+        doc.sections.append(
+            _task_section(
+                runs,
+                plan,
+                chosen,
+                baseline_spec,
+                baseline_present,
+                summaries,
+                curves,
+                colors,
+                budget,
+                map_budget,
+                figures_dir,
+                task_summaries.get(plan.task),
+            )
+        )
     if budget.skipped:
-        overview.add(Paragraph(f"{budget.skipped} more figures not drawn (cap of {MAX_FIGURES} per "
-                               "report); narrow the report with --where KEY=VALUE.", kind="note"))
+        overview.add(
+            Paragraph(
+                f"{budget.skipped} more figures not drawn (cap of {MAX_FIGURES} per "
+                "report); narrow the report with --where KEY=VALUE.",
+                kind="note",
+            )
+        )
     failures = failures_table(frame)
     if failures is not None:
         doc.sections.append(Section("Failed and diverged runs", [failures]))
@@ -398,7 +570,8 @@ def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | 
     cells.to_csv(out / "cells.csv", index=False)
     compared = [p.comparisons[m] for p in plans for m in chosen]
     pd.concat(compared or [pd.DataFrame(columns=inference.CELL_COMPARISON_COLUMNS)]).to_csv(
-        out / "comparisons.csv", index=False)
+        out / "comparisons.csv", index=False
+    )
     confound_table.to_csv(out / "confounds.csv", index=False)
     summary.summaries_frame(list(task_summaries.values())).to_csv(out / "summary.csv", index=False)
     if paper_files:  # latex/, references.bib, methods.md / .tex
@@ -408,42 +581,94 @@ def _build_report(paths: Sequence[str | Path], out: str | Path, baseline: str | 
 
 # ---------------------------------------------------------------- command line
 
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog_name("analysis.report"), description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", metavar="SWEEP_DIR", help="sweep folders, result.json files or globs")
     parser.add_argument("--out", required=True, type=Path, help="folder for the report")
-    parser.add_argument("--baseline", default=None, metavar="ATTENTION+POSITION|KEY=VALUE[,KEY=VALUE]",
-                        help=f"cell to compare against, by factor values (default {DEFAULT_BASELINE} when present)")
-    parser.add_argument("--factors", nargs="+", default=None, metavar="KEY",
-                        help="one or two factors for the tables' rows and columns (default: attention, position, "
-                             "then the other varying keys); the others get one table per combination")
-    parser.add_argument("--where", nargs="+", default=None, metavar="KEY=VALUE",
-                        help="keep only runs with these config values, e.g. --where optim.lr=0.001")
-    parser.add_argument("--bench", default=None, type=Path, nargs="?", const=True, metavar="FILE",
-                        help="benchmark JSON from python -m experiments.bench; without FILE (after the sweep "
-                             "folders), measure each cell's attention and position at long T (cached in --out)")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="ATTENTION+POSITION|KEY=VALUE[,KEY=VALUE]",
+        help=f"cell to compare against, by factor values (default {DEFAULT_BASELINE} when present)",
+    )
+    parser.add_argument(
+        "--factors",
+        nargs="+",
+        default=None,
+        metavar="KEY",
+        help="one or two factors for the tables' rows and columns (default: attention, position, "
+        "then the other varying keys); the others get one table per combination",
+    )
+    parser.add_argument(
+        "--where",
+        nargs="+",
+        default=None,
+        metavar="KEY=VALUE",
+        help="keep only runs with these config values, e.g. --where optim.lr=0.001",
+    )
+    parser.add_argument(
+        "--bench",
+        default=None,
+        type=Path,
+        nargs="?",
+        const=True,
+        metavar="FILE",
+        help="benchmark JSON from python -m experiments.bench; without FILE (after the sweep "
+        "folders), measure each cell's attention and position at long T (cached in --out)",
+    )
     parser.add_argument("--metrics", nargs="+", default=None, help="metrics to report (default: common to all tasks)")
-    parser.add_argument("--claims", default=None, type=Path, metavar="FILE",
-                        help="YAML file of claims, tested beside those the runs carry (see analysis/claims/)")
-    parser.add_argument("--figure-width", default=None, type=float, metavar="INCHES",
-                        help="draw every figure this wide with paper fonts: 3.3 for one column, 6.9 for two "
-                             "(default: sized for the screen)")
-    parser.add_argument("--figure-formats", nargs="+", default=list(figures.FORMATS), metavar="FORMAT",
-                        help=f"figure files to write, png always (default: {' '.join(figures.FORMATS)})")
-    parser.add_argument("--no-paper", action="store_true",
-                        help="leave out latex/, references.bib and methods.md / methods.tex")
-    parser.add_argument("--wandb", action="store_true",
-                        help="then log the report folder as a W&B artifact (type report, job_type report, group = "
-                             "the sweep); WANDB_MODE, offline by default; a failure exits 2, the report kept")
+    parser.add_argument(
+        "--claims",
+        default=None,
+        type=Path,
+        metavar="FILE",
+        help="YAML file of claims, tested beside those the runs carry (see analysis/claims/)",
+    )
+    parser.add_argument(
+        "--figure-width",
+        default=None,
+        type=float,
+        metavar="INCHES",
+        help="draw every figure this wide with paper fonts: 3.3 for one column, 6.9 for two "
+        "(default: sized for the screen)",
+    )
+    parser.add_argument(
+        "--figure-formats",
+        nargs="+",
+        default=list(figures.FORMATS),
+        metavar="FORMAT",
+        help=f"figure files to write, png always (default: {' '.join(figures.FORMATS)})",
+    )
+    parser.add_argument(
+        "--no-paper", action="store_true", help="leave out latex/, references.bib and methods.md / methods.tex"
+    )
+    parser.add_argument(
+        "--wandb",
+        action="store_true",
+        help="then log the report folder as a W&B artifact (type report, job_type report, group = "
+        "the sweep); WANDB_MODE, offline by default; a failure exits 2, the report kept",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    html, code = run_cli(lambda: build_report(args.paths, args.out, baseline=args.baseline, bench=args.bench,
-                                              metrics=args.metrics, factors=args.factors, where=args.where,
-                                              claims=args.claims, figure_width=args.figure_width,
-                                              figure_formats=args.figure_formats, paper_files=not args.no_paper))
+    html, code = run_cli(
+        lambda: build_report(
+            args.paths,
+            args.out,
+            baseline=args.baseline,
+            bench=args.bench,
+            metrics=args.metrics,
+            factors=args.factors,
+            where=args.where,
+            claims=args.claims,
+            figure_width=args.figure_width,
+            figure_formats=args.figure_formats,
+            paper_files=not args.no_paper,
+        )
+    )
     if code == 0:
         print(html)
     if code == 0 and args.wandb:  # after the report is written: a failure to log leaves it in place

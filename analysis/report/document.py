@@ -6,6 +6,7 @@ errors, overrides, file names) passes through ``html.escape`` on its way into
 HTML, so a hostile run name shows as text. Figures are embedded as base64
 ``data:`` URIs and the CSS is inline: the HTML references nothing outside itself.
 """
+
 from __future__ import annotations
 
 import base64
@@ -105,6 +106,7 @@ def fold(sections: list[Section], max_level: int = 3) -> list[Section]:
 
 # ---------------------------------------------------------------- numbers
 
+
 def fmt(x: float) -> str:
     """A compact number for tables: 3 decimals for metric-sized values, fewer for large ones."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -130,6 +132,7 @@ def fmt_p(p: float) -> str:
 
 
 # ---------------------------------------------------------------- Markdown
+
 
 def _md_text(text: str) -> str:
     """Markdown-safe inline text: no raw HTML, no line breaks, no table-breaking pipes."""
@@ -264,8 +267,9 @@ def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _anchors(sections: list[Section], used: set[str] | None = None,
-             out: dict[int, str] | None = None) -> dict[int, str]:
+def _anchors(
+    sections: list[Section], used: set[str] | None = None, out: dict[int, str] | None = None
+) -> dict[int, str]:
     """A unique anchor per section (keyed by object id), assigned once in document order."""
     used = set() if used is None else used
     out = {} if out is None else out
@@ -289,8 +293,10 @@ def _html_block(block: Block, anchors: dict[int, str]) -> str:
     if isinstance(block, Code):
         return f"<pre>{_e(block.text)}</pre>"
     if isinstance(block, Figure):
-        return (f'<figure><img src="{_data_uri(block.path)}" alt="{_e(block.caption)}">'
-                f"<figcaption>{_e(block.caption)}</figcaption></figure>")
+        return (
+            f'<figure><img src="{_data_uri(block.path)}" alt="{_e(block.caption)}">'
+            f"<figcaption>{_e(block.caption)}</figcaption></figure>"
+        )
     if isinstance(block, Table):
         caption = f"<caption>{_e(block.caption)}</caption>" if block.caption else ""
         head = "<tr>" + "".join(_html_cell(h, "th") for h in block.header) + "</tr>"
@@ -318,8 +324,10 @@ def to_html(doc: Document) -> str:
     toc = "".join(f'<li><a href="#{anchors[id(s)]}">{_e(s.title)}</a></li>' for s in doc.sections)
     subtitle = f'<p class="subtitle">{_e(doc.subtitle)}</p>' if doc.subtitle else ""
     # The viewport line makes phones lay the page out at their own width instead of a zoomed-out desktop one.
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{_e(doc.title)}</title><style>{CSS}</style></head><body>\n"
-            f"<h1>{_e(doc.title)}</h1>{subtitle}\n{lead}\n<nav><p class=\"small\">The details, folded: open a "
-            f"heading to read it.</p><ul>{toc}</ul></nav>\n{body}\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(doc.title)}</title><style>{CSS}</style></head><body>\n"
+        f'<h1>{_e(doc.title)}</h1>{subtitle}\n{lead}\n<nav><p class="small">The details, folded: open a '
+        f"heading to read it.</p><ul>{toc}</ul></nav>\n{body}\n</body></html>\n"
+    )

@@ -14,11 +14,12 @@ alone (the summary, the attention statistics) keeps its table's colour and shape
 one column, 6.9 for two) with fonts of 5 to 9 pt; without it figures are sized for
 the screen.
 """
+
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,7 +29,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from analysis.command.errors import ReportError
-from analysis.stats.inference import band as clipped_band, mean_ci
+from analysis.stats.inference import band as clipped_band
+from analysis.stats.inference import mean_ci
 
 DPI = 100
 PAPER_DPI = 200  # PNGs of a paper-width figure: sharp in the HTML report too
@@ -64,15 +66,23 @@ class FigureStyle(Mapping):
     """One report's figure style: a colour per line level (a Mapping, as figures take it), a colour and a
     marker per cell (by its label), and the width every figure is drawn at (None: screen sizes)."""
 
-    def __init__(self, colors: Mapping[str, str], labels: Mapping[str, tuple[str, str]] | None = None,
-                 width: float | None = None, formats: Sequence[str] = FORMATS) -> None:
+    def __init__(
+        self,
+        colors: Mapping[str, str],
+        labels: Mapping[str, tuple[str, str]] | None = None,
+        width: float | None = None,
+        formats: Sequence[str] = FORMATS,
+    ) -> None:
         if width is not None and not (1.0 <= width <= 20.0):
-            raise ReportError(f"--figure-width {width} is not allowed; give inches between 1 and 20 "
-                             "(3.3 for one column, 6.9 for two)")
+            raise ReportError(
+                f"--figure-width {width} is not allowed; give inches between 1 and 20 (3.3 for one column, 6.9 for two)"
+            )
         unknown = sorted(set(formats) - set(FORMATS))
         if unknown or "png" not in formats:
-            raise ReportError(f"--figure-formats {' '.join(formats)} is not allowed; choose among {list(FORMATS)}, "
-                             "png included (the HTML report shows it)")
+            raise ReportError(
+                f"--figure-formats {' '.join(formats)} is not allowed; choose among {list(FORMATS)}, "
+                "png included (the HTML report shows it)"
+            )
         self.colors = dict(colors)
         self.labels = dict(labels or {})
         self.width = width
@@ -150,8 +160,7 @@ def _done(fig: Figure, path: Path | None, style: FigureStyle | None) -> Figure |
     return fig if path is None else _save(fig, path, style)
 
 
-def _panels(n: int, title: str, sharey: bool = True, style: FigureStyle | None = None,
-            ax=None) -> tuple[Figure, list]:
+def _panels(n: int, title: str, sharey: bool = True, style: FigureStyle | None = None, ax=None) -> tuple[Figure, list]:
     given = _given_axes(ax, n)
     if given is not None:
         return given
@@ -178,8 +187,9 @@ def _panels(n: int, title: str, sharey: bool = True, style: FigureStyle | None =
     return fig, axes[:n]
 
 
-def _legend(fig: Figure, lines: Sequence[str], colors: Mapping[str, str], train_range=None,
-            title: str = "position") -> None:
+def _legend(
+    fig: Figure, lines: Sequence[str], colors: Mapping[str, str], train_range=None, title: str = "position"
+) -> None:
     """One legend for the whole figure, so a line missing from the first panel is still named."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -189,8 +199,14 @@ def _legend(fig: Figure, lines: Sequence[str], colors: Mapping[str, str], train_
         handles.append(Patch(color="0.88", label=f"train lengths {train_range[0]}–{train_range[1]}"))
     style = style_of(colors)
     if style.width is not None and style.width < NARROW:
-        fig.legend(handles=handles, loc="outside lower center", fontsize=8, title=title, title_fontsize=8,
-                   ncols=min(len(handles), 3))
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            fontsize=8,
+            title=title,
+            title_fontsize=8,
+            ncols=min(len(handles), 3),
+        )
     else:
         fig.legend(handles=handles, loc="outside right upper", fontsize=8, title=title, title_fontsize=8)
 
@@ -247,10 +263,20 @@ def _mean_band(frame: pd.DataFrame, x: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence[int] | None,
-                          colors: Mapping[str, tuple], title: str, path: Path | None = None, panel: str = "attention",
-                          line: str = "position", panels: Sequence[str] | None = None,
-                          lines: Sequence[str] | None = None, legend: str | None = None, ax=None) -> Path | Figure:
+def length_generalisation(
+    data: pd.DataFrame,
+    metric: str,
+    train_range: Sequence[int] | None,
+    colors: Mapping[str, tuple],
+    title: str,
+    path: Path | None = None,
+    panel: str = "attention",
+    line: str = "position",
+    panels: Sequence[str] | None = None,
+    lines: Sequence[str] | None = None,
+    legend: str | None = None,
+    ax=None,
+) -> Path | Figure:
     """``metric`` vs evaluation length: a panel per ``panel`` level, a line per ``line`` level, training range shaded.
 
     Saved to ``path`` (returns the path); without a path the figure is returned, drawn into ``ax``
@@ -282,10 +308,19 @@ def length_generalisation(data: pd.DataFrame, metric: str, train_range: Sequence
     return _done(fig, path, style)
 
 
-def learning_curves(curves: pd.DataFrame, metric: str, colors: Mapping[str, tuple], title: str,
-                    path: Path | None = None, panel: str = "attention", line: str = "position",
-                    panels: Sequence[str] | None = None, lines: Sequence[str] | None = None,
-                    legend: str | None = None, ax=None) -> Path | Figure:
+def learning_curves(
+    curves: pd.DataFrame,
+    metric: str,
+    colors: Mapping[str, tuple],
+    title: str,
+    path: Path | None = None,
+    panel: str = "attention",
+    line: str = "position",
+    panels: Sequence[str] | None = None,
+    lines: Sequence[str] | None = None,
+    legend: str | None = None,
+    ax=None,
+) -> Path | Figure:
     """``metric`` vs step: a panel per ``panel`` level, the seed mean bold and each seed faint, a colour per line.
 
     Saved to ``path`` (returns the path), or the figure (into ``ax`` when given) without one.
@@ -313,9 +348,18 @@ def learning_curves(curves: pd.DataFrame, metric: str, colors: Mapping[str, tupl
     return _done(fig, path, style)
 
 
-def parameter_curve(summary: pd.DataFrame, metric: str, parameter: str, colors: Mapping[str, tuple], title: str,
-                    path: Path | None = None, line: str | None = None, lines: Sequence[str] | None = None,
-                    legend: str | None = None, ax=None) -> Path | Figure:
+def parameter_curve(
+    summary: pd.DataFrame,
+    metric: str,
+    parameter: str,
+    colors: Mapping[str, tuple],
+    title: str,
+    path: Path | None = None,
+    line: str | None = None,
+    lines: Sequence[str] | None = None,
+    legend: str | None = None,
+    ax=None,
+) -> Path | Figure:
     """``metric`` against a numeric factor's value: mean and 95% CI over seeds, a line per ``line`` level.
 
     Saved to ``path`` (returns the path), or the figure (into ``ax`` when given) without one.
@@ -329,17 +373,28 @@ def parameter_curve(summary: pd.DataFrame, metric: str, parameter: str, colors: 
         FigureCanvasAgg(fig)
         ax = fig.subplots()
     fig = ax.figure
-    groups = [(None, summary)] if line is None else [(n, summary[summary[line] == n])
-                                                     for n in _in_order(summary[line], lines)]
+    groups = (
+        [(None, summary)]
+        if line is None
+        else [(n, summary[summary[line] == n]) for n in _in_order(summary[line], lines)]
+    )
     for name, group in groups:
         group = group.sort_values("x")
         color = colors.get(name, "C0") if name is not None else "C0"
-        ax.plot(group["x"], group["mean"], marker="o", ms=4, color=color, label=name,
-                gid=line_id("level", name) if name is not None else None)
+        ax.plot(
+            group["x"],
+            group["mean"],
+            marker="o",
+            ms=4,
+            color=color,
+            label=name,
+            gid=line_id("level", name) if name is not None else None,
+        )
         ok = np.isfinite(group["ci_half"].to_numpy(float))
         if ok.any():
-            ax.errorbar(group["x"][ok], group["mean"][ok], yerr=group["ci_half"][ok], fmt="none", color=color,
-                        capsize=3, lw=1)
+            ax.errorbar(
+                group["x"][ok], group["mean"][ok], yerr=group["ci_half"][ok], fmt="none", color=color, capsize=3, lw=1
+            )
     ax.set_xlabel(parameter)
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
@@ -356,8 +411,15 @@ def _labels(block: str, axis: str, tokens: Mapping[str, Sequence[str]], size: in
     return list(labels) if labels is not None and len(labels) == size and size <= 32 else None
 
 
-def attention_maps(maps: Mapping[str, np.ndarray], tokens: Mapping[str, Sequence[str]], title: str,
-                   path: Path, max_layers: int = 4, max_heads: int = 4, style: FigureStyle | None = None) -> Path:
+def attention_maps(
+    maps: Mapping[str, np.ndarray],
+    tokens: Mapping[str, Sequence[str]],
+    title: str,
+    path: Path,
+    max_layers: int = 4,
+    max_heads: int = 4,
+    style: FigureStyle | None = None,
+) -> Path:
     """A grid of heatmaps: a row per ``block/layer`` map, a column per head (capped), rows of weights sum to 1."""
     keys = list(maps)[:max_layers]
     heads = min(max(maps[k].shape[0] for k in keys), max_heads)
@@ -376,8 +438,9 @@ def attention_maps(maps: Mapping[str, np.ndarray], tokens: Mapping[str, Sequence
                 ax.set_visible(False)
                 continue
             # One colour scale per row, so the heads of a layer compare by colour.
-            image = ax.imshow(weights[h], cmap="viridis", vmin=0.0, vmax=row_max, aspect="auto",
-                              interpolation="nearest")
+            image = ax.imshow(
+                weights[h], cmap="viridis", vmin=0.0, vmax=row_max, aspect="auto", interpolation="nearest"
+            )
             ax.set_title(f"{key} head {h}", fontsize=8)
             q_labels = _labels(block, "q", tokens, weights.shape[1])
             k_labels = _labels(block, "k", tokens, weights.shape[2])
@@ -402,7 +465,7 @@ def bench_scaling(records: pd.DataFrame, colors: Mapping[str, tuple], path: Path
     FigureCanvasAgg(fig)
     ax_time, ax_mem = fig.subplots(1, 2)
     ok = records[records["status"] == "ok"]
-    for (label, group) in ok.groupby("variant", sort=True):
+    for label, group in ok.groupby("variant", sort=True):
         group = group.sort_values("T")
         color = colors[label]
         ax_time.plot(group["T"], group["ms"], marker="o", ms=3, color=color, label=label)

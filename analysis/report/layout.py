@@ -13,6 +13,7 @@ confound that is not needed to tell cells apart (a learning rate changed in one
 cell only) is folded out: the cell keeps its place, with the differing value as
 a note.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.data.cells import FAILED, factor_parent, format_value, is_budget, is_missing, normalise, order_factors
 from analysis.command.errors import ReportError
+from analysis.data.cells import FAILED, factor_parent, format_value, is_budget, is_missing, normalise, order_factors
 
 MAX_AXES = 2
 
@@ -59,8 +60,11 @@ class Axis:
         """``local (window=4)``: the top value, then each sub-factor that the cell has."""
         top, *subs = self.keys
         text = format_value(row.get(top))
-        extra = [f"{k[len(top) + 1:] if k.startswith(top + '.') else k}={format_value(row.get(k))}"
-                 for k in subs if not is_missing(row.get(k))]
+        extra = [
+            f"{k[len(top) + 1 :] if k.startswith(top + '.') else k}={format_value(row.get(k))}"
+            for k in subs
+            if not is_missing(row.get(k))
+        ]
         return f"{text} ({', '.join(extra)})" if extra else text
 
     def sort_key(self, row: Mapping[str, Any]) -> tuple:
@@ -97,8 +101,13 @@ def choose_axes(factors: Sequence[str], asked: Sequence[str] | None) -> tuple[li
     # A named factor takes its unnamed sub-factors with it; the rest are grouped as usual.
     axes = []
     for key in named:
-        subs = [k for k in factors if k.startswith(key + ".") and k not in named
-                and not any(k.startswith(n + ".") and len(n) > len(key) for n in named)]
+        subs = [
+            k
+            for k in factors
+            if k.startswith(key + ".")
+            and k not in named
+            and not any(k.startswith(n + ".") and len(n) > len(key) for n in named)
+        ]
         axes.append(Axis((key, *subs)))
     used = {k for a in axes for k in a.keys}
     rest = [k for k in factors if k not in used]
@@ -215,26 +224,38 @@ def grids(frame: pd.DataFrame, task: str, factors: Sequence[str], asked: Sequenc
     result = []
     for where in sorted(out, key=lambda w: order[w]):
         cells = out[where]
-        table = pd.DataFrame({
-            "cell": [r["cell"] for r in cells],
-            "cell_label": [r["cell_label"] for r in cells],
-            "row": [rows.level(r) if rows else r["cell_label"] for r in cells],
-            "column": [columns.level(r) if columns else "" for r in cells],
-            "note": _folded_notes(cells, folded),
-        })
+        table = pd.DataFrame(
+            {
+                "cell": [r["cell"] for r in cells],
+                "cell_label": [r["cell_label"] for r in cells],
+                "row": [rows.level(r) if rows else r["cell_label"] for r in cells],
+                "column": [columns.level(r) if columns else "" for r in cells],
+                "note": _folded_notes(cells, folded),
+            }
+        )
         positions = table[["row", "column"]].apply(tuple, axis=1)
         if positions.duplicated().any():  # would be a pooling bug: two configurations in one table position
             raise AssertionError(f"two cells share a table position in task {task}: {list(table['cell_label'])}")
         row_sorted = sorted(cells, key=lambda r: rows.sort_key(r) if rows else (r["cell_label"],))
         col_sorted = sorted(cells, key=lambda r: columns.sort_key(r)) if columns else []
-        grid = Grid(task, rows, columns, dict(zip((a.name for a in sliced), where)), table,
-                    list(dict.fromkeys(rows.level(r) if rows else r["cell_label"] for r in row_sorted)),
-                    list(dict.fromkeys(columns.level(r) for r in col_sorted)) if columns else [])
+        grid = Grid(
+            task,
+            rows,
+            columns,
+            dict(zip((a.name for a in sliced), where)),
+            table,
+            list(dict.fromkeys(rows.level(r) if rows else r["cell_label"] for r in row_sorted)),
+            list(dict.fromkeys(columns.level(r) for r in col_sorted)) if columns else [],
+        )
         # Table order (row level, then column level), so comparisons and costs read as the tables do.
         rank_row = {v: i for i, v in enumerate(grid.row_levels)}
         rank_col = {v: i for i, v in enumerate(grid.column_levels)}
-        grid.cells = table.assign(_r=table["row"].map(rank_row), _c=table["column"].map(rank_col).fillna(0)) \
-            .sort_values(["_r", "_c"], kind="stable").drop(columns=["_r", "_c"]).reset_index(drop=True)
+        grid.cells = (
+            table.assign(_r=table["row"].map(rank_row), _c=table["column"].map(rank_col).fillna(0))
+            .sort_values(["_r", "_c"], kind="stable")
+            .drop(columns=["_r", "_c"])
+            .reset_index(drop=True)
+        )
         result.append(grid)
     return result
 
@@ -249,8 +270,7 @@ def _folded_notes(cells: list[dict], folded: Sequence[str]) -> list[str]:
             counts[format_value(r.get(key))] = counts.get(format_value(r.get(key)), 0) + 1
         modes[key] = max(sorted(counts), key=lambda v: counts[v])
     for r in cells:
-        notes.append(", ".join(f"{k}={format_value(r.get(k))}" for k in folded
-                               if format_value(r.get(k)) != modes[k]))
+        notes.append(", ".join(f"{k}={format_value(r.get(k))}" for k in folded if format_value(r.get(k)) != modes[k]))
     return notes
 
 
@@ -259,15 +279,20 @@ def check_asked(asked: Sequence[str] | None, factors: Sequence[str]) -> None:
     if not asked:
         return
     if len(asked) > MAX_AXES:
-        raise ReportError(f"--factors {' '.join(asked)}: at most {MAX_AXES} factors make a table; "
-                          "the others get one table per combination")
+        raise ReportError(
+            f"--factors {' '.join(asked)}: at most {MAX_AXES} factors make a table; "
+            "the others get one table per combination"
+        )
     unknown = [k for k in asked if k not in factors]
     if unknown:
-        raise ReportError(f"--factors {' '.join(unknown)}: not a factor of these runs; factors that vary: "
-                          f"{', '.join(factors) or 'none'}")
+        raise ReportError(
+            f"--factors {' '.join(unknown)}: not a factor of these runs; factors that vary: "
+            f"{', '.join(factors) or 'none'}"
+        )
 
 
 # ---------------------------------------------------------------- --where and --baseline: factor values
+
 
 def _lookup(frame: pd.DataFrame, key: str) -> pd.Series | None:
     """A factor column, or the constant config column of a key that does not vary."""
@@ -303,8 +328,10 @@ def match(frame: pd.DataFrame, values: Mapping[str, str], option: str) -> pd.Ser
     for key, text in values.items():
         column = _lookup(frame, key)
         if column is None:
-            raise ReportError(f"{option}: {key!r} is not a config key of these runs; use a dotted key such as "
-                              "attention, position, attention.window, optim.lr")
+            raise ReportError(
+                f"{option}: {key!r} is not a config key of these runs; use a dotted key such as "
+                "attention, position, attention.window, optim.lr"
+            )
         mask &= column.map(lambda v, t=text: equals(v, t))
     return mask
 
@@ -316,7 +343,6 @@ def apply_where(frame: pd.DataFrame, where: Sequence[str] | None) -> pd.DataFram
     values = parse_assignments(where, "--where")
     mask = match(frame, values, "--where")
     if not mask.any():
-        found = "; ".join(f"{k}: {', '.join(sorted({format_value(v) for v in _lookup(frame, k)}))}"
-                          for k in values)
+        found = "; ".join(f"{k}: {', '.join(sorted({format_value(v) for v in _lookup(frame, k)}))}" for k in values)
         raise ReportError(f"--where {' '.join(where)}: no run matches; values found: {found}")
     return frame[mask]

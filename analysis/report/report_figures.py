@@ -5,6 +5,7 @@ row factor; with one factor, one panel with a line per level; with a numeric
 factor, the metric against the factor's value. A report-wide budget caps how
 many figures are drawn (``FigureBudget``) and says how many were left out.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.report import figures
 from analysis.data.cells import normalise
+from analysis.report import figures
 from analysis.report.document import Figure, Paragraph
 from analysis.report.layout import Grid
 
@@ -78,8 +79,9 @@ def _title(grid: Grid, what: str) -> str:
     return f"{grid.task}: {what}" + (f" ({grid.title})" if grid.where else "")
 
 
-def length_figures(runs: pd.DataFrame, by_length: pd.DataFrame, grid: Grid, colors: dict, figures_dir: Path,
-                   budget: FigureBudget) -> list[Figure]:
+def length_figures(
+    runs: pd.DataFrame, by_length: pd.DataFrame, grid: Grid, colors: dict, figures_dir: Path, budget: FigureBudget
+) -> list[Figure]:
     done = set(runs.loc[(runs["task"] == grid.task) & (runs["status"] == "completed"), "cell"])
     data = _placed(by_length[by_length["cell"].isin(done)], grid)
     data = data[np.isfinite(data["value"].to_numpy(float))]
@@ -90,17 +92,32 @@ def length_figures(runs: pd.DataFrame, by_length: pd.DataFrame, grid: Grid, colo
     for metric, group in data.groupby("metric", sort=True):
         if not budget.take():
             continue
-        path = figures.length_generalisation(group, metric, train, colors, _title(grid, f"{metric} vs length"),
-                                             figures_dir / safe_name("length", grid.task, metric, grid.title),
-                                             panel="_panel", line="_line", panels=panels, lines=lines,
-                                             legend=line)
-        out.append(Figure(path, f"{grid.task}: {metric} vs evaluation length; a panel per {panel}, a line per "
-                                f"{line} (one cell each); {shaded}bands: 95% CI over seeds"))
+        path = figures.length_generalisation(
+            group,
+            metric,
+            train,
+            colors,
+            _title(grid, f"{metric} vs length"),
+            figures_dir / safe_name("length", grid.task, metric, grid.title),
+            panel="_panel",
+            line="_line",
+            panels=panels,
+            lines=lines,
+            legend=line,
+        )
+        out.append(
+            Figure(
+                path,
+                f"{grid.task}: {metric} vs evaluation length; a panel per {panel}, a line per "
+                f"{line} (one cell each); {shaded}bands: 95% CI over seeds",
+            )
+        )
     return out
 
 
-def curve_figure(curves: pd.DataFrame, runs: pd.DataFrame, grid: Grid, colors: dict, figures_dir: Path,
-                 budget: FigureBudget) -> Figure | None:
+def curve_figure(
+    curves: pd.DataFrame, runs: pd.DataFrame, grid: Grid, colors: dict, figures_dir: Path, budget: FigureBudget
+) -> Figure | None:
     done = set(runs.loc[(runs["task"] == grid.task) & (runs["status"] == "completed"), "cell"])
     data = _placed(curves[curves["cell"].isin(done)], grid)
     panel, line, panels, lines = roles(grid)
@@ -110,17 +127,35 @@ def curve_figure(curves: pd.DataFrame, runs: pd.DataFrame, grid: Grid, colors: d
             continue
         if not budget.take():
             return None
-        path = figures.learning_curves(here, metric, colors, _title(grid, f"{metric} vs step"),
-                                       figures_dir / safe_name("curves", grid.task, metric, grid.title),
-                                       panel="_panel", line="_line", panels=panels, lines=lines,
-                                             legend=line)
-        return Figure(path, f"{grid.task}: {metric} vs step for completed runs; bold: mean over the seeds of one "
-                            f"cell, faint: each seed; a panel per {panel}, a colour per {line}")
+        path = figures.learning_curves(
+            here,
+            metric,
+            colors,
+            _title(grid, f"{metric} vs step"),
+            figures_dir / safe_name("curves", grid.task, metric, grid.title),
+            panel="_panel",
+            line="_line",
+            panels=panels,
+            lines=lines,
+            legend=line,
+        )
+        return Figure(
+            path,
+            f"{grid.task}: {metric} vs step for completed runs; bold: mean over the seeds of one "
+            f"cell, faint: each seed; a panel per {panel}, a colour per {line}",
+        )
     return None
 
 
-def parameter_figure(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataFrame, colors: dict,
-                     figures_dir: Path, budget: FigureBudget) -> Figure | None:
+def parameter_figure(
+    runs: pd.DataFrame,
+    grid: Grid,
+    metric: str,
+    summary: pd.DataFrame,
+    colors: dict,
+    figures_dir: Path,
+    budget: FigureBudget,
+) -> Figure | None:
     """The metric against a numeric factor (rows, else columns) of the table, a line per level of the other."""
     first = runs.drop_duplicates("cell").set_index("cell")
     for axis, other in ((grid.rows, grid.columns), (grid.columns, grid.rows)):
@@ -142,10 +177,17 @@ def parameter_figure(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.Da
         if not budget.take():
             return None
         lines = (grid.row_levels if other is grid.rows else grid.column_levels) if other is not None else None
-        path = figures.parameter_curve(table, metric, axis.name, colors, _title(grid, f"{metric} vs {axis.name}"),
-                                       figures_dir / safe_name("param", grid.task, metric, axis.name, grid.title),
-                                       line=line, lines=lines,
-                                       legend=other.name if other is not None else None)
+        path = figures.parameter_curve(
+            table,
+            metric,
+            axis.name,
+            colors,
+            _title(grid, f"{metric} vs {axis.name}"),
+            figures_dir / safe_name("param", grid.task, metric, axis.name, grid.title),
+            line=line,
+            lines=lines,
+            legend=other.name if other is not None else None,
+        )
         per = f", a line per {other.name}" if other is not None else ""
         return Figure(path, f"{grid.task}: {metric} against {axis.name} (mean, bars: 95% CI over seeds){per}")
     return None
@@ -170,12 +212,16 @@ def _load_maps(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]
     return {k: maps[k] for k in sorted(maps, key=order)}, tokens
 
 
-def map_figures(runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir: Path,
-                style: figures.FigureStyle | None = None) -> list:
+def map_figures(
+    runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir: Path, style: figures.FigureStyle | None = None
+) -> list:
     """Heatmaps of the first seed of each cell that saved maps, while the report-wide budget lasts."""
     task_runs = runs[runs["task"] == task].sort_values(["cell_label", "seed"])
-    candidates = [r for r in task_runs.to_dict("records")
-                  if isinstance(r["run_dir"], str) and (Path(r["run_dir"]) / MAPS_FILE).is_file()]
+    candidates = [
+        r
+        for r in task_runs.to_dict("records")
+        if isinstance(r["run_dir"], str) and (Path(r["run_dir"]) / MAPS_FILE).is_file()
+    ]
     firsts: dict[str, dict] = {}
     for r in candidates:
         firsts.setdefault(r["cell"], r)
@@ -191,13 +237,24 @@ def map_figures(runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir
         maps, tokens = loaded
         budget.take()
         title = f"{task}: {r['cell_label']}, seed {r['seed']}"
-        path = figures.attention_maps(maps, tokens, title, figures_dir / safe_name("maps", task, r["cell_label"]),
-                                      style=style)
+        path = figures.attention_maps(
+            maps, tokens, title, figures_dir / safe_name("maps", task, r["cell_label"]), style=style
+        )
         shown = ", ".join(list(maps)[:4])
-        blocks.append(Figure(path, f"Attention weights of {r['cell_label']} on one fixed example "
-                                   f"(seed {r['seed']}; rows: {shown}; queries down, keys across)"))
+        blocks.append(
+            Figure(
+                path,
+                f"Attention weights of {r['cell_label']} on one fixed example "
+                f"(seed {r['seed']}; rows: {shown}; queries down, keys across)",
+            )
+        )
     skipped = budget.skipped - before
     if skipped:
-        blocks.append(Paragraph(f"{skipped} more cells saved attention maps; not drawn (cap of "
-                                f"{MAX_MAP_FIGURES} map figures per report).", kind="note"))
+        blocks.append(
+            Paragraph(
+                f"{skipped} more cells saved attention maps; not drawn (cap of "
+                f"{MAX_MAP_FIGURES} map figures per report).",
+                kind="note",
+            )
+        )
     return blocks

@@ -5,6 +5,7 @@ group, a column per level of another, every other factor fixed. Each position
 holds one cell (one configuration), shown as a value or as why there is none
 (failed, diverged, missing, not reported); nothing is averaged across cells.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,17 +15,22 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from analysis.stats import inference
 from analysis.report.document import Bullets, Cell, Code, Paragraph, Section, Table, fmt, fmt_p
 from analysis.report.layout import Grid
+from analysis.stats import inference
 
 ONE_SEED_NOTICE = "no significance can be claimed with one seed"
 # ms/step and tokens/s: the steady training steps after warm-up; fit s: the whole fit, compiling (compile s),
 # validation and checkpoints included
-COST_COLUMNS = [("cost.params", "params"), ("cost.step_ms", "ms/step (steady)"),
-                ("cost.train_seconds", "fit s (whole)"),
-                ("cost.compile_seconds", "compile s (in fit)"), ("cost.tokens_per_second", "tokens/s (steady)"),
-                ("cost.peak_memory_mb", "peak MB"), ("cost.steps", "steps")]
+COST_COLUMNS = [
+    ("cost.params", "params"),
+    ("cost.step_ms", "ms/step (steady)"),
+    ("cost.train_seconds", "fit s (whole)"),
+    ("cost.compile_seconds", "compile s (in fit)"),
+    ("cost.tokens_per_second", "tokens/s (steady)"),
+    ("cost.peak_memory_mb", "peak MB"),
+    ("cost.steps", "steps"),
+]
 MAX_COMMANDS = 40
 CONFOUND_MARK = "⚠"
 
@@ -102,8 +108,11 @@ def status_table(runs: pd.DataFrame, grid: Grid) -> Table:
             kind = "" if counts["completed"] else ("failed" if counts["failed"] else "diverged")
             row.append(Cell(text + _note(grid, cell), kind=kind))
         rows.append(row)
-    return Table(_value_header(grid, "runs"), rows, caption=f"Runs per cell ({grid.task}"
-                                                              f"{'; ' + grid.title if grid.where else ''})")
+    return Table(
+        _value_header(grid, "runs"),
+        rows,
+        caption=f"Runs per cell ({grid.task}{'; ' + grid.title if grid.where else ''})",
+    )
 
 
 def mean_text(mean: float, half: float, n: int, note: str = "") -> str:
@@ -167,30 +176,56 @@ def effects_block(runs: pd.DataFrame, grid: Grid, metric: str, summary: pd.DataF
     means = _means(grid, summary)
     row_means, col_means, interaction, grand = inference.effects(means)
     if grid.columns is None:
-        rows = [[label, Cell(fmt(row_means[label])), Cell(_signed(row_means[label] - grand))]
-                for label in grid.row_levels]
+        rows = [
+            [label, Cell(fmt(row_means[label])), Cell(_signed(row_means[label] - grand))] for label in grid.row_levels
+        ]
         rows.append(["grand mean", Cell(fmt(grand)), Cell("")])
-        return [Table([grid.rows.name, "mean", "main effect (mean − grand mean)"], rows,
-                      caption=f"{metric}{_in(grid)}: main effect of {grid.rows.name}, one cell per level")]
+        return [
+            Table(
+                [grid.rows.name, "mean", "main effect (mean − grand mean)"],
+                rows,
+                caption=f"{metric}{_in(grid)}: main effect of {grid.rows.name}, one cell per level",
+            )
+        ]
     rows = []
     for label in grid.row_levels:
         cells = [Cell(_signed(interaction.loc[label, c])) for c in grid.column_levels]
         rows.append([label, *cells, Cell(fmt(row_means.get(label, math.nan)))])
-    rows.append([f"{grid.columns.name} mean", *[Cell(fmt(col_means.get(c, math.nan))) for c in grid.column_levels],
-                 Cell(fmt(grand))])
-    table = Table([*grid.header(), f"{grid.rows.name} mean"], rows,
-                  caption=f"{metric}{_in(grid)}: interaction (cell − row mean − column mean + grand mean), "
-                          "marginal means in the last row and column, grand mean in the corner")
+    rows.append(
+        [
+            f"{grid.columns.name} mean",
+            *[Cell(fmt(col_means.get(c, math.nan))) for c in grid.column_levels],
+            Cell(fmt(grand)),
+        ]
+    )
+    table = Table(
+        [*grid.header(), f"{grid.rows.name} mean"],
+        rows,
+        caption=f"{metric}{_in(grid)}: interaction (cell − row mean − column mean + grand mean), "
+        "marginal means in the last row and column, grand mean in the corner",
+    )
     blocks: list = [table]
     missing = int(interaction.isna().to_numpy().sum())
     if missing:
-        blocks.append(Paragraph(f"{missing} of {interaction.size} cells have no completed value; the marginal "
-                                "means are over the cells present, so they are not balanced.", kind="note"))
+        blocks.append(
+            Paragraph(
+                f"{missing} of {interaction.size} cells have no completed value; the marginal "
+                "means are over the cells present, so they are not balanced.",
+                kind="note",
+            )
+        )
     return blocks
 
 
-def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: pd.DataFrame,
-                      baseline: str | None, name: str, note: str | None = None) -> list:
+def comparisons_block(
+    runs: pd.DataFrame,
+    grid: Grid,
+    metric: str,
+    comparisons: pd.DataFrame,
+    baseline: str | None,
+    name: str,
+    note: str | None = None,
+) -> list:
     """Welch tests of every cell of one table against its baseline cell, Holm-corrected, or why there are none.
 
     ``baseline`` is the baseline's cell id in this table (None with ``note`` saying why
@@ -199,46 +234,77 @@ def comparisons_block(runs: pd.DataFrame, grid: Grid, metric: str, comparisons: 
     if baseline is None:
         return [Paragraph(note or f"The baseline {name} is not in this table: no comparisons.", kind="note")]
     base_counts = _status_counts(_cell_runs(runs, baseline))
-    rows_here = comparisons[(comparisons["task"] == grid.task) & (comparisons["metric"] == metric)
-                            & (comparisons["baseline_cell"] == baseline)]
+    rows_here = comparisons[
+        (comparisons["task"] == grid.task)
+        & (comparisons["metric"] == metric)
+        & (comparisons["baseline_cell"] == baseline)
+    ]
     if rows_here.empty:
         if not base_counts.get("completed"):
-            return [Paragraph(f"The baseline {name} has no completed run with {metric}{_in(grid)} "
-                              f"({_gap(base_counts).text}): no comparisons.", kind="note")]
-        return [Paragraph(f"No other cell{_in(grid)} has a completed {metric} to compare with {name}.",
-                          kind="note")]
+            return [
+                Paragraph(
+                    f"The baseline {name} has no completed run with {metric}{_in(grid)} "
+                    f"({_gap(base_counts).text}): no comparisons.",
+                    kind="note",
+                )
+            ]
+        return [Paragraph(f"No other cell{_in(grid)} has a completed {metric} to compare with {name}.", kind="note")]
     untested = rows_here[~np.isfinite(rows_here["p"].to_numpy(float))]
     if len(untested) == len(rows_here):  # one sentence, not a table of empty verdicts
-        return [Paragraph(f"No comparison with {name} on {metric} can be tested: every cell, or the baseline, has "
-                          f"fewer than two completed seeds, so {ONE_SEED_NOTICE}. Run more seeds to test the "
-                          "differences.", kind="note")]
+        return [
+            Paragraph(
+                f"No comparison with {name} on {metric} can be tested: every cell, or the baseline, has "
+                f"fewer than two completed seeds, so {ONE_SEED_NOTICE}. Run more seeds to test the "
+                "differences.",
+                kind="note",
+            )
+        ]
     rows = []
     flagged = False
     for r in rows_here[np.isfinite(rows_here["p"].to_numpy(float))].to_dict("records"):
-        diff = (f"{_signed(r['diff'])} [{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]" if math.isfinite(r["p"])
-                else _signed(r["diff"]))
+        diff = (
+            f"{_signed(r['diff'])} [{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]"
+            if math.isfinite(r["p"])
+            else _signed(r["diff"])
+        )
         flags = r.get("confounds") or ""
         flagged = flagged or bool(flags)
-        rows.append([r["cell_label"], Cell(f"{r['n']} vs {r['baseline_n']}"), Cell(diff),
-                     Cell(fmt(r["t"])), Cell(fmt_p(r["p"])), Cell(fmt_p(r["p_holm"])), Cell(fmt(r["d"])),
-                     Cell(r["verdict"], best=r["verdict"] == "better"),
-                     Cell(f"{CONFOUND_MARK} {flags}" if flags else "", kind="diverged" if flags else "")])
+        rows.append(
+            [
+                r["cell_label"],
+                Cell(f"{r['n']} vs {r['baseline_n']}"),
+                Cell(diff),
+                Cell(fmt(r["t"])),
+                Cell(fmt_p(r["p"])),
+                Cell(fmt_p(r["p_holm"])),
+                Cell(fmt(r["d"])),
+                Cell(r["verdict"], best=r["verdict"] == "better"),
+                Cell(f"{CONFOUND_MARK} {flags}" if flags else "", kind="diverged" if flags else ""),
+            ]
+        )
     header = ["cell", "seeds", "Δ mean [95% CI]", "Welch t", "p", "p (Holm)", "Cohen's d", "verdict", "confounds"]
     better = inference.direction(metric) or "unknown direction"
-    caption = (f"{metric}{_in(grid)} vs baseline {name} "
-               f"(Δ = cell − baseline; {better} is better; α = {inference.ALPHA})")
+    caption = f"{metric}{_in(grid)} vs baseline {name} (Δ = cell − baseline; {better} is better; α = {inference.ALPHA})"
     blocks: list = [Table(header, rows, caption=caption)]
     if flagged:
-        blocks.append(Paragraph(f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
-                                "for (see Confounds); the difference is not the named factors' alone.",
-                                kind="note"))
+        blocks.append(
+            Paragraph(
+                f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
+                "for (see Confounds); the difference is not the named factors' alone.",
+                kind="note",
+            )
+        )
     if len(untested):
         names = ", ".join(untested["cell_label"])
-        blocks.append(Paragraph(f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}.",
-                                kind="note"))
+        blocks.append(
+            Paragraph(f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}.", kind="note")
+        )
     compared = set(rows_here["cell"]) | {baseline}
-    left_out = [f"{r.cell_label} ({_gap(_status_counts(_cell_runs(runs, r.cell))).text})"
-                for r in grid.cells.itertuples(index=False) if r.cell not in compared]
+    left_out = [
+        f"{r.cell_label} ({_gap(_status_counts(_cell_runs(runs, r.cell))).text})"
+        for r in grid.cells.itertuples(index=False)
+        if r.cell not in compared
+    ]
     if left_out:
         blocks.append(Paragraph("Not compared, no completed value: " + ", ".join(left_out) + "."))
     return blocks
@@ -258,19 +324,23 @@ def cost_table(runs: pd.DataFrame, grid: Grid) -> Table | None:
             continue
         values = [Cell(fmt(float(pd.to_numeric(done[col], errors="coerce").mean()))) for col, _ in present]
         rows.append([r.cell_label, Cell(str(len(done))), *values])
-    return Table(["cell", "seeds", *[label for _, label in present]], rows,
-                 caption=f"Cost{_in(grid)}: mean over completed seeds; steady: the training steps after "
-                         "warm-up; whole: the fit, with compiling, validation and checkpoints")
+    return Table(
+        ["cell", "seeds", *[label for _, label in present]],
+        rows,
+        caption=f"Cost{_in(grid)}: mean over completed seeds; steady: the training steps after "
+        "warm-up; whole: the fit, with compiling, validation and checkpoints",
+    )
 
 
 def failures_table(runs: pd.DataFrame) -> Table | None:
     bad = runs[runs["status"] != "completed"]
     if bad.empty:
         return None
-    rows = [[r.run_id, r.task, r.cell_label, Cell(str(r.seed)), Cell(r.status, kind=r.status),
-             str(r.error or "")] for r in bad.itertuples(index=False)]
-    return Table(["run", "task", "cell", "seed", "status", "error"], rows,
-                 caption="Runs that did not complete")
+    rows = [
+        [r.run_id, r.task, r.cell_label, Cell(str(r.seed)), Cell(r.status, kind=r.status), str(r.error or "")]
+        for r in bad.itertuples(index=False)
+    ]
+    return Table(["run", "task", "cell", "seed", "status", "error"], rows, caption="Runs that did not complete")
 
 
 def _counted(values: pd.Series) -> str:
@@ -289,31 +359,52 @@ def provenance_section(runs: pd.DataFrame) -> Section:
     section = Section("Provenance")
     started = sorted(str(v) for v in runs["started_at"].dropna())
     finished = sorted(str(v) for v in runs["finished_at"].dropna())
-    section.add(Bullets([
-        f"sweeps: {_counted(runs['sweep'])}",
-        f"runs: {len(runs)} ({', '.join(f'{n} {s}' for s, n in sorted(Counter(runs['status']).items()))})",
-        f"started {started[0] if started else 'unknown'} — finished {finished[-1] if finished else 'unknown'}",
-        f"git SHA: {_counted(_column(runs, 'env.git_sha'))}",
-        f"torch: {_counted(_column(runs, 'env.torch'))}; python: {_counted(_column(runs, 'env.python'))}",
-        f"device: {_counted(_column(runs, 'env.device'))}; host: {_counted(_column(runs, 'env.host'))}",
-    ]))
+    section.add(
+        Bullets(
+            [
+                f"sweeps: {_counted(runs['sweep'])}",
+                f"runs: {len(runs)} ({', '.join(f'{n} {s}' for s, n in sorted(Counter(runs['status']).items()))})",
+                f"started {started[0] if started else 'unknown'} — finished {finished[-1] if finished else 'unknown'}",
+                f"git SHA: {_counted(_column(runs, 'env.git_sha'))}",
+                f"torch: {_counted(_column(runs, 'env.torch'))}; python: {_counted(_column(runs, 'env.python'))}",
+                f"device: {_counted(_column(runs, 'env.device'))}; host: {_counted(_column(runs, 'env.host'))}",
+            ]
+        )
+    )
     packages: dict[str, Counter] = {}
     for versions in _column(runs, "env.packages"):
         for name, version in (versions if isinstance(versions, dict) else {}).items():
             packages.setdefault(name, Counter())[str(version)] += 1
     if packages:
-        rows = [[name, ", ".join(f"{v} ({n})" if len(c) > 1 else v for v, n in sorted(c.items()))]
-                for name, c in sorted(packages.items())]
+        rows = [
+            [name, ", ".join(f"{v} ({n})" if len(c) > 1 else v for v, n in sorted(c.items()))]
+            for name, c in sorted(packages.items())
+        ]
         section.add(Table(["package", "version"], rows, caption="Package versions (run counts where they differ)"))
     rows = []
     for r in runs.to_dict("records"):  # records, not tuples: "env.git_sha" is no attribute name
         sha = str(r.get("env.git_sha") or "")[:10]
         given = r["overrides"]
         overrides = " ".join(map(str, given)) if isinstance(given, list) else str(given or "")
-        rows.append([r["run_id"], r["task"], r["cell_label"], Cell(str(r["seed"])),
-                     r["status"], sha, str(r["started_at"] or ""), overrides])
-    section.add(Table(["run", "task", "cell", "seed", "status", "git", "started", "overrides"], rows,
-                      caption="Every run and the overrides that made it"))
+        rows.append(
+            [
+                r["run_id"],
+                r["task"],
+                r["cell_label"],
+                Cell(str(r["seed"])),
+                r["status"],
+                sha,
+                str(r["started_at"] or ""),
+                overrides,
+            ]
+        )
+    section.add(
+        Table(
+            ["run", "task", "cell", "seed", "status", "git", "started", "overrides"],
+            rows,
+            caption="Every run and the overrides that made it",
+        )
+    )
     commands = sorted({str(c) for c in runs["command"].dropna()})
     if commands:
         shown = commands[:MAX_COMMANDS]

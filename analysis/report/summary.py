@@ -22,6 +22,7 @@ The procedure, stated again under every summary table:
 Cells are the report's cells: ``cell`` / ``cell_label`` when the runs frame has
 them (the configuration minus seed), otherwise (attention, position).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,19 +33,28 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.stats import inference
-from analysis.report.document import Cell, Figure, Paragraph, Row, Section, Table, fmt
 from analysis.data.ranges import BEYOND_RANGE, IN_RANGE, SCOPE_TEXT, describe, range_metric, train_range
+from analysis.report.document import Cell, Figure, Paragraph, Row, Section, Table, fmt
+from analysis.stats import inference
 
 MAIN_METRICS = ("acc", "bpc", "token_acc", "seq_acc", "loss")
-WHOLE_SET_METRICS = ("test/bleu", "test/chrf", "test/acc", "test/bpc", "test/token_acc", "test/seq_acc",
-                     "test/loss", "val/loss")
+WHOLE_SET_METRICS = (
+    "test/bleu",
+    "test/chrf",
+    "test/acc",
+    "test/bpc",
+    "test/token_acc",
+    "test/seq_acc",
+    "test/loss",
+    "val/loss",
+)
 ALPHA = inference.ALPHA
 TIE_MARK = "≈"
 RANK_COLUMNS = ["key", "label", "n", "mean", "ci_half", "rank", "best", "p", "p_holm", "tie", "worse"]
 
 
 # ---------------------------------------------------------------- cells
+
 
 def cell_keys(frame: pd.DataFrame) -> list[str]:
     """The columns that name a cell: ``cell`` when the frame has it, otherwise attention and position."""
@@ -70,6 +80,7 @@ def by_key(ranking: pd.DataFrame) -> dict[tuple, pd.Series]:
 
 
 # ---------------------------------------------------------------- the test against the best
+
 
 def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided Welch p of a vs b; NaN with fewer than two values on a side; p = 1 / 0 for spread-free samples."""
@@ -97,8 +108,16 @@ def rank_cells(frame: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.Dat
     for key, group in done.groupby(keys, sort=True):
         values = group[metric].to_numpy(float)
         mean, half, n = inference.mean_ci(values)
-        rows.append({"key": _key(key), "label": cell_label(frame, _key(key)), "n": n, "mean": mean,
-                     "ci_half": half, "values": values})
+        rows.append(
+            {
+                "key": _key(key),
+                "label": cell_label(frame, _key(key)),
+                "n": n,
+                "mean": mean,
+                "ci_half": half,
+                "values": values,
+            }
+        )
     if not rows:
         return pd.DataFrame(columns=RANK_COLUMNS)
     table = pd.DataFrame(rows)
@@ -119,6 +138,7 @@ def rank_cells(frame: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.Dat
 
 # ---------------------------------------------------------------- what to rank
 
+
 @dataclass
 class Column:
     """One ranked column of a summary: a metric over one length range (or the whole test set)."""
@@ -132,7 +152,7 @@ class Column:
 @dataclass
 class TaskSummary:
     task: str
-    main: str                      # the per-length metric name (token_acc), or the whole-set metric
+    main: str  # the per-length metric name (token_acc), or the whole-set metric
     columns: list[Column] = field(default_factory=list)
     train: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
@@ -154,7 +174,8 @@ class TaskSummary:
 
 def _finite(frame: pd.DataFrame, metric: str) -> bool:
     return metric in frame.columns and bool(
-        np.isfinite(inference.completed(frame, metric)[metric].to_numpy(float)).any())
+        np.isfinite(inference.completed(frame, metric)[metric].to_numpy(float)).any()
+    )
 
 
 def common_train_range(frame: pd.DataFrame) -> tuple[int, int] | None:
@@ -163,8 +184,9 @@ def common_train_range(frame: pd.DataFrame) -> tuple[int, int] | None:
     return max(set(ranges), key=ranges.count) if ranges else None
 
 
-def summarise_task(frame: pd.DataFrame, by_length: pd.DataFrame, task: str,
-                   main: str | None = None) -> TaskSummary | None:
+def summarise_task(
+    frame: pd.DataFrame, by_length: pd.DataFrame, task: str, main: str | None = None
+) -> TaskSummary | None:
     """The ranked columns of one task; None when the task has no metric with a direction to rank by."""
     runs = frame[frame["task"] == task]
     train = common_train_range(runs)
@@ -177,25 +199,32 @@ def summarise_task(frame: pd.DataFrame, by_length: pd.DataFrame, task: str,
             continue
         summary = TaskSummary(task, name, train=train)
         for scope, metric in present:
-            summary.columns.append(Column(metric, SCOPE_TEXT[scope], describe(scope, lengths, train),
-                                          rank_cells(runs, metric)))
+            summary.columns.append(
+                Column(metric, SCOPE_TEXT[scope], describe(scope, lengths, train), rank_cells(runs, metric))
+            )
         if len(present) == 1 and present[0][0] == IN_RANGE:
-            summary.notes.append(f"No evaluation length of {task} lies beyond its training range "
-                                 f"({describe(IN_RANGE, lengths, train)}), so there is no beyond-range column.")
+            summary.notes.append(
+                f"No evaluation length of {task} lies beyond its training range "
+                f"({describe(IN_RANGE, lengths, train)}), so there is no beyond-range column."
+            )
         return summary
     whole = [main] if main else list(WHOLE_SET_METRICS)
     for metric in whole:
         if _finite(runs, metric) and inference.direction(metric):
             summary = TaskSummary(task, metric, train=train)
-            summary.columns.append(Column(metric, "whole test set", "no per-length evaluation",
-                                          rank_cells(runs, metric)))
-            summary.notes.append(f"{task} reports no per-length results with a training range, so its cells "
-                                 f"are ranked by {metric} over the whole test set.")
+            summary.columns.append(
+                Column(metric, "whole test set", "no per-length evaluation", rank_cells(runs, metric))
+            )
+            summary.notes.append(
+                f"{task} reports no per-length results with a training range, so its cells "
+                f"are ranked by {metric} over the whole test set."
+            )
             return summary
     return None
 
 
 # ---------------------------------------------------------------- rendering
+
 
 def _value_cell(row: pd.Series | None) -> Cell:
     if row is None:
@@ -236,9 +265,11 @@ def _answer(summary: TaskSummary) -> str:
             elif worse == others:
                 text = f"{the_others} significantly worse"
             else:
-                text = (f"{worse} of {others} significantly worse"
-                        + (f"; not significantly different: {', '.join(ties)}" if ties else "")
-                        + (f"; {untested} untested (one seed)" if untested else ""))
+                text = (
+                    f"{worse} of {others} significantly worse"
+                    + (f"; not significantly different: {', '.join(ties)}" if ties else "")
+                    + (f"; {untested} untested (one seed)" if untested else "")
+                )
             parts.append(f"{head}; {text}.")
     if len(parts) and not any(_testable(c) for c in summary.columns):
         parts.append("With one seed per cell no difference can be tested.")
@@ -246,38 +277,57 @@ def _answer(summary: TaskSummary) -> str:
 
 
 def _procedure(summary: TaskSummary) -> str:
-    scopes = "; ".join(f"{c.title}: {summary.main} averaged over {c.scope_text}" if c.title != "whole test set"
-                       else f"{c.metric} over the whole test set" for c in summary.columns)
+    scopes = "; ".join(
+        f"{c.title}: {summary.main} averaged over {c.scope_text}"
+        if c.title != "whole test set"
+        else f"{c.metric} over the whole test set"
+        for c in summary.columns
+    )
     better = inference.direction(summary.columns[0].metric) or "higher"
     testable = any(_testable(c) for c in summary.columns)
     if testable:
-        test = (f"★ best mean; {TIE_MARK} not significantly different from the best (Welch's t-test against the "
-                f"best cell, Holm-corrected over each column, α = {ALPHA}); unmarked cells are significantly worse")
+        test = (
+            f"★ best mean; {TIE_MARK} not significantly different from the best (Welch's t-test against the "
+            f"best cell, Holm-corrected over each column, α = {ALPHA}); unmarked cells are significantly worse"
+        )
     else:
-        test = ("★ best mean; with one seed per cell no test is possible, so no cell is marked as "
-                "indistinguishable from the best")
-    return (f"Mean ± 95% t-interval over seeds (n = completed seeds), #rank per column, {better} is better; "
-            f"rows in order of the {summary.columns[-1].title} rank. {test}. {scopes[0].upper()}{scopes[1:]}.")
+        test = (
+            "★ best mean; with one seed per cell no test is possible, so no cell is marked as "
+            "indistinguishable from the best"
+        )
+    return (
+        f"Mean ± 95% t-interval over seeds (n = completed seeds), #rank per column, {better} is better; "
+        f"rows in order of the {summary.columns[-1].title} rank. {test}. {scopes[0].upper()}{scopes[1:]}."
+    )
 
 
 def summary_table(summary: TaskSummary) -> Table:
     by_column = [by_key(c.ranking) for c in summary.columns]
-    header = ["cell", *[f"{summary.main} {c.title}" if c.title != "whole test set" else c.metric
-                        for c in summary.columns]]
+    header = [
+        "cell",
+        *[f"{summary.main} {c.title}" if c.title != "whole test set" else c.metric for c in summary.columns],
+    ]
     labels = summary.labels()
-    rows = [[labels[key], *[_value_cell(r.get(key)) for r in by_column]]
-            for key in summary.order]
+    rows = [[labels[key], *[_value_cell(r.get(key)) for r in by_column]] for key in summary.order]
     return Table(header, rows)
 
 
 def untested_note(summary: TaskSummary) -> str | None:
     """Which cells no test could reach (one seed on a side), or that none could be tested at all."""
     if not any(_testable(c) for c in summary.columns):
-        return (f"Every cell of {summary.task} has at most one completed seed (or the best has one): no test is "
-                "possible and the ranks are those of single runs. Run more seeds (e.g. seed=0,1,2) for intervals "
-                "and tests.")
-    lone = sorted({str(r["label"]) for c in summary.columns for _, r in c.ranking.iloc[1:].iterrows()
-                   if not math.isfinite(r["p"])})
+        return (
+            f"Every cell of {summary.task} has at most one completed seed (or the best has one): no test is "
+            "possible and the ranks are those of single runs. Run more seeds (e.g. seed=0,1,2) for intervals "
+            "and tests."
+        )
+    lone = sorted(
+        {
+            str(r["label"])
+            for c in summary.columns
+            for _, r in c.ranking.iloc[1:].iterrows()
+            if not math.isfinite(r["p"])
+        }
+    )
     return f"Not tested, fewer than two seeds: {', '.join(lone)}." if lone else None
 
 
@@ -299,16 +349,19 @@ def figure_data(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSumma
     done = frame[(frame["task"] == summary.task) & (frame["status"] == "completed")]
     keys = cell_keys(done)
     label_of = summary.labels()
-    runs_label = {run: label_of.get(_key(tuple(row) if len(keys) > 1 else row[0]))
-                  for run, row in zip(done["run_id"], done[keys].itertuples(index=False, name=None))}
+    runs_label = {
+        run: label_of.get(_key(tuple(row) if len(keys) > 1 else row[0]))
+        for run, row in zip(done["run_id"], done[keys].itertuples(index=False, name=None))
+    }
     data = by_length[(by_length["metric"] == summary.main) & by_length["run_id"].isin(runs_label)]
     data = data[np.isfinite(data["value"].to_numpy(float))].copy()
     data["label"] = data["run_id"].map(runs_label)
     return data.dropna(subset=["label"])
 
 
-def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path,
-                 style=None) -> Figure | None:
+def write_figure(
+    frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path, style=None
+) -> Figure | None:
     """The main metric against evaluation length, one line per cell in rank order; None without per-length data.
 
     ``style``: the report's ``analysis.report.figures.FigureStyle`` (each cell's colour and marker, the width).
@@ -320,18 +373,21 @@ def write_figure(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSumm
         return None
     present = set(data["label"])
     order = [label for label in (summary.labels()[k] for k in summary.order) if label in present]
-    metric_vs_length(data, order, summary.main, summary.train, f"{summary.task}: {summary.main} vs length", path,
-                     style)
-    trained = (f"shaded: training lengths {summary.train[0]}–{summary.train[1]}; "
-               if summary.train else "")
-    return Figure(path, f"{summary.task}: {summary.main} against evaluation length, a line per cell (legend in "
-                        f"table order); {trained}bands: 95% CI over seeds")
+    metric_vs_length(data, order, summary.main, summary.train, f"{summary.task}: {summary.main} vs length", path, style)
+    trained = f"shaded: training lengths {summary.train[0]}–{summary.train[1]}; " if summary.train else ""
+    return Figure(
+        path,
+        f"{summary.task}: {summary.main} against evaluation length, a line per cell (legend in "
+        f"table order); {trained}bands: 95% CI over seeds",
+    )
 
 
 # ---------------------------------------------------------------- hooks for the report
 
+
 def by_importance(metrics: Sequence[str]) -> list[str]:
     """Metrics in reading order: the range aggregates of the main metrics, other range aggregates, test, the rest."""
+
     def rank(name: str) -> tuple:
         scope, _, base = name.partition("/")
         if scope in (IN_RANGE, BEYOND_RANGE):
@@ -349,8 +405,9 @@ def summaries_frame(summaries: Sequence[TaskSummary]) -> pd.DataFrame:
     parts = []
     for summary in summaries:
         for column in summary.columns:
-            part = column.ranking.drop(columns=["key"]).assign(task=summary.task, metric=column.metric,
-                                                              scope=column.title)
+            part = column.ranking.drop(columns=["key"]).assign(
+                task=summary.task, metric=column.metric, scope=column.title
+            )
             parts.append(part)
     columns = ["task", "metric", "scope", *[c for c in RANK_COLUMNS if c != "key"]]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
@@ -374,6 +431,9 @@ def per_length_table(frame: pd.DataFrame, by_length: pd.DataFrame, summary: Task
             row.append(Cell(f"{fmt(mean)}{spread} (n={count})") if count else Cell("—", kind="missing"))
         rows.append(row)
     marked = [f"{n} †" if train and n > train[1] else str(n) for n in lengths]
-    return Table(["cell", *marked], rows,
-                 caption=f"{summary.task}: {summary.main} per evaluation length, mean ± 95% CI over seeds; "
-                         "† beyond the training range")
+    return Table(
+        ["cell", *marked],
+        rows,
+        caption=f"{summary.task}: {summary.main} per evaluation length, mean ± 95% CI over seeds; "
+        "† beyond the training range",
+    )

@@ -2,6 +2,7 @@
 
 Drawn with matplotlib's object API on the Agg canvas, like analysis.report.figures.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,15 +14,23 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis.report.figures import FigureStyle, line_id, palette, save, style_of
-from analysis.stats.inference import band as clipped_band, mean_ci
+from analysis.stats.inference import band as clipped_band
+from analysis.stats.inference import mean_ci
 
 DPI = 100
 WIDTH, HEIGHT = 6.2, 4.0  # inches: about 620 px, half of a wide report page
 MARKERS = "osD^vP*Xh<>p"
 
 
-def metric_vs_length(data: pd.DataFrame, order: Sequence[str], metric: str, train_range: Sequence[int] | None,
-                     title: str, path: Path, style: FigureStyle | None = None) -> Path:
+def metric_vs_length(
+    data: pd.DataFrame,
+    order: Sequence[str],
+    metric: str,
+    train_range: Sequence[int] | None,
+    title: str,
+    path: Path,
+    style: FigureStyle | None = None,
+) -> Path:
     """``data``: columns label, length, value (one row per run and length); a line per label, in ``order``.
 
     Each label takes its cell's colour and marker from the report's ``style``; a label the

@@ -8,6 +8,7 @@ prints the median of ``--repeat`` builds. ``--exports`` times, alternately, a re
 without the paper exports (PNG figures only, no latex/, references.bib or methods)
 and a full one, and prints the ratio of their medians.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,14 @@ from analysis.data.collect import collect
 from analysis.report.build import build_report
 
 # Two levels per factor, in the order they are added.
-LEVELS = {"attention.name": ["multihead", "local"], "position.name": ["rope", "sinusoidal"],
-          "optim.lr": [0.001, 0.003], "model.d_model": [64, 128], "model.ffn_dim": [128, 256],
-          "optim.warmup_steps": [50, 100]}
+LEVELS = {
+    "attention.name": ["multihead", "local"],
+    "position.name": ["rope", "sinusoidal"],
+    "optim.lr": [0.001, 0.003],
+    "model.d_model": [64, 128],
+    "model.ffn_dim": [128, 256],
+    "optim.warmup_steps": [50, 100],
+}
 LENGTHS = (8, 12, 16, 24)
 
 
@@ -43,30 +49,59 @@ def write_runs(root: Path, runs: int, factors: int, seed: int = 0) -> int:
     for i in range(runs):
         values = dict(zip(keys, cells[i % len(cells)]))
         run_seed = i // len(cells)
-        config = {"task.name": "reverse", "attention.name": "multihead", "position.name": "rope",
-                  "model.d_model": 64, "model.ffn_dim": 128, "optim.lr": 0.003, "optim.warmup_steps": 50,
-                  "trainer.max_steps": 1000, "name": "bench", "seed": run_seed, **values}
+        config = {
+            "task.name": "reverse",
+            "attention.name": "multihead",
+            "position.name": "rope",
+            "model.d_model": 64,
+            "model.ffn_dim": 128,
+            "optim.lr": 0.003,
+            "optim.warmup_steps": 50,
+            "trainer.max_steps": 1000,
+            "name": "bench",
+            "seed": run_seed,
+            **values,
+        }
         acc = float(rng.uniform(0.4, 0.95))
         result = {
-            "schema": 1, "run_id": f"run{i:04d}", "sweep": "bench", "status": "completed", "error": None,
-            "task": "reverse", "attention": config["attention.name"], "position": config["position.name"],
-            "seed": run_seed, "arch": "seq2seq", "overrides": [f"{k}={v}" for k, v in values.items()],
-            "config": config, "config_hash": None,
-            "metrics": {"test/token_acc": acc, "test/seq_acc": acc ** 4, "val/loss": float(2 - 2 * acc)},
-            "by_length": {str(n): {"token_acc": acc * (1 - 0.02 * max(0, n - 12)), "seq_acc": acc ** (n / 3)}
-                          for n in LENGTHS},
-            "cost": {"params": 100_000, "train_seconds": 30.0, "tokens_per_second": 5000.0, "steps": 1000,
-                     "step_ms": 20.0 + 10.0 * (i % len(cells)) / len(cells), "peak_memory_mb": 400.0},
+            "schema": 1,
+            "run_id": f"run{i:04d}",
+            "sweep": "bench",
+            "status": "completed",
+            "error": None,
+            "task": "reverse",
+            "attention": config["attention.name"],
+            "position": config["position.name"],
+            "seed": run_seed,
+            "arch": "seq2seq",
+            "overrides": [f"{k}={v}" for k, v in values.items()],
+            "config": config,
+            "config_hash": None,
+            "metrics": {"test/token_acc": acc, "test/seq_acc": acc**4, "val/loss": float(2 - 2 * acc)},
+            "by_length": {
+                str(n): {"token_acc": acc * (1 - 0.02 * max(0, n - 12)), "seq_acc": acc ** (n / 3)} for n in LENGTHS
+            },
+            "cost": {
+                "params": 100_000,
+                "train_seconds": 30.0,
+                "tokens_per_second": 5000.0,
+                "steps": 1000,
+                "step_ms": 20.0 + 10.0 * (i % len(cells)) / len(cells),
+                "peak_memory_mb": 400.0,
+            },
             "env": {"torch": "2.13.0", "device": "cpu", "git_sha": "0" * 40, "python": "3.11.7"},
-            "started_at": "2026-01-01T10:00:00+00:00", "finished_at": "2026-01-01T10:05:00+00:00",
-            "command": "python -m experiments.train", "train_lengths": [2, 12],
+            "started_at": "2026-01-01T10:00:00+00:00",
+            "finished_at": "2026-01-01T10:05:00+00:00",
+            "command": "python -m experiments.train",
+            "train_lengths": [2, 12],
         }
         run_dir = root / f"run{i:04d}"
         (run_dir / "csv").mkdir(parents=True)
         (run_dir / "result.json").write_text(json.dumps(result))
         steps = np.arange(0, 1001, 100)
-        log = "step,train/loss,val/loss\n" + "".join(f"{s},{2 * np.exp(-s / 300) + 2 - 2 * acc},"
-                                                     f"{2 * np.exp(-s / 300) + 2.05 - 2 * acc}\n" for s in steps)
+        log = "step,train/loss,val/loss\n" + "".join(
+            f"{s},{2 * np.exp(-s / 300) + 2 - 2 * acc},{2 * np.exp(-s / 300) + 2.05 - 2 * acc}\n" for s in steps
+        )
         (run_dir / "csv" / "metrics.csv").write_text(log)
     return len(cells)
 
@@ -76,8 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--factors", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--exports", action="store_true",
-                        help="also time reports without the paper exports, alternating with full ones")
+    parser.add_argument(
+        "--exports", action="store_true", help="also time reports without the paper exports, alternating with full ones"
+    )
     args = parser.parse_args(argv)
     if args.runs < 1 or args.repeat < 1:
         raise SystemExit(f"--runs={args.runs} and --repeat={args.repeat} must be positive")
@@ -99,17 +135,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 html = build_report([root / "runs"], root / f"report{k}")
                 builds.append(time.perf_counter() - start)
         markdown = (html.parent / "report.md").read_text()
-        tables = sum(line.startswith("*test/token_acc on ") and "mean ± 95% CI" in line
-                     for line in markdown.splitlines())
+        tables = sum(
+            line.startswith("*test/token_acc on ") and "mean ± 95% CI" in line for line in markdown.splitlines()
+        )
         figures = len(list((html.parent / "figures").glob("*.png")))
-        print(f"{len(runs)} runs, {cells} cells, factors: {', '.join(runs.factors)}; "
-              f"{tables} tables per metric, {figures} figures")
-        print(f"collect: {collect_s:.2f} s; build_report (collect, statistics, figures, files): median "
-              f"{statistics.median(builds):.2f} s over {args.repeat} (min {min(builds):.2f}, max {max(builds):.2f})")
+        print(
+            f"{len(runs)} runs, {cells} cells, factors: {', '.join(runs.factors)}; "
+            f"{tables} tables per metric, {figures} figures"
+        )
+        print(
+            f"collect: {collect_s:.2f} s; build_report (collect, statistics, figures, files): median "
+            f"{statistics.median(builds):.2f} s over {args.repeat} (min {min(builds):.2f}, max {max(builds):.2f})"
+        )
         if plain:
             ratio = statistics.median(builds) / statistics.median(plain)
-            print(f"without the paper exports (PNG only, no latex/, .bib, methods): median "
-                  f"{statistics.median(plain):.2f} s; the exports add {ratio:.2f}x")
+            print(
+                f"without the paper exports (PNG only, no latex/, .bib, methods): median "
+                f"{statistics.median(plain):.2f} s; the exports add {ratio:.2f}x"
+            )
     return 0
 
 

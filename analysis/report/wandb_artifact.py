@@ -9,6 +9,7 @@ account is needed; the offline run sits in ``DIR/wandb/`` (or ``WANDB_DIR``) for
 Everything is read from the report's own results.csv, so this runs after, and apart from, the build:
 a failure here (wandb missing, a bad ``WANDB_MODE``) is a ``ReportError`` and leaves the report as written.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,10 @@ def report_run_fields(out: Path) -> tuple[str, str]:
     sweeps = sorted(str(s) for s in runs["sweep"].dropna().unique()) if "sweep" in runs else []
     projects = sorted(str(p) for p in runs[PROJECT_COLUMN].dropna().unique()) if PROJECT_COLUMN in runs else []
     if len(projects) > 1:
-        raise ReportError(f"the runs logged to several W&B projects ({', '.join(projects)}); "
-                          f"report them one project at a time (--where logger.wandb.project=NAME)")
+        raise ReportError(
+            f"the runs logged to several W&B projects ({', '.join(projects)}); "
+            f"report them one project at a time (--where logger.wandb.project=NAME)"
+        )
     return ",".join(sweeps) or "report", projects[0] if projects else DEFAULT_PROJECT
 
 
@@ -52,8 +55,11 @@ def log_report(out: str | Path) -> str:
         raise ReportError(f"--wandb needs the wandb package ({err}); pip install wandb") from err
 
     # Artifact names take letters, digits, '-', '_' and '.': a sweep name like 'a/b' becomes 'a-b'.
-    artifact = wandb.Artifact(f"report-{re.sub(r'[^A-Za-z0-9_.-]+', '-', group)}", type="report",
-                              metadata={"sweeps": group.split(","), "runs": int(len(pd.read_csv(out / "results.csv")))})
+    artifact = wandb.Artifact(
+        f"report-{re.sub(r'[^A-Za-z0-9_.-]+', '-', group)}",
+        type="report",
+        metadata={"sweeps": group.split(","), "runs": int(len(pd.read_csv(out / "results.csv")))},
+    )
     for path in sorted(out.rglob("*")):
         relative = path.relative_to(out)
         if path.is_file() and relative.parts[0] != LOG_DIR:
@@ -61,9 +67,15 @@ def log_report(out: str | Path) -> str:
     log_dir = Path(os.environ.get("WANDB_DIR") or out)  # W&B writes into its wandb/ below: out/wandb/offline-run-*
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
-        run = wandb.init(project=project, group=group, job_type="report", mode=mode, dir=str(log_dir),
-                         reinit="finish_previous",
-                         settings=wandb.Settings(console="off", x_disable_stats=True, x_disable_machine_info=True))
+        run = wandb.init(
+            project=project,
+            group=group,
+            job_type="report",
+            mode=mode,
+            dir=str(log_dir),
+            reinit="finish_previous",
+            settings=wandb.Settings(console="off", x_disable_stats=True, x_disable_machine_info=True),
+        )
         run.log_artifact(artifact)
         where = run.url if mode == "online" else str(Path(run.dir).parent)
         run.finish()

@@ -5,6 +5,7 @@ the seeds that would decide it at 80% power. statsmodels for the tests, interval
 - ``equivalent``: two one-sided Welch tests (TOST) at ±margin.
 - ``ratio``: a one-sample t-test of per-run ratios per bound (TOST when both bounds are given).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,11 +33,11 @@ class Evidence:
     df: float = math.nan
     p_for: float = math.nan
     p_against: float = math.nan
-    estimate: float = math.nan      # mean difference a − b, or mean ratio
-    low: float = math.nan           # its (1 − 2 alpha) interval: the one the one-sided tests at alpha agree with
+    estimate: float = math.nan  # mean difference a − b, or mean ratio
+    low: float = math.nan  # its (1 − 2 alpha) interval: the one the one-sided tests at alpha agree with
     high: float = math.nan
-    distance: float = math.nan      # how far the estimate is from the boundary that decides (power analysis)
-    spread: float = math.nan        # the standard deviation that goes with it
+    distance: float = math.nan  # how far the estimate is from the boundary that decides (power analysis)
+    spread: float = math.nan  # the standard deviation that goes with it
 
 
 def _one_sided(t: float, df: float) -> tuple[float, float]:
@@ -71,8 +72,9 @@ def two_sample_test(a: np.ndarray, b: np.ndarray, claim: Claim) -> Evidence:
         evidence = Evidence("Welch one-sided", estimate=d, distance=abs(d - boundary), spread=spread)
         if spread == 0:
             above, below = d > boundary, d < boundary
-            return _certain(evidence, above if claim.expect == "greater" else below,
-                            below if claim.expect == "greater" else above)
+            return _certain(
+                evidence, above if claim.expect == "greater" else below, below if claim.expect == "greater" else above
+            )
         alternative = "larger" if claim.expect == "greater" else "smaller"
         t, p_for, df = ttest_ind(a, b, alternative=alternative, usevar="unequal", value=boundary)
         upper, lower = _one_sided(t, df)
@@ -88,8 +90,9 @@ def ratio_test(r: np.ndarray, claim: Claim) -> Evidence:
     mean, spread = float(r.mean()), float(r.std(ddof=1))
     edges = [e for e in claim.bounds if e is not None]
     distance = min(abs(mean - e) for e in edges)
-    evidence = Evidence("one-sample TOST" if len(edges) == 2 else "one-sample t", estimate=mean, distance=distance,
-                        spread=spread)
+    evidence = Evidence(
+        "one-sample TOST" if len(edges) == 2 else "one-sample t", estimate=mean, distance=distance, spread=spread
+    )
     if spread == 0:
         holds = (low_bound is None or mean > low_bound) and (high_bound is None or mean < high_bound)
         fails = (low_bound is not None and mean < low_bound) or (high_bound is not None and mean > high_bound)

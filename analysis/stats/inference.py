@@ -11,6 +11,7 @@ Runs are grouped by cell (``analysis.data.cells``: a configuration minus the see
 never by a hand-picked subset of factors: seeds of one cell are the only values
 ever averaged together.
 """
+
 from __future__ import annotations
 
 import math
@@ -90,8 +91,9 @@ def completed(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return runs[ok]
 
 
-def cell_summary(runs: pd.DataFrame, metric: str, by: Sequence[str] | None = None,
-                 confidence: float = CONFIDENCE) -> pd.DataFrame:
+def cell_summary(
+    runs: pd.DataFrame, metric: str, by: Sequence[str] | None = None, confidence: float = CONFIDENCE
+) -> pd.DataFrame:
     """Per cell: n, mean, std, ci_half, ci_low, ci_high of ``metric`` over seeds of completed runs.
 
     ``by`` defaults to (task, cell) when the runs have cells (``analysis.collect``
@@ -103,8 +105,19 @@ def cell_summary(runs: pd.DataFrame, metric: str, by: Sequence[str] | None = Non
     for key, group in completed(runs, metric).groupby(by, sort=True):
         mean, half, n = mean_ci(group[metric], confidence)
         std = float(group[metric].std(ddof=1)) if n > 1 else math.nan
-        rows.append({**dict(zip(by, key)), **{c: group[c].iloc[0] for c in carried}, "metric": metric, "n": n,
-                     "mean": mean, "std": std, "ci_half": half, "ci_low": mean - half, "ci_high": mean + half})
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                **{c: group[c].iloc[0] for c in carried},
+                "metric": metric,
+                "n": n,
+                "mean": mean,
+                "std": std,
+                "ci_half": half,
+                "ci_low": mean - half,
+                "ci_high": mean + half,
+            }
+        )
     return pd.DataFrame(rows, columns=[*by, *carried, "metric", "n", "mean", "std", "ci_half", "ci_low", "ci_high"])
 
 
@@ -164,8 +177,24 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
     return {"diff": diff, "diff_low": float(low), "diff_high": float(high), "t": float(t), "p": float(p)}
 
 
-COMPARISON_COLUMNS = ["task", "metric", "attention", "position", "n", "baseline_n", "mean", "baseline_mean",
-                      "diff", "diff_low", "diff_high", "t", "p", "p_holm", "d", "verdict"]
+COMPARISON_COLUMNS = [
+    "task",
+    "metric",
+    "attention",
+    "position",
+    "n",
+    "baseline_n",
+    "mean",
+    "baseline_mean",
+    "diff",
+    "diff_low",
+    "diff_high",
+    "t",
+    "p",
+    "p_holm",
+    "d",
+    "verdict",
+]
 CELL_COMPARISON_COLUMNS = [*COMPARISON_COLUMNS, "cell", "cell_label", "baseline_cell", "baseline_label"]
 
 
@@ -180,8 +209,14 @@ def _verdict(diff: float, p_holm: float, better: str | None, alpha: float) -> st
     return "better" if improved else "worse"
 
 
-def compare_cells(runs: pd.DataFrame, metric: str, baseline_cell: str, cells: Sequence[str],
-                  alpha: float = ALPHA, confidence: float = CONFIDENCE) -> pd.DataFrame:
+def compare_cells(
+    runs: pd.DataFrame,
+    metric: str,
+    baseline_cell: str,
+    cells: Sequence[str],
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
+) -> pd.DataFrame:
     """Each of ``cells`` against ``baseline_cell`` (cell ids of one task): Welch over seeds, Holm over this family.
 
     A side with fewer than two completed seeds gets no test (p NaN, verdict "untested").
@@ -200,12 +235,24 @@ def compare_cells(runs: pd.DataFrame, metric: str, baseline_cell: str, cells: Se
         group = by_cell[cell]
         values = group[metric].to_numpy(float)
         first = group.iloc[0]
-        family.append({"task": first["task"], "metric": metric, "attention": first.get("attention"),
-                       "position": first.get("position"), "n": len(values), "baseline_n": len(base),
-                       "mean": float(values.mean()), "baseline_mean": float(base.mean()),
-                       **welch(values, base, confidence), "d": cohens_d(values, base), "cell": cell,
-                       "cell_label": first.get("cell_label"), "baseline_cell": baseline_cell,
-                       "baseline_label": base_runs.iloc[0].get("cell_label")})
+        family.append(
+            {
+                "task": first["task"],
+                "metric": metric,
+                "attention": first.get("attention"),
+                "position": first.get("position"),
+                "n": len(values),
+                "baseline_n": len(base),
+                "mean": float(values.mean()),
+                "baseline_mean": float(base.mean()),
+                **welch(values, base, confidence),
+                "d": cohens_d(values, base),
+                "cell": cell,
+                "cell_label": first.get("cell_label"),
+                "baseline_cell": baseline_cell,
+                "baseline_label": base_runs.iloc[0].get("cell_label"),
+            }
+        )
     adjusted = holm([r["p"] for r in family])
     for row, p_adj in zip(family, adjusted):
         row["p_holm"] = float(p_adj)

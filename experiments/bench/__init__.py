@@ -15,6 +15,7 @@ The CLI imports every module in this package before parsing, so a new file is a
 new subcommand with no other edit; import optional dependencies inside the
 command function so that a missing one breaks only that command.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 
-def command(name: str, *, help: str,
-            arguments: Callable[[argparse.ArgumentParser], None]) -> Callable[[Handler], Handler]:
+def command(
+    name: str, *, help: str, arguments: Callable[[argparse.ArgumentParser], None]
+) -> Callable[[Handler], Handler]:
     """Register ``run`` as the subcommand ``name``; a duplicate name is an error."""
 
     def decorator(run: Handler) -> Handler:
@@ -89,9 +91,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Counts and sizes of every command: none may be below 1 (a length of 0 times nothing, -64 fails per point).
-POSITIVE = ("lengths", "long_lengths", "prompts", "length", "tokens", "batch", "long_batch", "d_model", "heads",
-            "layers", "ffn", "repeats", "rounds", "inner", "batches", "window", "gemm_size", "threads",
-            "gen_tokens", "gen_prompt", "gen_batch", "gen_repeats")
+POSITIVE = (
+    "lengths",
+    "long_lengths",
+    "prompts",
+    "length",
+    "tokens",
+    "batch",
+    "long_batch",
+    "d_model",
+    "heads",
+    "layers",
+    "ffn",
+    "repeats",
+    "rounds",
+    "inner",
+    "batches",
+    "window",
+    "gemm_size",
+    "threads",
+    "gen_tokens",
+    "gen_prompt",
+    "gen_batch",
+    "gen_repeats",
+)
 OUTPUTS = ("out", "figure")  # files a command writes
 
 

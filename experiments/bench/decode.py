@@ -12,6 +12,7 @@ costs the same at any prompt length; a type that caches keys reads a prefix that
 table gives ms per decoded token, ms per cached step after the prompt, the speed-up of the
 cache, and the bytes the cache holds after the prompt.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,9 +48,13 @@ def cache_bytes(caches: list[tuple[KVCache, KVCache]]) -> int:
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variant", nargs="+", default=["linear", "performer", "multihead",
-                                                          "multihead:num_kv_heads=1"],
-                        metavar="NAME[:KEY=VALUE,...]", help="attention type and parameters, one model each")
+    parser.add_argument(
+        "--variant",
+        nargs="+",
+        default=["linear", "performer", "multihead", "multihead:num_kv_heads=1"],
+        metavar="NAME[:KEY=VALUE,...]",
+        help="attention type and parameters, one model each",
+    )
     parser.add_argument("--prompts", type=int, nargs="+", default=[256, 2048], metavar="P")
     parser.add_argument("--tokens", type=int, default=32, help="tokens decoded after the prompt")
     parser.add_argument("--d-model", type=int, default=64)
@@ -62,13 +67,13 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None)
 
 
-@command("decode", help="cached decoding vs recomputing the prefix, per variant and prompt length",
-         arguments=arguments)
+@command("decode", help="cached decoding vs recomputing the prefix, per variant and prompt length", arguments=arguments)
 def decode(args: argparse.Namespace) -> int:
     for flag in ("tokens", "d_model", "heads", "layers", "rounds"):
         if getattr(args, flag) < 1:
             raise BenchArgumentError(
-                f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1")
+                f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1"
+            )
     if any(p < 1 for p in args.prompts):
         raise BenchArgumentError(f"--prompts={args.prompts} is not allowed; every prompt length must be >= 1")
     variants = [parse_variant(v) for v in args.variant]
@@ -81,8 +86,9 @@ def decode(args: argparse.Namespace) -> int:
 
     def save(complete: bool) -> None:  # after every row, so an interrupted run keeps what it measured
         if args.out is not None:
-            write_json_atomic(args.out, {"rows": rows, "settings": settings, "threads": torch.get_num_threads(),
-                                         "complete": complete})
+            write_json_atomic(
+                args.out, {"rows": rows, "settings": settings, "threads": torch.get_num_threads(), "complete": complete}
+            )
 
     try:
         for (name, params), label in zip(variants, args.variant):
@@ -98,12 +104,21 @@ def decode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure(name: str, params: dict[str, Any], label: str, prompt_len: int, args: argparse.Namespace,
-             device: torch.device) -> dict[str, Any]:
+def _measure(
+    name: str, params: dict[str, Any], label: str, prompt_len: int, args: argparse.Namespace, device: torch.device
+) -> dict[str, Any]:
     torch.manual_seed(args.seed)
-    model = generation_model(vocab=64, d_model=args.d_model, heads=args.heads, layers=args.layers,
-                             ffn=2 * args.d_model, max_len=prompt_len + args.tokens, device=device,
-                             attention=name, attention_params=params)
+    model = generation_model(
+        vocab=64,
+        d_model=args.d_model,
+        heads=args.heads,
+        layers=args.layers,
+        ffn=2 * args.d_model,
+        max_len=prompt_len + args.tokens,
+        device=device,
+        attention=name,
+        attention_params=params,
+    )
     prompt = random_prompt(1, prompt_len, 64, torch.Generator().manual_seed(args.seed), device)
     with torch.no_grad():
         cached_tokens = model.generate(prompt, args.tokens, use_cache=True)
@@ -116,26 +131,39 @@ def _measure(name: str, params: dict[str, Any], label: str, prompt_len: int, arg
         def step() -> None:
             with torch.no_grad():
                 model.generate(prompt, args.tokens, use_cache=use_cache)
+
         return step
 
     def prefill() -> None:
         with torch.no_grad():
             model.decode(prompt, caches=model.new_caches())
 
-    m = side_by_side({"cached": run(True), "recomputed": run(False), "prefill": prefill}, device, warmup=0,
-                     rounds=args.rounds, clock=args.clock)
+    m = side_by_side(
+        {"cached": run(True), "recomputed": run(False), "prefill": prefill},
+        device,
+        warmup=0,
+        rounds=args.rounds,
+        clock=args.clock,
+    )
     cached, recomputed = m["cached"].ms, m["recomputed"].ms
-    return {"variant": label, "prompt": prompt_len, "tokens": args.tokens,
-            "cached_ms_per_token": round(cached / args.tokens, 4),
-            # the cached run less its prompt pass: what one more token costs at this prefix length
-            "cached_step_ms": round(max(cached - m["prefill"].ms, 0.0) / max(args.tokens - 1, 1), 4),
-            "recomputed_ms_per_token": round(recomputed / args.tokens, 4),
-            "speedup": round(recomputed / cached, 2), "cache_kb_after_prompt": round(held / 1024, 1),
-            "same_tokens": same}
+    return {
+        "variant": label,
+        "prompt": prompt_len,
+        "tokens": args.tokens,
+        "cached_ms_per_token": round(cached / args.tokens, 4),
+        # the cached run less its prompt pass: what one more token costs at this prefix length
+        "cached_step_ms": round(max(cached - m["prefill"].ms, 0.0) / max(args.tokens - 1, 1), 4),
+        "recomputed_ms_per_token": round(recomputed / args.tokens, 4),
+        "speedup": round(recomputed / cached, 2),
+        "cache_kb_after_prompt": round(held / 1024, 1),
+        "same_tokens": same,
+    }
 
 
 def _print_row(r: dict[str, Any]) -> None:
-    print(f"{r['variant']:<28} prompt {r['prompt']:>6}: cached {r['cached_ms_per_token']:.2f} ms/token "
-          f"({r['cached_step_ms']:.2f} ms per step after the prompt), "
-          f"recomputed {r['recomputed_ms_per_token']:.2f} ms/token, speed-up {r['speedup']:.1f}x, "
-          f"cache {r['cache_kb_after_prompt']:,.1f} KB, same tokens {r['same_tokens']:.2f}")
+    print(
+        f"{r['variant']:<28} prompt {r['prompt']:>6}: cached {r['cached_ms_per_token']:.2f} ms/token "
+        f"({r['cached_step_ms']:.2f} ms per step after the prompt), "
+        f"recomputed {r['recomputed_ms_per_token']:.2f} ms/token, speed-up {r['speedup']:.1f}x, "
+        f"cache {r['cache_kb_after_prompt']:,.1f} KB, same tokens {r['same_tokens']:.2f}"
+    )

@@ -13,11 +13,12 @@ Every member's metrics are compared with its separate run's; beside that differe
 floor of float reordering: seed ``--seed`` run once more alone with ``backend=math`` (the
 ensemble's attention path, summing in another order than SDPA), against its ordinary run.
 """
+
 from __future__ import annotations
 
 import argparse
-import math
 import json
+import math
 import os
 import subprocess
 import sys
@@ -30,14 +31,23 @@ from experiments.bench import command
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     # the cell named in full: a multirun would otherwise also sweep the preset's own grid
-    parser.add_argument("--cell", nargs="*", default=["experiment=quick", "attention=multihead", "position=sinusoidal"],
-                        help="overrides naming the cell")
+    parser.add_argument(
+        "--cell",
+        nargs="*",
+        default=["experiment=quick", "attention=multihead", "position=sinusoidal"],
+        help="overrides naming the cell",
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=None, help="trainer.max_steps (default: the cell's)")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--jobs", type=int, nargs="+", default=[2, 5], help="joblib jobs at once, one row each")
-    parser.add_argument("--ensemble-threads", type=int, nargs="+", default=None,
-                        help="intra-op threads of the ensemble process, one row each (default: --cores)")
+    parser.add_argument(
+        "--ensemble-threads",
+        type=int,
+        nargs="+",
+        default=None,
+        help="intra-op threads of the ensemble process, one row each (default: --cores)",
+    )
     parser.add_argument("--work", type=Path, default=Path("bench_ensemble"), help="folder for the runs")
     parser.add_argument("--only", nargs="*", default=None, help="run only these arrangements (by name)")
     parser.add_argument("--no-floor", action="store_true", help="skip the backend=math run of the first seed")
@@ -72,13 +82,15 @@ def _results(folder: Path) -> dict[int, dict[str, Any]]:
 
 
 def _largest_difference(a: dict[int, dict], b: dict[int, dict]) -> float | None:
-    diffs = [abs(a[s]["metrics"][k] - v) for s in a if s in b for k, v in b[s]["metrics"].items()
-             if k in a[s]["metrics"]]
+    diffs = [
+        abs(a[s]["metrics"][k] - v) for s in a if s in b for k, v in b[s]["metrics"].items() if k in a[s]["metrics"]
+    ]
     return max(diffs) if diffs else None
 
 
-@command("ensemble", help="seeds batched in one process vs separate runs in sequence and in parallel",
-         arguments=arguments)
+@command(
+    "ensemble", help="seeds batched in one process vs separate runs in sequence and in parallel", arguments=arguments
+)
 def ensemble(args: argparse.Namespace) -> int:
     seeds = list(range(args.seeds))
     cell = list(args.cell) + ([f"trainer.max_steps={args.steps}"] if args.steps else [])
@@ -86,20 +98,56 @@ def ensemble(args: argparse.Namespace) -> int:
     work = args.work.resolve()
     threads = args.ensemble_threads or [args.cores]
     arrangements: list[tuple[str, list[list[str]], Path]] = [
-        *[(f"ensemble-{t}-threads", [[*pin, *py, *cell, f"ensemble.seeds={args.seeds}", f"num_threads={t}",
-                                     _dir("hydra.run.dir", work / f"ensemble-{t}")]], work / f"ensemble-{t}")
-          for t in threads],
-        ("sequential", [[*pin, *py, *cell, f"seed={s}", _dir("hydra.run.dir", work / "sequential" / f"seed={s}")]
-                        for s in seeds], work / "sequential"),
-        *[(f"parallel-{j}", [[*pin, *py, "-m", *cell, f"seed={','.join(map(str, seeds))}",
-                              "hydra/launcher=joblib", f"hydra.launcher.n_jobs={j}",
-                              _dir("hydra.sweep.dir", work / f"parallel-{j}")]], work / f"parallel-{j}")
-          for j in args.jobs],
+        *[
+            (
+                f"ensemble-{t}-threads",
+                [
+                    [
+                        *pin,
+                        *py,
+                        *cell,
+                        f"ensemble.seeds={args.seeds}",
+                        f"num_threads={t}",
+                        _dir("hydra.run.dir", work / f"ensemble-{t}"),
+                    ]
+                ],
+                work / f"ensemble-{t}",
+            )
+            for t in threads
+        ],
+        (
+            "sequential",
+            [[*pin, *py, *cell, f"seed={s}", _dir("hydra.run.dir", work / "sequential" / f"seed={s}")] for s in seeds],
+            work / "sequential",
+        ),
+        *[
+            (
+                f"parallel-{j}",
+                [
+                    [
+                        *pin,
+                        *py,
+                        "-m",
+                        *cell,
+                        f"seed={','.join(map(str, seeds))}",
+                        "hydra/launcher=joblib",
+                        f"hydra.launcher.n_jobs={j}",
+                        _dir("hydra.sweep.dir", work / f"parallel-{j}"),
+                    ]
+                ],
+                work / f"parallel-{j}",
+            )
+            for j in args.jobs
+        ],
     ]
     if not args.no_floor:
-        arrangements.append(("floor-math", [[*pin, *py, *cell, "seed=0", "backend=math",
-                                             _dir("hydra.run.dir", work / "floor-math" / "seed=0")]],
-                             work / "floor-math"))
+        arrangements.append(
+            (
+                "floor-math",
+                [[*pin, *py, *cell, "seed=0", "backend=math", _dir("hydra.run.dir", work / "floor-math" / "seed=0")]],
+                work / "floor-math",
+            )
+        )
     if args.only:
         arrangements = [a for a in arrangements if a[0] in args.only]
     rows = []
@@ -113,28 +161,42 @@ def ensemble(args: argparse.Namespace) -> int:
                 failed.append(err)
         results = _results(folder)
         done = sum(r["status"] == "completed" for r in results.values())
-        rows.append({"arrangement": name, "wall_seconds": wall, "completed": done, "load_before": load,
-                     "errors": failed})
+        rows.append(
+            {"arrangement": name, "wall_seconds": wall, "completed": done, "load_before": load, "errors": failed}
+        )
         print(f"{name}: {wall:.1f} s, {done}/{len(seeds)} completed, load average before {load:.1f}", flush=True)
     sequential = next((r["wall_seconds"] for r in rows if r["arrangement"] == "sequential"), math.nan)
     members, alone = _results(work / f"ensemble-{threads[0]}"), _results(work / "sequential")
-    print(f"\n{args.seeds} seeds of {' '.join(cell)} on {args.cores} cores "
-          f"(load average now {os.getloadavg()[0]:.1f})\n")
+    print(
+        f"\n{args.seeds} seeds of {' '.join(cell)} on {args.cores} cores (load average now {os.getloadavg()[0]:.1f})\n"
+    )
     print("| arrangement | wall s | × faster than sequential | completed |")
     print("|---|---:|---:|---:|")
     for r in rows:
         r["speedup_vs_sequential"] = sequential / r["wall_seconds"]
         if r["arrangement"] == "floor-math":
             continue
-        print(f"| {r['arrangement']} | {r['wall_seconds']:.1f} | {r['speedup_vs_sequential']:.2f} | "
-              f"{r['completed']}/{args.seeds} |")
+        print(
+            f"| {r['arrangement']} | {r['wall_seconds']:.1f} | {r['speedup_vs_sequential']:.2f} | "
+            f"{r['completed']}/{args.seeds} |"
+        )
     diff = _largest_difference(members, alone)
     floor = _largest_difference(_results(work / "floor-math"), alone)
     print(f"\nlargest |ensemble member - its separate run| over the metrics: {diff}")
     print(f"largest |separate run with backend=math - the same run| (float reordering alone): {floor}")
     if args.out:
-        args.out.write_text(json.dumps({"cell": cell, "seeds": args.seeds, "cores": args.cores,
-                                        "ensemble_threads": threads, "rows": rows, "largest_difference": diff,
-                                        "reordering_floor": floor},
-                                       indent=2))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "cell": cell,
+                    "seeds": args.seeds,
+                    "cores": args.cores,
+                    "ensemble_threads": threads,
+                    "rows": rows,
+                    "largest_difference": diff,
+                    "reordering_floor": floor,
+                },
+                indent=2,
+            )
+        )
     return 0 if all(r["completed"] == (1 if r["arrangement"] == "floor-math" else args.seeds) for r in rows) else 1

@@ -13,6 +13,7 @@ Peak memory, in MB above what was in use before the step:
 - CUDA: ``torch.cuda.max_memory_allocated``.
 Each path runs once untimed first, so compilation and first-call caches are not counted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,12 +65,18 @@ def resident_peak_mb(step: Callable[[], Any]) -> float:
     return (_status_kb("VmHWM") - before) / 1024
 
 
-def make_call(backend: str, T: int, args: argparse.Namespace, device: torch.device,
-              dtype: torch.dtype) -> Callable[[], Any]:
+def make_call(
+    backend: str, T: int, args: argparse.Namespace, device: torch.device, dtype: torch.dtype
+) -> Callable[[], Any]:
     """One call of the layer at length T: a forward under no_grad on CPU, forward + backward on CUDA."""
     torch.manual_seed(0)
-    layer = ATTENTION.build(args.attention, d_model=args.d_model, num_heads=args.heads, backend=backend,
-                            **({"window": args.window} if args.window else {}))
+    layer = ATTENTION.build(
+        args.attention,
+        d_model=args.d_model,
+        num_heads=args.heads,
+        backend=backend,
+        **({"window": args.window} if args.window else {}),
+    )
     pos = POSITION.build(args.position, d_model=args.d_model, num_heads=args.heads)
     layer.to(device, dtype)
     pos.to(device, dtype)
@@ -104,12 +111,17 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(heads=1, d_model=64)
 
 
-@command("flex-memory", help="peak memory of a score bias on flex (linear in T) vs the dense path (quadratic)",
-         arguments=arguments)
+@command(
+    "flex-memory",
+    help="peak memory of a score bias on flex (linear in T) vs the dense path (quadratic)",
+    arguments=arguments,
+)
 def flex_memory(args: argparse.Namespace) -> int:
     if "flex" not in ATTENTION.get(args.attention).backends:
-        raise BenchArgumentError(f"--attention={args.attention!r} has no flex backend; choose one of "
-                                 f"{[n for n in ATTENTION.names() if 'flex' in ATTENTION.get(n).backends]}")
+        raise BenchArgumentError(
+            f"--attention={args.attention!r} has no flex backend; choose one of "
+            f"{[n for n in ATTENTION.names() if 'flex' in ATTENTION.get(n).backends]}"
+        )
     POSITION.get(args.position)
     with configured(args) as shape:
         if shape.device.type == "cpu" and not sys.platform.startswith("linux"):
@@ -125,14 +137,22 @@ def flex_memory(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> int:
     step_kind = "forward" if device.type == "cpu" else "forward + backward"
-    print(f"device {device_name(device)}, torch {torch.__version__}, {args.attention} + {args.position}, "
-          f"d_model={args.d_model}, heads={args.heads}, batch={args.batch}, causal={args.causal}, {step_kind}")
+    print(
+        f"device {device_name(device)}, torch {torch.__version__}, {args.attention} + {args.position}, "
+        f"d_model={args.d_model}, heads={args.heads}, batch={args.batch}, causal={args.causal}, {step_kind}"
+    )
     records: list[dict[str, Any]] = []
     print(f"{'T':>7} {'path':6} {'peak MB':>10} {'ms':>9}")
     for T in sorted(args.lengths):
         for label, backend in PATHS.items():
-            rec: dict[str, Any] = {"T": T, "path": label, "backend": backend, "status": "ok", "peak_mb": None,
-                                   "ms": None}
+            rec: dict[str, Any] = {
+                "T": T,
+                "path": label,
+                "backend": backend,
+                "status": "ok",
+                "peak_mb": None,
+                "ms": None,
+            }
             try:
                 call = make_call(backend, T, args, device, dtype)
                 call()  # compiles (flex) and fills first-call caches
@@ -143,21 +163,27 @@ def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> 
                     torch.cuda.synchronize(device)
                 rec.update(peak_mb=peak, ms=(time.perf_counter() - start) * 1000)
             except Exception as err:  # noqa: BLE001  (a point that does not fit is recorded, not fatal)
-                rec.update(status="oom" if is_out_of_memory(err) else "error",
-                           error=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+                rec.update(
+                    status="oom" if is_out_of_memory(err) else "error",
+                    error=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+                )
             finally:
                 call = None
                 gc.collect()
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
             records.append(rec)
-            shown = (f"{rec['peak_mb']:10.1f} {rec['ms']:9.1f}" if rec["status"] == "ok"
-                     else f"  {rec['status']}: {rec.get('error')}")
+            shown = (
+                f"{rec['peak_mb']:10.1f} {rec['ms']:9.1f}"
+                if rec["status"] == "ok"
+                else f"  {rec['status']}: {rec.get('error')}"
+            )
             print(f"{T:>7} {label:6} {shown}")
     exponents = {}
     for label in PATHS:
-        ok = [(r["T"], r["peak_mb"]) for r in records
-              if r["path"] == label and r["status"] == "ok" and r["peak_mb"] > 0]
+        ok = [
+            (r["T"], r["peak_mb"]) for r in records if r["path"] == label and r["status"] == "ok" and r["peak_mb"] > 0
+        ]
         exponents[label] = loglog_slope(*map(list, zip(*ok))) if len(ok) >= 2 else None
     print()
     for label, slope in exponents.items():
@@ -172,8 +198,14 @@ def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> 
             print(f"T={T}: dense / flex peak memory {paths['dense'] / paths['flex']:.1f}x")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        data = {"device": device_name(device), "torch": torch.__version__, "step": step_kind, "records": records,
-                "exponents": exponents, "settings": {k: v for k, v in vars(args).items() if k != "out"}}
+        data = {
+            "device": device_name(device),
+            "torch": torch.__version__,
+            "step": step_kind,
+            "records": records,
+            "exponents": exponents,
+            "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        }
         tmp = args.out.with_suffix(args.out.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
         os.replace(tmp, args.out)

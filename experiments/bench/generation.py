@@ -5,6 +5,7 @@ only ``use_cache`` differs. With the cache a step runs the new token through the
 layers against stored keys and values (O(t) per step); without it every step
 re-encodes all t tokens so far (O(t^2) per step), so the gap grows with length.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,15 +18,29 @@ from experiments.model import ModelSpec, Transformer, VariantSpec
 from experiments.tasks.base import FIRST_SYMBOL_ID
 
 
-def generation_model(*, vocab: int, d_model: int, heads: int, layers: int, ffn: int, max_len: int,
-                     device: torch.device, attention: str = "multihead",
-                     attention_params: dict[str, Any] | None = None) -> Transformer:
+def generation_model(
+    *,
+    vocab: int,
+    d_model: int,
+    heads: int,
+    layers: int,
+    ffn: int,
+    max_len: int,
+    device: torch.device,
+    attention: str = "multihead",
+    attention_params: dict[str, Any] | None = None,
+) -> Transformer:
     """The suite's ``decoder <attention> learned`` model in eval mode, sized to hold ``max_len`` positions."""
     spec = ModelSpec(
-        arch="decoder", vocab_size=vocab,
+        arch="decoder",
+        vocab_size=vocab,
         attention=VariantSpec(attention, {"num_heads": heads, **(attention_params or {})}),
-        position=VariantSpec("learned", {"max_len": max_len}), d_model=d_model, decoder_layers=layers,
-        ffn_dim=ffn, dropout=0.0, norm="pre",
+        position=VariantSpec("learned", {"max_len": max_len}),
+        d_model=d_model,
+        decoder_layers=layers,
+        ffn_dim=ffn,
+        dropout=0.0,
+        norm="pre",
         # An id no logit can pick: no row ever stops early, so both cases decode every step.
         eos_id=vocab,
     )
@@ -37,8 +52,9 @@ def random_prompt(batch: int, length: int, vocab: int, generator: torch.Generato
     return torch.randint(FIRST_SYMBOL_ID, vocab, (batch, length), generator=generator).to(device)
 
 
-def generation_cases(model: Transformer, prompt: Tensor, tokens: int,
-                     autocast: Callable[[], contextlib.AbstractContextManager]) -> dict[str, Callable[[], Tensor]]:
+def generation_cases(
+    model: Transformer, prompt: Tensor, tokens: int, autocast: Callable[[], contextlib.AbstractContextManager]
+) -> dict[str, Callable[[], Tensor]]:
     """{"cached": .., "recomputed": ..}: each call decodes ``tokens`` tokens after ``prompt``."""
 
     def run(use_cache: bool) -> Callable[[], Tensor]:

@@ -14,6 +14,7 @@ T 4096 and 16384), forward + backward, each comparison timed side by side in int
 
 On CPU these are skipped, with the reason: flex has no backward there and the shape is a GPU's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,27 +38,41 @@ def gpu_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-d-model", type=int, default=1024, help="GPU targets: model width")
     parser.add_argument("--gpu-heads", type=int, default=16, help="GPU targets: heads (head dim = width / heads)")
     parser.add_argument("--gpu-batch", type=int, default=4, help="GPU targets: batch")
-    parser.add_argument("--gpu-lengths", type=int, nargs=2, default=[4096, 16384], metavar=("SHORT", "LONG"),
-                        help="GPU targets: T for the bias comparisons and T for the window one")
+    parser.add_argument(
+        "--gpu-lengths",
+        type=int,
+        nargs=2,
+        default=[4096, 16384],
+        metavar=("SHORT", "LONG"),
+        help="GPU targets: T for the bias comparisons and T for the window one",
+    )
     parser.add_argument("--gpu-window", type=int, default=256, help="GPU targets: local attention's window")
 
 
 def skipped_reason(shape: Shape) -> str | None:
     if shape.device.type != "cuda":
-        return (f"needs a CUDA device (this run is on {shape.device.type}): flex has no backward on CPU, "
-                "and the shape is a GPU's")
+        return (
+            f"needs a CUDA device (this run is on {shape.device.type}): flex has no backward on CPU, "
+            "and the shape is a GPU's"
+        )
     return None
 
 
-def gpu_targets(args: argparse.Namespace, shape: Shape, note: Callable[[str, int, int, Measurement], None],
-                target: Callable[..., Any]) -> list:
+def gpu_targets(
+    args: argparse.Namespace,
+    shape: Shape,
+    note: Callable[[str, int, int, Measurement], None],
+    target: Callable[..., Any],
+) -> list:
     """Measure the GPU targets on ``shape``'s device; ``note`` records a point, ``target`` makes a Target."""
     gpu = replace(shape, d_model=args.gpu_d_model, heads=args.gpu_heads, batch=args.gpu_batch, causal=True)
     short, long = sorted(args.gpu_lengths)
     window = {"window": args.gpu_window, "mode": "monotonic"}
     rounds = dict(warmup=args.warmup, rounds=args.repeats, clock="wall")
-    print(f"GPU targets: d_model={gpu.d_model}, heads={gpu.heads}, batch={gpu.batch}, causal, dtype={gpu.dtype}, "
-          f"T={short} and {long}, window={args.gpu_window}")
+    print(
+        f"GPU targets: d_model={gpu.d_model}, heads={gpu.heads}, batch={gpu.batch}, causal, dtype={gpu.dtype}, "
+        f"T={short} and {long}, window={args.gpu_window}"
+    )
 
     def steps(cases: dict[str, tuple[str, str, str, dict]], T: int) -> dict[str, Measurement]:
         built = {label: make_step(a, p, b, T, gpu, params, {})[0] for label, (a, p, b, params) in cases.items()}
@@ -68,14 +83,20 @@ def gpu_targets(args: argparse.Namespace, shape: Shape, note: Callable[[str, int
             note(label, T, gpu.batch, m)
         return got
 
-    at_long = steps({"local/flex": ("local", "none", "flex", window),
-                     "soft/sdpa (flash)": ("soft", "none", "sdpa", {})}, long)
-    at_short = steps({"multihead/sdpa (flash)": ("multihead", "none", "sdpa", {}),
-                      "multihead+alibi/flex": ("multihead", "alibi", "flex", {}),
-                      "multihead+t5/flex": ("multihead", "t5", "flex", {}),
-                      "multihead+t5/sdpa (dense bias)": ("multihead", "t5", "sdpa", {}),
-                      "multihead+relative/flex": ("multihead", "relative", "flex", {}),
-                      "multihead+relative/sdpa (dense bias)": ("multihead", "relative", "sdpa", {})}, short)
+    at_long = steps(
+        {"local/flex": ("local", "none", "flex", window), "soft/sdpa (flash)": ("soft", "none", "sdpa", {})}, long
+    )
+    at_short = steps(
+        {
+            "multihead/sdpa (flash)": ("multihead", "none", "sdpa", {}),
+            "multihead+alibi/flex": ("multihead", "alibi", "flex", {}),
+            "multihead+t5/flex": ("multihead", "t5", "flex", {}),
+            "multihead+t5/sdpa (dense bias)": ("multihead", "t5", "sdpa", {}),
+            "multihead+relative/flex": ("multihead", "relative", "flex", {}),
+            "multihead+relative/sdpa (dense bias)": ("multihead", "relative", "sdpa", {}),
+        },
+        short,
+    )
     flex_long = steps({label: (a, p, "flex", params) for label, a, p, params in FLEX_CASES if a != "local"}, long)
     local_short = steps({"local/flex": ("local", "none", "flex", window)}, short)
 
@@ -84,22 +105,42 @@ def gpu_targets(args: argparse.Namespace, shape: Shape, note: Callable[[str, int
         return None if x is None or y is None or y == 0 else x / y
 
     found = [
-        target(f"local w={args.gpu_window} flex / soft flash: time, T={long}",
-               ratio(at_long["local/flex"], at_long["soft/sdpa (flash)"]), "<= 0.2", "both causal"),
-        target(f"alibi on flex: flash ms / flex ms, T={short}",
-               ratio(at_short["multihead/sdpa (flash)"], at_short["multihead+alibi/flex"]), ">= 0.6",
-               "speed relative to plain causal flash"),
+        target(
+            f"local w={args.gpu_window} flex / soft flash: time, T={long}",
+            ratio(at_long["local/flex"], at_long["soft/sdpa (flash)"]),
+            "<= 0.2",
+            "both causal",
+        ),
+        target(
+            f"alibi on flex: flash ms / flex ms, T={short}",
+            ratio(at_short["multihead/sdpa (flash)"], at_short["multihead+alibi/flex"]),
+            ">= 0.6",
+            "speed relative to plain causal flash",
+        ),
     ]
     for name in ("t5", "relative"):
-        found.append(target(f"{name}: dense-bias sdpa ms / flex ms, T={short}",
-                            ratio(at_short[f"multihead+{name}/sdpa (dense bias)"], at_short[f"multihead+{name}/flex"]),
-                            ">= 1", "learned table on flex vs today's dense bias"))
-    by_length = {**{k: (v, flex_long[k]) for k, v in at_short.items() if k in flex_long},
-                 "local/flex": (local_short["local/flex"], at_long["local/flex"])}
+        found.append(
+            target(
+                f"{name}: dense-bias sdpa ms / flex ms, T={short}",
+                ratio(at_short[f"multihead+{name}/sdpa (dense bias)"], at_short[f"multihead+{name}/flex"]),
+                ">= 1",
+                "learned table on flex vs today's dense bias",
+            )
+        )
+    by_length = {
+        **{k: (v, flex_long[k]) for k, v in at_short.items() if k in flex_long},
+        "local/flex": (local_short["local/flex"], at_long["local/flex"]),
+    }
     for label, (small, big) in by_length.items():
         exponent = None
         if small.peak_mb and big.peak_mb:
             exponent = math.log(big.peak_mb / small.peak_mb) / math.log(long / short)
-        found.append(target(f"{label}: peak memory exponent, T={short}..{long}", exponent, "<= 1.2",
-                            f"peak {big.peak_mb if big.peak_mb is not None else 'n/a'} MB at T={long}"))
+        found.append(
+            target(
+                f"{label}: peak memory exponent, T={short}..{long}",
+                exponent,
+                "<= 1.2",
+                f"peak {big.peak_mb if big.peak_mb is not None else 'n/a'} MB at T={long}",
+            )
+        )
     return found

@@ -16,6 +16,7 @@ Peak memory, in MB above what was allocated before the step:
   tensors, not the process's resident memory.
 The memory run is separate from the timed runs, because the mode slows every operator.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -107,8 +108,9 @@ def is_out_of_memory(err: BaseException) -> bool:
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def measure(step: Step, device: torch.device, *, warmup: int, repeats: int, max_seconds: float,
-            clock: str = "wall") -> Measurement:
+def measure(
+    step: Step, device: torch.device, *, warmup: int, repeats: int, max_seconds: float, clock: str = "wall"
+) -> Measurement:
     """One memory run, ``warmup`` runs, then up to ``repeats`` timed runs within ``max_seconds`` (at least one)."""
     start = time.perf_counter()
     result = Measurement(status="ok")
@@ -125,8 +127,10 @@ def measure(step: Step, device: torch.device, *, warmup: int, repeats: int, max_
                 break
         result.ms, result.runs = statistics.median(times), len(times)
     except Exception as err:  # noqa: BLE001  (a benchmark records a failure and moves on)
-        result = Measurement(status="oom" if is_out_of_memory(err) else "error",
-                             error=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+        result = Measurement(
+            status="oom" if is_out_of_memory(err) else "error",
+            error=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+        )
     finally:
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -134,8 +138,9 @@ def measure(step: Step, device: torch.device, *, warmup: int, repeats: int, max_
     return result
 
 
-def side_by_side(steps: dict[str, Step], device: torch.device, *, warmup: int, rounds: int,
-                 clock: str = "wall") -> dict[str, Measurement]:
+def side_by_side(
+    steps: dict[str, Step], device: torch.device, *, warmup: int, rounds: int, clock: str = "wall"
+) -> dict[str, Measurement]:
     """Measure several steps in interleaved rounds, so a machine that speeds up or slows down
     meanwhile (other jobs, clock changes) moves all of them alike and their ratios stay put.
 
@@ -150,8 +155,9 @@ def side_by_side(steps: dict[str, Step], device: torch.device, *, warmup: int, r
             for _ in range(warmup):
                 steps[name]()
         except Exception as err:  # noqa: BLE001
-            results[name] = Measurement(status="oom" if is_out_of_memory(err) else "error",
-                                        error=f"{type(err).__name__}: {err}")
+            results[name] = Measurement(
+                status="oom" if is_out_of_memory(err) else "error", error=f"{type(err).__name__}: {err}"
+            )
     live = [n for n in names if results[n].status == "ok"]
     for r in range(max(rounds, 1) if live else 0):
         shift = r % len(live)

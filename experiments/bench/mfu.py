@@ -6,6 +6,7 @@
 MFU = the analytic model FLOPs per second (6 N + 12 L T d per token) / the device's
 peak for the precision; the step is the same ``TrainStep`` the ``peers`` comparisons time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,9 +16,19 @@ from dataclasses import asdict
 import torch
 
 from experiments.bench import command
-from experiments.bench.peers import (TrainStep, alternate, attnlab_decoder, autocast_for, describe_device,
-                                     device_options, lm_batches, positive_options, setup_device, size_from,
-                                     to_device)
+from experiments.bench.peers import (
+    TrainStep,
+    alternate,
+    attnlab_decoder,
+    autocast_for,
+    describe_device,
+    device_options,
+    lm_batches,
+    positive_options,
+    setup_device,
+    size_from,
+    to_device,
+)
 from experiments.bench.scaling import BenchArgumentError
 from experiments.compiling import compile_model
 from experiments.model import Transformer, count_parameters
@@ -29,8 +40,8 @@ PEAK_BF16_TFLOPS = (
     ("H100 PCIe", 756.0),
     ("H100 NVL", 835.5),
     ("H200 NVL", 835.5),
-    ("H100", 989.4),   # SXM ("NVIDIA H100 80GB HBM3")
-    ("H200", 989.4),   # also GH200
+    ("H100", 989.4),  # SXM ("NVIDIA H100 80GB HBM3")
+    ("H200", 989.4),  # also GH200
     ("A100", 312.0),
 )
 
@@ -77,12 +88,19 @@ def mfu_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10, help="timed steps; the median is reported")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False)
-    parser.add_argument("--peak-tflops", type=float, default=None,
-                        help="the device's peak for the run's precision (default: the bf16 table, by GPU name)")
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the device's peak for the run's precision (default: the bf16 table, by GPU name)",
+    )
 
 
-@command("mfu", help="model FLOPs utilisation of the decoder training step (default: d 1024, 12 layers, T 2048)",
-         arguments=mfu_arguments)
+@command(
+    "mfu",
+    help="model FLOPs utilisation of the decoder training step (default: d 1024, 12 layers, T 2048)",
+    arguments=mfu_arguments,
+)
 def mfu(args: argparse.Namespace) -> int:
     if args.bf16 is None:
         args.bf16 = args.device in (None, "cuda") and torch.cuda.is_available()
@@ -97,35 +115,57 @@ def mfu(args: argparse.Namespace) -> int:
     if device.type == "cpu" and step_tflop > CPU_STEP_TFLOP:
         raise BenchArgumentError(
             f"--device='cpu' is not allowed with this shape ({step_tflop:.1f} TFLOP per step, minutes on a CPU); "
-            "use --device cuda or shrink --d-model / --layers / --length / --batch")
+            "use --device cuda or shrink --d-model / --layers / --length / --batch"
+        )
     model.to(device).train()
     if args.compile:
         compile_model(model, device.type)  # as model.compile=true does
     batches = to_device(lm_batches(size, 2, torch.Generator().manual_seed(args.seed)), device)
     step = TrainStep(model, batches, autocast_for(args, device), lambda inputs: model(None, inputs))
-    print(f"[mfu] decoder multihead learned d={size.d_model} layers={size.layers} heads={size.heads} "
-          f"T={size.length} batch={size.batch} {'bf16' if args.bf16 else 'fp32'} on {describe_device(device)}",
-          flush=True)
-    seconds = statistics.median(alternate({"step": step}, warmup=args.warmup, repeats=args.repeats, inner=1,
-                                          clock=args.clock, device=device)["step"])
+    print(
+        f"[mfu] decoder multihead learned d={size.d_model} layers={size.layers} heads={size.heads} "
+        f"T={size.length} batch={size.batch} {'bf16' if args.bf16 else 'fp32'} on {describe_device(device)}",
+        flush=True,
+    )
+    seconds = statistics.median(
+        alternate({"step": step}, warmup=args.warmup, repeats=args.repeats, inner=1, clock=args.clock, device=device)[
+            "step"
+        ]
+    )
     tokens_per_second = size.batch * size.length / seconds
     achieved = per_token * tokens_per_second / 1e12
     peak = args.peak_tflops or (peak_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None)
     utilisation = achieved / peak if peak else None
-    print(f"  FLOPs/token = 6 N + 12 L T d = 6 * {n:,} + 12 * {size.layers} * {size.length} * {size.d_model} "
-          f"= {per_token:.4g}")
+    print(
+        f"  FLOPs/token = 6 N + 12 L T d = 6 * {n:,} + 12 * {size.layers} * {size.length} * {size.d_model} "
+        f"= {per_token:.4g}"
+    )
     print(f"  step {seconds * 1000:.1f} ms, {tokens_per_second:,.0f} tokens/s, {achieved:.3g} TFLOP/s achieved")
     if utilisation is None:
         print("  MFU: unknown peak for this device; give --peak-tflops")
     else:
         print(f"  MFU = {achieved:.3g} / {peak:.4g} TFLOP/s = {100 * utilisation:.1f}%")
     if args.out is not None:
-        write_json_atomic(args.out, {
-            "benchmark": "mfu", "device": describe_device(device), "torch": torch.__version__,
-            "size": asdict(size), "bf16": args.bf16, "compile": args.compile, "step_ms": seconds * 1000,
-            "matmul_params": n, "flops_per_token": per_token, "formula": "6 N + 12 L T d",
-            "tokens_per_second": tokens_per_second, "achieved_tflops": achieved, "peak_tflops": peak,
-            "mfu": utilisation, "final_loss": step.final_loss, "env": environment(describe_device(device)),
-        })
+        write_json_atomic(
+            args.out,
+            {
+                "benchmark": "mfu",
+                "device": describe_device(device),
+                "torch": torch.__version__,
+                "size": asdict(size),
+                "bf16": args.bf16,
+                "compile": args.compile,
+                "step_ms": seconds * 1000,
+                "matmul_params": n,
+                "flops_per_token": per_token,
+                "formula": "6 N + 12 L T d",
+                "tokens_per_second": tokens_per_second,
+                "achieved_tflops": achieved,
+                "peak_tflops": peak,
+                "mfu": utilisation,
+                "final_loss": step.final_loss,
+                "env": environment(describe_device(device)),
+            },
+        )
         print(f"wrote {args.out}")
     return 0

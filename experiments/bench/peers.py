@@ -22,6 +22,7 @@ compilation; each reports the median over its rounds.
 3. ``generation``: greedy decoding with the key/value cache against recomputing the
    prefix at every step. Target: the cache >= 5x faster.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,11 +74,19 @@ class Size:
 
 # -- the models ----------------------------------------------------------------------------------------------
 def attnlab_seq2seq(size: Size, dropout: float) -> Transformer:
-    return Transformer(ModelSpec(
-        arch="seq2seq", vocab_size=size.vocab, attention=VariantSpec("multihead", {"num_heads": size.heads}),
-        position=VariantSpec("sinusoidal"), d_model=size.d_model, encoder_layers=size.layers,
-        decoder_layers=size.layers, ffn_dim=size.ffn, dropout=dropout,
-    ))
+    return Transformer(
+        ModelSpec(
+            arch="seq2seq",
+            vocab_size=size.vocab,
+            attention=VariantSpec("multihead", {"num_heads": size.heads}),
+            position=VariantSpec("sinusoidal"),
+            d_model=size.d_model,
+            encoder_layers=size.layers,
+            decoder_layers=size.layers,
+            ffn_dim=size.ffn,
+            dropout=dropout,
+        )
+    )
 
 
 class TorchSeq2Seq(nn.Module):
@@ -93,8 +102,13 @@ class TorchSeq2Seq(nn.Module):
         self.position = POSITION.build("sinusoidal", d_model=d)
         self.drop = nn.Dropout(dropout)
         self.transformer = nn.Transformer(
-            d_model=d, nhead=size.heads, num_encoder_layers=size.layers, num_decoder_layers=size.layers,
-            dim_feedforward=size.ffn, dropout=dropout, batch_first=True,
+            d_model=d,
+            nhead=size.heads,
+            num_encoder_layers=size.layers,
+            num_decoder_layers=size.layers,
+            dim_feedforward=size.ffn,
+            dropout=dropout,
+            batch_first=True,
         )
         self.lm_head = nn.Linear(d, size.vocab, bias=False)
         self.lm_head.weight = self.embedding.weight
@@ -113,20 +127,33 @@ class TorchSeq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         src_pad = src.eq(PAD_ID)  # (B, S); decoder inputs are right-padded, so causality alone suffices
-        h = self.transformer(self.embed(src), self.embed(tgt_in),
-                             tgt_mask=self.causal_mask(tgt_in.shape[1], tgt_in.device), tgt_is_causal=True,
-                             src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad)  # (B, T, d)
+        h = self.transformer(
+            self.embed(src),
+            self.embed(tgt_in),
+            tgt_mask=self.causal_mask(tgt_in.shape[1], tgt_in.device),
+            tgt_is_causal=True,
+            src_key_padding_mask=src_pad,
+            memory_key_padding_mask=src_pad,
+        )  # (B, T, d)
         return self.lm_head(h)  # (B, T, V)
 
 
 def attnlab_decoder(size: Size) -> Transformer:
     # Pre-norm and no dropout: the suite's decoder LM recipe (experiment=shakespeare_char), and
     # x-transformers' defaults.
-    return Transformer(ModelSpec(
-        arch="decoder", vocab_size=size.vocab, attention=VariantSpec("multihead", {"num_heads": size.heads}),
-        position=VariantSpec("learned", {"max_len": size.length}), d_model=size.d_model,
-        decoder_layers=size.layers, ffn_dim=size.ffn, dropout=0.0, norm="pre",
-    ))
+    return Transformer(
+        ModelSpec(
+            arch="decoder",
+            vocab_size=size.vocab,
+            attention=VariantSpec("multihead", {"num_heads": size.heads}),
+            position=VariantSpec("learned", {"max_len": size.length}),
+            d_model=size.d_model,
+            decoder_layers=size.layers,
+            ffn_dim=size.ffn,
+            dropout=0.0,
+            norm="pre",
+        )
+    )
 
 
 def xtransformers_decoder(size: Size) -> nn.Module:
@@ -135,10 +162,17 @@ def xtransformers_decoder(size: Size) -> nn.Module:
     # dim_head = d / heads keeps the attention width at d (x-transformers' default head is 64 wide);
     # flash routes attention through scaled_dot_product_attention, the kernel the suite uses.
     return TransformerWrapper(
-        num_tokens=size.vocab, max_seq_len=size.length, tie_embedding=True,
-        attn_layers=Decoder(dim=size.d_model, depth=size.layers, heads=size.heads,
-                            attn_dim_head=size.d_model // size.heads, ff_mult=size.ffn / size.d_model,
-                            attn_flash=True),
+        num_tokens=size.vocab,
+        max_seq_len=size.length,
+        tie_embedding=True,
+        attn_layers=Decoder(
+            dim=size.d_model,
+            depth=size.layers,
+            heads=size.heads,
+            attn_dim_head=size.d_model // size.heads,
+            ff_mult=size.ffn / size.d_model,
+            attn_flash=True,
+        ),
     )
 
 
@@ -148,6 +182,7 @@ Batch = tuple[tuple[Tensor, ...], Tensor]  # (model inputs, targets)
 
 def seq2seq_batches(size: Size, count: int, generator: torch.Generator) -> list[Batch]:
     """Random sentence pairs, right-padded to ``length``, each side 1/2 to all of it long."""
+
     def side() -> Tensor:
         tokens = torch.randint(FIRST_SYMBOL_ID, size.vocab, (size.batch, size.length), generator=generator)
         lengths = torch.randint(max(1, size.length // 2), size.length + 1, (size.batch, 1), generator=generator)
@@ -178,8 +213,13 @@ def to_device(batches: list[Batch], device: torch.device) -> list[Batch]:
 class TrainStep:
     """Forward on the next batch, cross-entropy, backward and an AdamW step: what the training loop does."""
 
-    def __init__(self, model: nn.Module, batches: list[Batch], autocast: Callable[[], Any],
-                 call: Callable[..., Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        batches: list[Batch],
+        autocast: Callable[[], Any],
+        call: Callable[..., Tensor] | None = None,
+    ) -> None:
         self.model, self.call = model, (call if call is not None else model)
         self.batches = itertools.cycle(batches)
         self.autocast = autocast
@@ -202,8 +242,9 @@ class TrainStep:
 
 
 # -- timing --------------------------------------------------------------------------------------------------
-def alternate(cases: dict[str, Callable[[], Any]], *, warmup: int, repeats: int, inner: int, clock: str,
-              device: torch.device) -> dict[str, list[float]]:
+def alternate(
+    cases: dict[str, Callable[[], Any]], *, warmup: int, repeats: int, inner: int, clock: str, device: torch.device
+) -> dict[str, list[float]]:
     """Seconds per call of each case, one sample per round; the cases take turns within each round."""
     tick = CLOCKS[clock]
 
@@ -246,8 +287,13 @@ def profile(name: str, run: Callable[[], Any], rows: int, device: torch.device) 
 
 
 # -- the comparisons -----------------------------------------------------------------------------------------
-def compare_training(name: str, builders: dict[str, Callable[[], tuple[nn.Module, Callable[..., Tensor]]]],
-                     batches: list[Batch], args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+def compare_training(
+    name: str,
+    builders: dict[str, Callable[[], tuple[nn.Module, Callable[..., Tensor]]]],
+    batches: list[Batch],
+    args: argparse.Namespace,
+    device: torch.device,
+) -> dict[str, Any]:
     """Build each case from the same seed, time its training step, and record its size and final loss."""
     steps: dict[str, TrainStep] = {}
     params: dict[str, int] = {}
@@ -257,16 +303,22 @@ def compare_training(name: str, builders: dict[str, Callable[[], tuple[nn.Module
         model.to(device).train()
         params[case] = count_parameters(model)
         steps[case] = TrainStep(model, batches, autocast_for(args, device), call)
-    print(f"[{name}] timing {', '.join(steps)} ({args.warmup} warm-up + {args.repeats} rounds of "
-          f"{args.inner} steps each) ...", flush=True)
+    print(
+        f"[{name}] timing {', '.join(steps)} ({args.warmup} warm-up + {args.repeats} rounds of "
+        f"{args.inner} steps each) ...",
+        flush=True,
+    )
     start = time.perf_counter()
-    samples = alternate(steps, warmup=args.warmup, repeats=args.repeats, inner=args.inner, clock=args.clock,
-                        device=device)
+    samples = alternate(
+        steps, warmup=args.warmup, repeats=args.repeats, inner=args.inner, clock=args.clock, device=device
+    )
     if args.profile:
         for case, step in steps.items():
             profile(f"{name} / {case}", step, args.profile, device)
-    cases = {case: {**summarise(samples[case]), "params": params[case], "final_loss": steps[case].final_loss}
-             for case in steps}
+    cases = {
+        case: {**summarise(samples[case]), "params": params[case], "final_loss": steps[case].final_loss}
+        for case in steps
+    }
     return {"cases": cases, "seconds": time.perf_counter() - start}
 
 
@@ -292,8 +344,10 @@ def seq2seq_comparison(args: argparse.Namespace, size: Size, device: torch.devic
     result = compare_training("seq2seq", builders, batches, args, device)
     result["ratios"] = ratios(result["cases"], "torch.nn.Transformer")
     result["model"] = f"seq2seq multihead sinusoidal, post-norm, dropout {args.dropout}"
-    result["notes"] = ["torch.nn.Transformer adds a final LayerNorm to its encoder and decoder stacks; "
-                       "the suite's post-norm model has none (2 extra LayerNorms for the peer)"]
+    result["notes"] = [
+        "torch.nn.Transformer adds a final LayerNorm to its encoder and decoder stacks; "
+        "the suite's post-norm model has none (2 extra LayerNorms for the peer)"
+    ]
     return result
 
 
@@ -323,21 +377,34 @@ def decoder_comparison(args: argparse.Namespace, size: Size, device: torch.devic
     result = compare_training("decoder", builders, batches, args, device)
     result["ratios"] = ratios(result["cases"], "x-transformers")
     result["model"] = "decoder multihead learned, pre-norm, no dropout"
-    result["notes"] = ["x-transformers: GELU feed-forward, no biases in attention, LayerNorm without "
-                       "affine parameters; the suite: ReLU, biases, affine LayerNorm"]
+    result["notes"] = [
+        "x-transformers: GELU feed-forward, no biases in attention, LayerNorm without "
+        "affine parameters; the suite: ReLU, biases, affine LayerNorm"
+    ]
     return result
 
 
 def generation_comparison(args: argparse.Namespace, size: Size, device: torch.device) -> dict[str, Any]:
     torch.manual_seed(args.seed)
-    model = generation_model(vocab=size.vocab, d_model=size.d_model, heads=size.heads, layers=size.layers,
-                             ffn=size.ffn, max_len=args.gen_prompt + args.gen_tokens, device=device)
-    prompt = random_prompt(args.gen_batch, args.gen_prompt, size.vocab, torch.Generator().manual_seed(args.seed),
-                           device)
+    model = generation_model(
+        vocab=size.vocab,
+        d_model=size.d_model,
+        heads=size.heads,
+        layers=size.layers,
+        ffn=size.ffn,
+        max_len=args.gen_prompt + args.gen_tokens,
+        device=device,
+    )
+    prompt = random_prompt(
+        args.gen_batch, args.gen_prompt, size.vocab, torch.Generator().manual_seed(args.seed), device
+    )
     cases = generation_cases(model, prompt, args.gen_tokens, autocast_for(args, device))
     same = agreement(cases)  # also the warm-up of both cases
-    print(f"[generation] timing cached vs recomputed, {args.gen_tokens} tokens after a {args.gen_prompt}-token "
-          f"prompt, batch {args.gen_batch} ...", flush=True)
+    print(
+        f"[generation] timing cached vs recomputed, {args.gen_tokens} tokens after a {args.gen_prompt}-token "
+        f"prompt, batch {args.gen_batch} ...",
+        flush=True,
+    )
     start = time.perf_counter()
     samples = alternate(cases, warmup=0, repeats=args.gen_repeats, inner=1, clock=args.clock, device=device)
     summary = {case: summarise(s) for case, s in samples.items()}
@@ -363,27 +430,37 @@ def check_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     for comparison, ratio, bound, op in TARGETS:
         value = results.get(comparison, {}).get("ratios", {}).get(ratio)
         met = None if value is None else {"<=": value <= bound, "<": value < bound, ">=": value >= bound}[op]
-        checked.append({"comparison": comparison, "ratio": ratio, "target": f"{op} {bound}", "value": value,
-                        "met": met})
+        checked.append(
+            {"comparison": comparison, "ratio": ratio, "target": f"{op} {bound}", "value": value, "met": met}
+        )
     return checked
 
 
 # -- options -------------------------------------------------------------------------------------------------
 def device_options(parser: argparse.ArgumentParser, default_device: str | None) -> None:
     parser.add_argument("--device", default=default_device, help="cpu or cuda")
-    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                        help="CUDA only: run forward passes under torch.autocast(dtype=bfloat16)")
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="CUDA only: run forward passes under torch.autocast(dtype=bfloat16)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads on CPU (default: torch's)")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall: elapsed time; cpu: CPU time of this process, steadier on a shared machine")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall: elapsed time; cpu: CPU time of this process, steadier on a shared machine",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
 
 
 def peers_arguments(parser: argparse.ArgumentParser) -> None:
     device_options(parser, "cpu")
-    parser.add_argument("--only", nargs="+", choices=COMPARISONS, default=list(COMPARISONS),
-                        help="comparisons to run (default: all)")
+    parser.add_argument(
+        "--only", nargs="+", choices=COMPARISONS, default=list(COMPARISONS), help="comparisons to run (default: all)"
+    )
     shape = parser.add_argument_group("shape (the issue's: batch 64, length 16, width 64, 4 heads, 2+2 layers)")
     shape.add_argument("--batch", type=int, default=64)
     shape.add_argument("--length", type=int, default=16)
@@ -398,10 +475,19 @@ def peers_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--repeats", type=int, default=15, help="timed rounds per case; the median is reported")
     timing.add_argument("--inner", type=int, default=5, help="steps per timed round")
     timing.add_argument("--batches", type=int, default=8, help="distinct batches, cycled through by every case")
-    timing.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
-                        help="also time the suite's model through torch.compile")
-    timing.add_argument("--profile", type=int, default=0, metavar="ROWS",
-                        help="after timing, print the ROWS costliest operators of each training case")
+    timing.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the suite's model through torch.compile",
+    )
+    timing.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="after timing, print the ROWS costliest operators of each training case",
+    )
     gen = parser.add_argument_group("generation")
     gen.add_argument("--gen-tokens", type=int, default=256)
     gen.add_argument("--gen-prompt", type=int, default=16)
@@ -438,11 +524,13 @@ def size_from(args: argparse.Namespace) -> Size:
     positive_options(args, "batch", "length", "d_model", "heads", "layers", "ffn")
     size = Size(args.batch, args.length, args.vocab, args.d_model, args.heads, args.layers, args.ffn)
     if size.d_model % size.heads:
-        raise BenchArgumentError(f"--heads={size.heads} is not allowed with --d-model={size.d_model}; "
-                                 "the heads must divide the width")
+        raise BenchArgumentError(
+            f"--heads={size.heads} is not allowed with --d-model={size.d_model}; the heads must divide the width"
+        )
     if size.vocab <= FIRST_SYMBOL_ID:
-        raise BenchArgumentError(f"--vocab={size.vocab} is not allowed; it must be > {FIRST_SYMBOL_ID} "
-                                 "(ids below are the specials)")
+        raise BenchArgumentError(
+            f"--vocab={size.vocab} is not allowed; it must be > {FIRST_SYMBOL_ID} (ids below are the specials)"
+        )
     return size
 
 
@@ -467,8 +555,11 @@ def load() -> list[float] | None:
 
 
 # -- the commands --------------------------------------------------------------------------------------------
-@command("peers", help="training step and generation speed against torch.nn.Transformer and x-transformers",
-         arguments=peers_arguments)
+@command(
+    "peers",
+    help="training step and generation speed against torch.nn.Transformer and x-transformers",
+    arguments=peers_arguments,
+)
 def peers(args: argparse.Namespace) -> int:
     device = setup_device(args)
     positive_options(args, "repeats", "inner", "batches", "gen_tokens", "gen_prompt", "gen_batch", "gen_repeats")
@@ -483,11 +574,17 @@ def peers(args: argparse.Namespace) -> int:
 
     def report(targets: list[dict[str, Any]] | None) -> dict[str, Any]:
         return {
-            "benchmark": "peers", "device": describe_device(device), "torch": torch.__version__,
-            "settings": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                            if k not in ("command",)}, "size": asdict(size)},
+            "benchmark": "peers",
+            "device": describe_device(device),
+            "torch": torch.__version__,
+            "settings": {
+                **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("command",)},
+                "size": asdict(size),
+            },
             "load_average": {"before": load_before, "after": load()},
-            "comparisons": results, "targets": targets, "env": environment(describe_device(device)),
+            "comparisons": results,
+            "targets": targets,
+            "env": environment(describe_device(device)),
             "complete": targets is not None,
         }
 

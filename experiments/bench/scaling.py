@@ -11,6 +11,7 @@ than that even for one timed run; the larger T are then recorded as ``skipped``.
 is the least-squares slope of log time against log T over the last
 ``--fit-points`` points measured: about 1 for a linear kernel, 2 for a quadratic one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,13 +67,27 @@ def only_accepted(registry, name: str, params: dict[str, Any]) -> dict[str, Any]
     return {k: v for k, v in params.items() if k in accepted}
 
 
-def make_step(attention: str, position: str, backend: str, T: int, shape: Shape, attention_params: dict[str, Any],
-              position_params: dict[str, Any], *, seed: int = 0) -> tuple[Callable[[], None], str]:
+def make_step(
+    attention: str,
+    position: str,
+    backend: str,
+    T: int,
+    shape: Shape,
+    attention_params: dict[str, Any],
+    position_params: dict[str, Any],
+    *,
+    seed: int = 0,
+) -> tuple[Callable[[], None], str]:
     """A closure running one forward + backward pass of the layer at length T, and the resolved backend."""
     torch.manual_seed(seed)
     heads = heads_for(attention, shape.heads)
-    layer = ATTENTION.build(attention, d_model=shape.d_model, num_heads=heads, backend=backend,
-                            **only_accepted(ATTENTION, attention, attention_params))
+    layer = ATTENTION.build(
+        attention,
+        d_model=shape.d_model,
+        num_heads=heads,
+        backend=backend,
+        **only_accepted(ATTENTION, attention, attention_params),
+    )
     pos_params = only_accepted(POSITION, position, position_params)
     if "max_len" in POSITION.accepted_params(position):
         pos_params.setdefault("max_len", T)
@@ -93,9 +108,19 @@ def make_step(attention: str, position: str, backend: str, T: int, shape: Shape,
     return step, layer.backend
 
 
-def measure_point(attention: str, position: str, backend: str, T: int, shape: Shape,
-                  attention_params: dict[str, Any], position_params: dict[str, Any], *, warmup: int, repeats: int,
-                  max_seconds: float) -> tuple[Measurement, str]:
+def measure_point(
+    attention: str,
+    position: str,
+    backend: str,
+    T: int,
+    shape: Shape,
+    attention_params: dict[str, Any],
+    position_params: dict[str, Any],
+    *,
+    warmup: int,
+    repeats: int,
+    max_seconds: float,
+) -> tuple[Measurement, str]:
     try:
         step, resolved = make_step(attention, position, backend, T, shape, attention_params, position_params)
     except Exception as err:  # noqa: BLE001  (e.g. out of memory while allocating the inputs)
@@ -111,16 +136,31 @@ def measure_point(attention: str, position: str, backend: str, T: int, shape: Sh
 def record(attention: str, position: str, backend: str, T: int, batch: int, m: Measurement) -> dict[str, Any]:
     ok = m.status == "ok"
     return {
-        "attention": attention, "position": position, "backend": backend, "T": T, "status": m.status,
+        "attention": attention,
+        "position": position,
+        "backend": backend,
+        "T": T,
+        "status": m.status,
         "ms": round(m.ms, 4) if ok else None,
         "tokens_per_second": round(batch * T / (m.ms / 1000), 1) if ok else None,
         "peak_mb": round(m.peak_mb, 3) if ok else None,
     }
 
 
-def run_series(attention: str, position: str, backend: str, lengths: list[int], shape: Shape,
-               attention_params: dict[str, Any], position_params: dict[str, Any], *, warmup: int, repeats: int,
-               max_seconds: float, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def run_series(
+    attention: str,
+    position: str,
+    backend: str,
+    lengths: list[int],
+    shape: Shape,
+    attention_params: dict[str, Any],
+    position_params: dict[str, Any],
+    *,
+    warmup: int,
+    repeats: int,
+    max_seconds: float,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     measured: list[tuple[int, float]] = []  # (T, ms) of the points that ran
     stop_reason = None
@@ -134,8 +174,18 @@ def run_series(attention: str, position: str, backend: str, lengths: list[int], 
             records.append(record(attention, position, backend, T, shape.batch, Measurement(status="skipped")))
             log(f"  {attention}/{position}/{backend} T={T}: skipped ({stop_reason})")
             continue
-        m, resolved = measure_point(attention, position, backend, T, shape, attention_params, position_params,
-                                    warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+        m, resolved = measure_point(
+            attention,
+            position,
+            backend,
+            T,
+            shape,
+            attention_params,
+            position_params,
+            warmup=warmup,
+            repeats=repeats,
+            max_seconds=max_seconds,
+        )
         records.append(record(attention, position, resolved, T, shape.batch, m))
         log("  " + _describe(records[-1], m))
         if m.status != "ok":
@@ -161,8 +211,10 @@ def _describe(rec: dict[str, Any], m: Measurement) -> str:
     name = f"{rec['attention']}/{rec['position']}/{rec['backend']} T={rec['T']}"
     if rec["status"] != "ok":
         return f"{name}: {rec['status']} ({m.error})"
-    return (f"{name}: {rec['ms']:.2f} ms, {rec['tokens_per_second']:,.0f} tokens/s, "
-            f"peak {rec['peak_mb']:.1f} MB ({m.runs} timed runs)")
+    return (
+        f"{name}: {rec['ms']:.2f} ms, {rec['tokens_per_second']:,.0f} tokens/s, "
+        f"peak {rec['peak_mb']:.1f} MB ({m.runs} timed runs)"
+    )
 
 
 def exponents(records: list[dict[str, Any]], fit_points: int) -> list[dict[str, Any]]:
@@ -176,9 +228,15 @@ def exponents(records: list[dict[str, Any]], fit_points: int) -> list[dict[str, 
         points = sorted(points)[-fit_points:]
         if len(points) >= 2:
             lengths, times = zip(*points)
-            out.append({"attention": attention, "position": position, "backend": backend,
-                        "exponent": round(loglog_slope(list(lengths), list(times)), 4),
-                        "T_range": [lengths[0], lengths[-1]]})
+            out.append(
+                {
+                    "attention": attention,
+                    "position": position,
+                    "backend": backend,
+                    "exponent": round(loglog_slope(list(lengths), list(times)), 4),
+                    "T_range": [lengths[0], lengths[-1]],
+                }
+            )
     return out
 
 
@@ -189,11 +247,23 @@ def device_name(device: torch.device) -> str:
     return f"cpu ({torch.get_num_threads()} threads)"
 
 
-def write_json(path: Path, device: torch.device, records: list[dict[str, Any]], exps: list[dict[str, Any]],
-               settings: dict[str, Any], complete: bool = True) -> None:
+def write_json(
+    path: Path,
+    device: torch.device,
+    records: list[dict[str, Any]],
+    exps: list[dict[str, Any]],
+    settings: dict[str, Any],
+    complete: bool = True,
+) -> None:
     """Atomically; called after every series, so an interrupted run keeps what it measured (complete: false)."""
-    data = {"device": device_name(device), "torch": torch.__version__, "records": records, "exponents": exps,
-            "settings": settings, "complete": complete}
+    data = {
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "records": records,
+        "exponents": exps,
+        "settings": settings,
+        "complete": complete,
+    }
     write_json_atomic(path, data)
 
 
@@ -250,34 +320,66 @@ def parse_params(items: list[str], flag: str) -> dict[str, Any]:
 def shared_arguments(parser: argparse.ArgumentParser) -> None:
     """Options every command that times layers takes."""
     parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument("--heads", type=int, default=None,
-                        help="heads per layer (default: the type's own, at most 4: soft/local/hard 1, multihead 4)")
+    parser.add_argument(
+        "--heads",
+        type=int,
+        default=None,
+        help="heads per layer (default: the type's own, at most 4: soft/local/hard 1, multihead 4)",
+    )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--causal", action="store_true", help="causal self attention (default: full)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per point; the median is reported")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
-    parser.add_argument("--max-seconds", type=float, default=30.0,
-                        help="time budget per point: memory run, warm-up and timed runs together")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=30.0,
+        help="time budget per point: memory run, warm-up and timed runs together",
+    )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads on CPU (default: torch's)")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall: elapsed time; cpu: CPU time of this process, steadier on a shared CPU machine")
-    parser.add_argument("--max-memory-mb", type=float, default=None,
-                        help="CPU: fail allocations beyond this (default: 80%% of available memory) so an "
-                             "oversized point is recorded as oom instead of killing the process")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall: elapsed time; cpu: CPU time of this process, steadier on a shared CPU machine",
+    )
+    parser.add_argument(
+        "--max-memory-mb",
+        type=float,
+        default=None,
+        help="CPU: fail allocations beyond this (default: 80%% of available memory) so an "
+        "oversized point is recorded as oom instead of killing the process",
+    )
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--attention", nargs="+", default=ATTENTION.names(), metavar="NAME",
-                        help=f"attention types (default: all of {ATTENTION.names()})")
-    parser.add_argument("--position", nargs="+", default=["none"], metavar="NAME",
-                        help=f"position encodings, from {POSITION.names()}")
-    parser.add_argument("--backend", nargs="+", default=["all"], metavar="NAME",
-                        help=f"from {list(BACKENDS)} or 'all' (every backend each type has and this device runs)")
+    parser.add_argument(
+        "--attention",
+        nargs="+",
+        default=ATTENTION.names(),
+        metavar="NAME",
+        help=f"attention types (default: all of {ATTENTION.names()})",
+    )
+    parser.add_argument(
+        "--position", nargs="+", default=["none"], metavar="NAME", help=f"position encodings, from {POSITION.names()}"
+    )
+    parser.add_argument(
+        "--backend",
+        nargs="+",
+        default=["all"],
+        metavar="NAME",
+        help=f"from {list(BACKENDS)} or 'all' (every backend each type has and this device runs)",
+    )
     parser.add_argument("--lengths", type=int, nargs="+", default=DEFAULT_LENGTHS, metavar="T")
-    parser.add_argument("--attention-param", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="constructor parameters, given to each type that accepts them (e.g. window=64)")
+    parser.add_argument(
+        "--attention-param",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="constructor parameters, given to each type that accepts them (e.g. window=64)",
+    )
     parser.add_argument("--position-param", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--fit-points", type=int, default=4, help="largest points used for the exponent")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the records and exponents")
@@ -296,8 +398,9 @@ def configured(args: argparse.Namespace) -> Iterator[Shape]:
         raise BenchArgumentError("--device='cuda' is not allowed here; no CUDA device is visible (use cpu)")
     for flag in ("d_model", "batch", "repeats", "threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise BenchArgumentError(f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; "
-                                     "it must be >= 1")
+            raise BenchArgumentError(
+                f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1"
+            )
     if args.clock == "cpu" and device.type == "cuda":
         raise BenchArgumentError("--clock='cpu' is not allowed with --device='cuda'; GPU work needs 'wall'")
     threads = torch.get_num_threads()
@@ -336,32 +439,57 @@ def _scaling(args: argparse.Namespace, shape: Shape) -> int:
     if unused:
         raise BenchArgumentError(f"--attention-param {unused} is accepted by none of {args.attention}")
 
-    settings = {"d_model": shape.d_model, "heads": args.heads, "batch": shape.batch, "causal": shape.causal,
-                "dtype": args.dtype, "repeats": args.repeats, "warmup": args.warmup,
-                "attention_params": attention_params, "position_params": position_params,
-                "threads": torch.get_num_threads() if shape.device.type == "cpu" else None,
-                "time": f"median {args.clock} ms of forward + backward",
-                "peak_mb": ("torch.cuda.max_memory_allocated above the start" if shape.device.type == "cuda" else
-                            "peak bytes of live tensors created during forward + backward (TorchDispatchMode)")}
+    settings = {
+        "d_model": shape.d_model,
+        "heads": args.heads,
+        "batch": shape.batch,
+        "causal": shape.causal,
+        "dtype": args.dtype,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "attention_params": attention_params,
+        "position_params": position_params,
+        "threads": torch.get_num_threads() if shape.device.type == "cpu" else None,
+        "time": f"median {args.clock} ms of forward + backward",
+        "peak_mb": (
+            "torch.cuda.max_memory_allocated above the start"
+            if shape.device.type == "cuda"
+            else "peak bytes of live tensors created during forward + backward (TorchDispatchMode)"
+        ),
+    }
     records: list[dict[str, Any]] = []
-    print(f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
-          f"batch={shape.batch}, causal={shape.causal}, dtype={args.dtype}")
+    print(
+        f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
+        f"batch={shape.batch}, causal={shape.causal}, dtype={args.dtype}"
+    )
     for attention in args.attention:
         backends = backends_for(attention, args.backend, shape.device)
         if not backends:
             print(f"{attention}: none of {args.backend} runs here; it has {list(ATTENTION.get(attention).backends)}")
         for position in args.position:
             for backend in backends:
-                records += run_series(attention, position, backend, args.lengths, shape, attention_params,
-                                      position_params, warmup=args.warmup, repeats=args.repeats,
-                                      max_seconds=args.max_seconds)
+                records += run_series(
+                    attention,
+                    position,
+                    backend,
+                    args.lengths,
+                    shape,
+                    attention_params,
+                    position_params,
+                    warmup=args.warmup,
+                    repeats=args.repeats,
+                    max_seconds=args.max_seconds,
+                )
                 if args.out is not None:
-                    write_json(args.out, shape.device, records, exponents(records, args.fit_points), settings,
-                               complete=False)
+                    write_json(
+                        args.out, shape.device, records, exponents(records, args.fit_points), settings, complete=False
+                    )
     exps = exponents(records, args.fit_points)
     for e in exps:
-        print(f"exponent {e['attention']}/{e['position']}/{e['backend']}: {e['exponent']:.2f} "
-              f"over T={e['T_range'][0]}..{e['T_range'][1]}")
+        print(
+            f"exponent {e['attention']}/{e['position']}/{e['backend']}: {e['exponent']:.2f} "
+            f"over T={e['T_range'][0]}..{e['T_range'][1]}"
+        )
     if args.out is not None:
         write_json(args.out, shape.device, records, exps, settings)
         print(f"wrote {args.out}")

@@ -9,6 +9,7 @@ batches are (32, 8, 12..13, 12..13): on CPUs with 512-bit vectors torch's softma
 times slower on rows whose length is not a multiple of 16, which is why the math path writes
 the softmax out on CPU. The largest difference between the two outputs is printed beside.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,20 +33,29 @@ def _reference(scores, allowed):
     return weights.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
 
 
-@command("softmax", help="the math path's CPU softmax vs torch's softmax kernel, forward and backward",
-         arguments=arguments)
+@command(
+    "softmax", help="the math path's CPU softmax vs torch's softmax kernel, forward and backward", arguments=arguments
+)
 def softmax(args: argparse.Namespace) -> int:
     import torch
 
     from variants.masking import masked_softmax
 
-    for key, value in (("--lengths", min(args.lengths)), ("--batch", args.batch), ("--heads", args.heads),
-                       ("--threads", args.threads), ("--repeats", args.repeats), ("--calls", args.calls)):
+    for key, value in (
+        ("--lengths", min(args.lengths)),
+        ("--batch", args.batch),
+        ("--heads", args.heads),
+        ("--threads", args.threads),
+        ("--repeats", args.repeats),
+        ("--calls", args.calls),
+    ):
         if value < 1:
             raise SystemExit(f"bench softmax: {key} must be >= 1 (got {value})")
     torch.set_num_threads(args.threads)
-    print(f"(batch, heads, T, T) = ({args.batch}, {args.heads}, T, T), causal, {args.threads} thread(s), "
-          f"CPU capability {torch.backends.cpu.get_cpu_capability()}; median µs per forward+backward\n")
+    print(
+        f"(batch, heads, T, T) = ({args.batch}, {args.heads}, T, T), causal, {args.threads} thread(s), "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}; median µs per forward+backward\n"
+    )
     print("| T | torch softmax | masked_softmax | × faster | max |difference| |")
     print("|---:|---:|---:|---:|---:|")
     for length in args.lengths:

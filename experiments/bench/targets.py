@@ -26,6 +26,7 @@ With ``--device cuda`` the command measures the GPU targets instead, on a GPU-si
 (``experiments.bench.gpu_targets``: windows and score biases on FlexAttention against flash); on
 CPU it lists them as skipped, with the reason.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,16 @@ from torch import nn
 from experiments.bench import command
 from experiments.bench.gpu_targets import gpu_arguments, gpu_targets, skipped_reason
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
-from experiments.bench.scaling import (BenchArgumentError, Shape, configured, device_name, heads_for, make_step,
-                                       measure_point, shared_arguments)
+from experiments.bench.scaling import (
+    BenchArgumentError,
+    Shape,
+    configured,
+    device_name,
+    heads_for,
+    make_step,
+    measure_point,
+    shared_arguments,
+)
 from experiments.result import write_json_atomic
 
 GLOBAL = ("soft", "multihead")
@@ -65,8 +74,10 @@ class Target:
 def kernel_alone(T: int, heads: int, shape: Shape) -> Callable[[], None]:
     """``scaled_dot_product_attention`` on its own (B, H, T, D) tensors, forward + backward."""
     D = shape.d_model // heads
-    q, k, v = (torch.randn(shape.batch, heads, T, D, device=shape.device, dtype=shape.dtype, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(shape.batch, heads, T, D, device=shape.device, dtype=shape.dtype, requires_grad=True)
+        for _ in range(3)
+    )
     grad = torch.randn(shape.batch, heads, T, D, device=shape.device, dtype=shape.dtype)
 
     def step() -> None:
@@ -124,26 +135,39 @@ def gemm_rate(size: int, shape: Shape, rounds: int, clock: str) -> float:
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--length", type=int, default=1024, help="T for the fused-kernel targets")
-    parser.add_argument("--long-lengths", type=int, nargs="+", default=[2048, 4096, 8192, 16384], metavar="T",
-                        help="T for local attention's exponent; the longest also compares peak memory")
-    parser.add_argument("--long-batch", type=int, default=1,
-                        help="batch for the long-sequence targets (full soft attention at T=16384 holds 3 GB per row)")
+    parser.add_argument(
+        "--long-lengths",
+        type=int,
+        nargs="+",
+        default=[2048, 4096, 8192, 16384],
+        metavar="T",
+        help="T for local attention's exponent; the longest also compares peak memory",
+    )
+    parser.add_argument(
+        "--long-batch",
+        type=int,
+        default=1,
+        help="batch for the long-sequence targets (full soft attention at T=16384 holds 3 GB per row)",
+    )
     parser.add_argument("--window", type=int, default=64)
-    parser.add_argument("--gemm-size", type=int, default=2048,
-                        help="square matrix product that measures the device's best matmul rate")
+    parser.add_argument(
+        "--gemm-size", type=int, default=2048, help="square matrix product that measures the device's best matmul rate"
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON file with the measurements and the targets")
     shared_arguments(parser)
     gpu_arguments(parser)
     parser.set_defaults(batch=4, repeats=15)
 
 
-@command("targets", help="the cost targets (fused overhead, sdpa vs math, local memory and scaling)",
-         arguments=arguments)
+@command(
+    "targets", help="the cost targets (fused overhead, sdpa vs math, local memory and scaling)", arguments=arguments
+)
 def targets(args: argparse.Namespace) -> int:
     for flag in ("length", "long_batch", "window", "gemm_size"):
         if getattr(args, flag) < 1:
-            raise BenchArgumentError(f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; "
-                                     "it must be >= 1")
+            raise BenchArgumentError(
+                f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1"
+            )
     with configured(args) as shape:
         return _targets(args, shape)
 
@@ -155,16 +179,28 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
 
     def note(name: str, T: int, batch: int, m: Measurement) -> None:
         print(f"  {name} T={T} B={batch}: {_show(m)}")
-        measured.append({"name": name, "T": T, "batch": batch, "status": m.status, "ms": m.ms,
-                         "peak_mb": m.peak_mb, "runs": m.runs})
+        measured.append(
+            {"name": name, "T": T, "batch": batch, "status": m.status, "ms": m.ms, "peak_mb": m.peak_mb, "runs": m.runs}
+        )
         if args.out is not None:  # as it goes, so an interrupted run keeps what it measured
-            write_json_atomic(args.out, {"device": device_name(shape.device), "torch": torch.__version__,
-                                         "measurements": measured, "complete": False})
-    print(f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
-          f"batch={shape.batch}, causal={shape.causal}, clock={args.clock}")
+            write_json_atomic(
+                args.out,
+                {
+                    "device": device_name(shape.device),
+                    "torch": torch.__version__,
+                    "measurements": measured,
+                    "complete": False,
+                },
+            )
 
-    def layer(attention: str, backend: str, T: int, params: dict[str, Any] | None = None, *, on: Shape = shape,
-              **kw) -> Measurement:
+    print(
+        f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
+        f"batch={shape.batch}, causal={shape.causal}, clock={args.clock}"
+    )
+
+    def layer(
+        attention: str, backend: str, T: int, params: dict[str, Any] | None = None, *, on: Shape = shape, **kw
+    ) -> Measurement:
         m, resolved = measure_point(attention, "none", backend, T, on, params or {}, {}, **(timing | kw))
         note(f"{attention}/{resolved}", T, on.batch, m)
         return m
@@ -181,24 +217,36 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
         heads = heads_for(attention, shape.heads)
         fused_step, fused_backend = make_step(attention, "none", "sdpa", T, shape, {}, {})
         math_step, math_backend = make_step(attention, "none", "math", T, shape, {}, {})
-        steps = {f"{attention}/{fused_backend}": fused_step, f"{attention}/{math_backend}": math_step,
-                 f"sdpa alone (H={heads}, D={shape.d_model // heads})": kernel_alone(T, heads, shape),
-                 "4 projections + sdpa inline": projections_and_kernel(T, heads, shape),
-                 "math path's 6 matrix products alone": matrix_products(T, heads, shape)}
+        steps = {
+            f"{attention}/{fused_backend}": fused_step,
+            f"{attention}/{math_backend}": math_step,
+            f"sdpa alone (H={heads}, D={shape.d_model // heads})": kernel_alone(T, heads, shape),
+            "4 projections + sdpa inline": projections_and_kernel(T, heads, shape),
+            "math path's 6 matrix products alone": matrix_products(T, heads, shape),
+        }
         got = side_by_side(steps, shape.device, warmup=args.warmup, rounds=args.repeats, clock=args.clock)
         for label, m in got.items():
             note(label, T, shape.batch, m)
         fused, reference, kernel, inline, products = got.values()
         floor_ms = product_flops(T, heads, shape) / rate * 1000 / (2 if shape.causal else 1)
-        bounds.append({
-            "attention": attention, "math_ms": reference.ms, "products_ms": products.ms, "floor_ms": floor_ms,
-            "products_share_of_math": _ratio(products, reference),
-            "largest_speedup": None if reference.ms is None else reference.ms / floor_ms,
-            "measured_speedup": _ratio(reference, fused),
-        })
+        bounds.append(
+            {
+                "attention": attention,
+                "math_ms": reference.ms,
+                "products_ms": products.ms,
+                "floor_ms": floor_ms,
+                "products_share_of_math": _ratio(products, reference),
+                "largest_speedup": None if reference.ms is None else reference.ms / floor_ms,
+                "measured_speedup": _ratio(reference, fused),
+            }
+        )
         found += [
-            Target(f"{attention}: sdpa layer / sdpa alone", _ratio(fused, kernel), "<= 1.2",
-                   "layer includes its 4 projections"),
+            Target(
+                f"{attention}: sdpa layer / sdpa alone",
+                _ratio(fused, kernel),
+                "<= 1.2",
+                "layer includes its 4 projections",
+            ),
             Target(f"{attention}: sdpa layer / projections + sdpa", _ratio(fused, inline), "<= 1.2", "like with like"),
             Target(f"{attention}: math / sdpa backend", _ratio(reference, fused), ">= 3", "speed-up of the fused path"),
         ]
@@ -214,19 +262,40 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
     ok = [(t, m.ms) for t, m in zip(lengths, local) if m.status == "ok"]
     exponent = loglog_slope(*map(list, zip(*ok))) if len(ok) >= 2 else None
     found += [
-        Target(f"local w={args.window} / soft math: peak memory, T={longest}",
-               _ratio(local[-1], soft_math, "peak_mb"), "<= 0.125", "banded kernel vs the T x T path"),
-        Target(f"local w={args.window} / soft sdpa: peak memory, T={longest}",
-               _ratio(local[-1], soft_sdpa, "peak_mb"), "<= 0.125", "both linear in T on a flash kernel"),
-        Target(f"local w={args.window}: time exponent, T={lengths[0]}..{longest}", exponent, "<= 1.2",
-               "slope of log time vs log T"),
+        Target(
+            f"local w={args.window} / soft math: peak memory, T={longest}",
+            _ratio(local[-1], soft_math, "peak_mb"),
+            "<= 0.125",
+            "banded kernel vs the T x T path",
+        ),
+        Target(
+            f"local w={args.window} / soft sdpa: peak memory, T={longest}",
+            _ratio(local[-1], soft_sdpa, "peak_mb"),
+            "<= 0.125",
+            "both linear in T on a flash kernel",
+        ),
+        Target(
+            f"local w={args.window}: time exponent, T={lengths[0]}..{longest}",
+            exponent,
+            "<= 1.2",
+            "slope of log time vs log T",
+        ),
     ]
     return _report(args, shape, found, measured, bounds, rate=rate, skipped=skipped, T=T, long_batch=long.batch)
 
 
-def _report(args: argparse.Namespace, shape: Shape, found: list[Target], measured: list[dict[str, Any]],
-            bounds: list[dict[str, Any]], *, rate: float | None, skipped: str | None, T: int | None = None,
-            long_batch: int | None = None) -> int:
+def _report(
+    args: argparse.Namespace,
+    shape: Shape,
+    found: list[Target],
+    measured: list[dict[str, Any]],
+    bounds: list[dict[str, Any]],
+    *,
+    rate: float | None,
+    skipped: str | None,
+    T: int | None = None,
+    long_batch: int | None = None,
+) -> int:
     print()
     print(f"{'target':58} {'value':>9} {'goal':>9}  verdict")
     for t in found:
@@ -241,17 +310,31 @@ def _report(args: argparse.Namespace, shape: Shape, found: list[Target], measure
         print(f"bound on math / sdpa at T={T}: the math path's products at {rate / 1e9:.1f} GFLOP/s{causal}")
     for b in bounds:
         if b["largest_speedup"] is not None:
-            print(f"  {b['attention']:10} math {b['math_ms']:.1f} ms, products alone {b['products_ms']:.1f} ms "
-                  f"({b['products_share_of_math']:.0%} of math), at the best rate {b['floor_ms']:.1f} ms: "
-                  f"no exact kernel beats {b['largest_speedup']:.2f}x; measured {b['measured_speedup']:.2f}x")
+            print(
+                f"  {b['attention']:10} math {b['math_ms']:.1f} ms, products alone {b['products_ms']:.1f} ms "
+                f"({b['products_share_of_math']:.0%} of math), at the best rate {b['floor_ms']:.1f} ms: "
+                f"no exact kernel beats {b['largest_speedup']:.2f}x; measured {b['measured_speedup']:.2f}x"
+            )
     if args.out is not None:
-        data = {"device": device_name(shape.device), "torch": torch.__version__, "measurements": measured,
-                "targets": [{"name": t.name, "value": t.value, "goal": t.goal, "met": t.met} for t in found],
-                "gemm_flops_per_second": rate, "speedup_bounds": bounds, "gpu_targets_skipped": skipped,
-                "settings": {"d_model": shape.d_model, "batch": shape.batch, "long_batch": long_batch,
-                             "causal": shape.causal,
-                             "clock": args.clock, "threads": torch.get_num_threads(), "window": args.window,
-                             "gemm_size": args.gemm_size}}
+        data = {
+            "device": device_name(shape.device),
+            "torch": torch.__version__,
+            "measurements": measured,
+            "targets": [{"name": t.name, "value": t.value, "goal": t.goal, "met": t.met} for t in found],
+            "gemm_flops_per_second": rate,
+            "speedup_bounds": bounds,
+            "gpu_targets_skipped": skipped,
+            "settings": {
+                "d_model": shape.d_model,
+                "batch": shape.batch,
+                "long_batch": long_batch,
+                "causal": shape.causal,
+                "clock": args.clock,
+                "threads": torch.get_num_threads(),
+                "window": args.window,
+                "gemm_size": args.gemm_size,
+            },
+        }
         write_json_atomic(args.out, {**data, "complete": True})
         print(f"wrote {args.out}")
     return 0

@@ -1,4 +1,5 @@
 """The seeds of one cell trained together as one batched model (``ensemble.seeds=N``); see ``run``."""
+
 from experiments.ensemble.capability import ensemble_problem
 from experiments.ensemble.run import ensemble_entry, train_ensemble
 

@@ -4,6 +4,7 @@ A module whose forward pass would differ between members in control flow or stat
 per-layer samples and baseline, features redrawn inside forward) declares why through a method
 ``batched_members_problem() -> str | None``; the model, the run and the trainer are asked the same.
 """
+
 from __future__ import annotations
 
 from typing import Any

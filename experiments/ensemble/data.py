@@ -7,6 +7,7 @@ leading member dimension. Padding is what a batch already holds: extra key posit
 masked, extra query positions whose targets are ``IGNORE``. So a member's loss is its separate
 run's loss, up to the order of sums.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterator

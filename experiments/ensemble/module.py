@@ -10,6 +10,7 @@ stopped by its own validation, ``experiments.ensemble.validation``, is frozen th
 completed). AdamW and the schedule
 act elementwise, so one optimiser over the stacked weights steps each member as its own would.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,8 +30,9 @@ log = logging.getLogger("attnlab")
 class EnsembleModule(L.LightningModule):
     """Trains ``members`` (built exactly as their separate runs build them) as one batched model."""
 
-    def __init__(self, members: list[Seq2SeqModule], seeds: list[int], grad_clip: float | None,
-                 log_every: int = 50) -> None:
+    def __init__(
+        self, members: list[Seq2SeqModule], seeds: list[int], grad_clip: float | None, log_every: int = 50
+    ) -> None:
         super().__init__()
         self.seeds, self.grad_clip, self.log_every = list(seeds), grad_clip or None, max(int(log_every), 1)
         # A copy: member 0's own module is validated and tested with its own backends
@@ -42,8 +44,9 @@ class EnsembleModule(L.LightningModule):
         # each fast path is tested equal to: a fast path may read its shapes from the data (the
         # banded local kernel's key slices) or lack a batched gradient (SDPA's for a learned bias).
         for sub in template.model.modules():
-            if "math" in getattr(sub, "backends", ()) and (getattr(sub, "backend", "math") != "math"
-                                                          or getattr(sub, "auto", False)):
+            if "math" in getattr(sub, "backends", ()) and (
+                getattr(sub, "backend", "math") != "math" or getattr(sub, "auto", False)
+            ):
                 sub.backend, sub.auto = "math", False  # `auto` would choose per call (AttentionLayer.call_backend)
         self.optim_spec, self.max_steps = template.optim_spec, template.max_steps
         params, buffers = stack_module_state([m.model for m in members])  # name -> (N, ...)
@@ -55,13 +58,23 @@ class EnsembleModule(L.LightningModule):
         # Every name of a shared tensor (the embedding reached from the model, each stack and the
         # tied head) is passed explicitly, and the template's own tensors are put back after each
         # call: functional_call leaves a module reached by two paths holding the substituted tensor.
-        self._originals = {name: t for name, t in [*template.model.named_parameters(remove_duplicate=False),
-                                                   *template.model.named_buffers(remove_duplicate=False)]}
+        self._originals = {
+            name: t
+            for name, t in [
+                *template.model.named_parameters(remove_duplicate=False),
+                *template.model.named_buffers(remove_duplicate=False),
+            ]
+        }
         by_tensor = {id(t): n for n, t in [*template.model.named_parameters(), *template.model.named_buffers()]}
         own = {*self.param_names, *self.buffer_names}
-        self.aliases = {name: by_tensor[id(t)] for name, t in
-                        [*template.model.named_parameters(remove_duplicate=False),
-                         *template.model.named_buffers(remove_duplicate=False)] if by_tensor[id(t)] in own}
+        self.aliases = {
+            name: by_tensor[id(t)]
+            for name, t in [
+                *template.model.named_parameters(remove_duplicate=False),
+                *template.model.named_buffers(remove_duplicate=False),
+            ]
+            if by_tensor[id(t)] in own
+        }
         self.stacked = nn.ParameterList([nn.Parameter(params[n].detach().clone()) for n in self.param_names])
         for i, name in enumerate(self.buffer_names):
             self.register_buffer(f"member_buffer_{i}", buffers[name].clone())
@@ -143,8 +156,13 @@ class EnsembleModule(L.LightningModule):
         newly = self.updating & ~finite
         if bool(newly.any()):
             for i in newly.nonzero().flatten().tolist():
-                log.warning("member %d (seed=%d): loss became %s at step %d; it stops, the others go on",
-                            i, self.seeds[i], float(losses[i].detach()), self.global_step)
+                log.warning(
+                    "member %d (seed=%d): loss became %s at step %d; it stops, the others go on",
+                    i,
+                    self.seeds[i],
+                    float(losses[i].detach()),
+                    self.global_step,
+                )
             self.diverged_at[newly] = self.global_step
             self.alive &= finite
             self._freeze_dead()
@@ -158,8 +176,9 @@ class EnsembleModule(L.LightningModule):
         # the steps a separate run logs its training loss at (Lightning: every n-th batch, its index)
         if (self.global_step + 1) % self.log_every == 0:
             values = losses.detach().tolist()
-            self.loss_history.append((int(self.global_step), [v if a else None for v, a in
-                                                              zip(values, updating.tolist())]))
+            self.loss_history.append(
+                (int(self.global_step), [v if a else None for v, a in zip(values, updating.tolist())])
+            )
         return live.sum()
 
     # -- what would mix members, done per member ---------------------------------------------------
@@ -199,8 +218,11 @@ class EnsembleModule(L.LightningModule):
 
     # -- exact resumption --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["attnlab_ensemble"] = {"seeds": self.seeds, "loss_history": self.loss_history,
-                                          "torch_rng": torch.get_rng_state()}
+        checkpoint["attnlab_ensemble"] = {
+            "seeds": self.seeds,
+            "loss_history": self.loss_history,
+            "torch_rng": torch.get_rng_state(),
+        }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get("attnlab_ensemble", {})
@@ -213,5 +235,8 @@ class EnsembleModule(L.LightningModule):
 
 def _non_persistent(model: nn.Module) -> set[str]:
     """Full names of the buffers ``model`` leaves out of its state dict."""
-    return {f"{prefix}.{name}" if prefix else name for prefix, sub in model.named_modules()
-            for name in getattr(sub, "_non_persistent_buffers_set", ())}
+    return {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, sub in model.named_modules()
+        for name in getattr(sub, "_non_persistent_buffers_set", ())
+    }

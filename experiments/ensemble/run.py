@@ -13,6 +13,7 @@ Layout under the run (or cell) folder::
     ensemble/checkpoints/last.ckpt   the members' shared checkpoint (resume continues every member)
     ensemble/csv/metrics.csv     the batched training's log
 """
+
 from __future__ import annotations
 
 import copy
@@ -71,8 +72,9 @@ def without_wandb(cfg: DictConfig) -> DictConfig:
     return quiet
 
 
-def train_ensemble(cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any] | None = None
-                   ) -> list[dict[str, Any]]:
+def train_ensemble(
+    cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any] | None = None
+) -> list[dict[str, Any]]:
     """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order."""
     from experiments.quiet import quiet_library_warnings
     from experiments.roles import expand_roles
@@ -103,11 +105,12 @@ def train_ensemble(cfg: DictConfig, run_dir: Path, overrides: list[str], callbac
     return [results[s] for s in seeds]
 
 
-def _train_members(cfg: DictConfig, run_dir: Path, todo: list[Member], began: float,
-                   callbacks: list[Any]) -> list[dict[str, Any]]:
+def _train_members(
+    cfg: DictConfig, run_dir: Path, todo: list[Member], began: float, callbacks: list[Any]
+) -> list[dict[str, Any]]:
     from experiments import build
-    from experiments.roles import used_variants
     from experiments.result import variant_references
+    from experiments.roles import used_variants
     from experiments.unused import record_unused
 
     try:
@@ -153,8 +156,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 
     t = cfg.trainer
     seeds = [m.seed for m in todo]
-    module = EnsembleModule([m.parts.module for m in todo], seeds, cfg.optim.grad_clip,
-                            log_every=t.log_every_n_steps)
+    module = EnsembleModule([m.parts.module for m in todo], seeds, cfg.optim.grad_clip, log_every=t.log_every_n_steps)
     extra = [FailAtStep(int(cfg.fail_at_step))] if cfg.get("fail_at_step") is not None else []
     loaders = []
     for m in todo:
@@ -163,25 +165,57 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
         dm.setup("fit")
         loaders.append(dm.train_dataloader())
     # before the fit's callbacks: a member stopped early at this step takes no step after it
-    validation = MemberValidation([m.parts for m in todo], [m.run_dir for m in todo],
-                                  validation_interval(todo[0].parts.trainer, min(len(x) for x in loaders)))
+    validation = MemberValidation(
+        [m.parts for m in todo],
+        [m.run_dir for m in todo],
+        validation_interval(todo[0].parts.trainer, min(len(x) for x in loaders)),
+    )
     trainer = L.Trainer(
-        accelerator=t.accelerator, devices=1, precision=t.precision, max_steps=t.max_steps,
-        limit_val_batches=0, num_sanity_val_steps=0, deterministic=t.deterministic,
-        log_every_n_steps=t.log_every_n_steps, accumulate_grad_batches=t.accumulate_grad_batches,
-        enable_progress_bar=False, enable_model_summary=False, logger=[csv_logger(shared_dir)],
-        callbacks=[ModelCheckpoint(dirpath=str(shared_dir / "checkpoints"), filename="step{step}", save_last=True,
-                                   save_top_k=0, every_n_train_steps=max(t.checkpoint_every_n_steps, 1),
-                                   auto_insert_metric_name=False),
-                   validation, PlainProgress(every=max(t.log_every_n_steps, 1)), StepTimer(), *extra, *callbacks],
-        plugins=[AtomicCheckpointIO()], default_root_dir=str(shared_dir), use_distributed_sampler=False,
+        accelerator=t.accelerator,
+        devices=1,
+        precision=t.precision,
+        max_steps=t.max_steps,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        deterministic=t.deterministic,
+        log_every_n_steps=t.log_every_n_steps,
+        accumulate_grad_batches=t.accumulate_grad_batches,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=[csv_logger(shared_dir)],
+        callbacks=[
+            ModelCheckpoint(
+                dirpath=str(shared_dir / "checkpoints"),
+                filename="step{step}",
+                save_last=True,
+                save_top_k=0,
+                every_n_train_steps=max(t.checkpoint_every_n_steps, 1),
+                auto_insert_metric_name=False,
+            ),
+            validation,
+            PlainProgress(every=max(t.log_every_n_steps, 1)),
+            StepTimer(),
+            *extra,
+            *callbacks,
+        ],
+        plugins=[AtomicCheckpointIO()],
+        default_root_dir=str(shared_dir),
+        use_distributed_sampler=False,
     )
     first = todo[0].parts
     for m in todo:
-        m.parts.datamodule.trainer = trainer  # each member's sampler reads the ensemble's epoch and step, as in its own run
+        m.parts.datamodule.trainer = (
+            trainer  # each member's sampler reads the ensemble's epoch and step, as in its own run
+        )
     spec = first.module.spec
-    batches = MemberBatches(loaders, kind=first.datamodule.kind, arch=spec.arch, pad_id=spec.pad_id,
-                            bos_id=spec.bos_id, sep_id=first.datamodule.sep_id)
+    batches = MemberBatches(
+        loaders,
+        kind=first.datamodule.kind,
+        arch=spec.arch,
+        pad_id=spec.pad_id,
+        bos_id=spec.bos_id,
+        sep_id=first.datamodule.sep_id,
+    )
     ckpt = shared_dir / "checkpoints" / "last.ckpt"
     resume_from = str(ckpt) if cfg.resume and ckpt.exists() and _same_members(ckpt, seeds) else None
     if resume_from:
@@ -202,8 +236,9 @@ def _same_members(ckpt: Path, seeds: list[int]) -> bool:
     return same
 
 
-def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds: float,
-                     shared_seconds: float, record) -> dict[str, Any]:
+def _evaluate_member(
+    m: Member, ensemble, index: int, fit_trainer, train_seconds: float, shared_seconds: float, record
+) -> dict[str, Any]:
     """Member ``index`` evaluated by its own run (as ``experiments.train.train`` evaluates a separate run).
 
     ``record`` (``validation.MemberRecord``) holds what its validations during training found: their
@@ -219,12 +254,17 @@ def _evaluate_member(m: Member, ensemble, index: int, fit_trainer, train_seconds
     timer = next((c for c in fit_trainer.callbacks if type(c).__name__ == "StepTimer"), None)
     step_ms = timer.summary().get("step_ms") if timer is not None else None
     tokens = int(ensemble.tokens_seen[index])
-    result["cost"].update({
-        # this member's share of the batched training (N members shared every step)
-        "train_seconds": train_seconds / n, "step_ms": step_ms / n if step_ms else None, "steps": steps,
-        "tokens_per_second": tokens / (train_seconds / n) if train_seconds > 0 else None,
-        "threads": torch.get_num_threads(), "world_size": 1,
-    })
+    result["cost"].update(
+        {
+            # this member's share of the batched training (N members shared every step)
+            "train_seconds": train_seconds / n,
+            "step_ms": step_ms / n if step_ms else None,
+            "steps": steps,
+            "tokens_per_second": tokens / (train_seconds / n) if train_seconds > 0 else None,
+            "threads": torch.get_num_threads(),
+            "world_size": 1,
+        }
+    )
     result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
     if record.stopped_at is not None:
         result["ensemble"]["stopped_early"] = record.reason
@@ -265,8 +305,9 @@ def load_member(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
         raise RuntimeError(f"member weights do not fit the model: missing {missing}, unexpected {unexpected}")
 
 
-def _log_history(trainer, losses: list[tuple[int, list[float | None]]], validations: list[tuple[int, dict]],
-                 index: int) -> None:
+def _log_history(
+    trainer, losses: list[tuple[int, list[float | None]]], validations: list[tuple[int, dict]], index: int
+) -> None:
     """The member's training-loss curve and its validations during training, at the steps its separate
     run logs them, into its own CSV and W&B logs (in step order: W&B drops a step older than the last)."""
     rows = [(step, 0, {"train/loss": values[index]}) for step, values in losses if values[index] is not None]
@@ -278,8 +319,9 @@ def _log_history(trainer, losses: list[tuple[int, list[float | None]]], validati
         logger.save()
 
 
-def _finish(m: Member, update: dict[str, Any], began: float, trainer=None, shared_seconds: float = 0.0,
-            wandb=None) -> dict[str, Any]:
+def _finish(
+    m: Member, update: dict[str, Any], began: float, trainer=None, shared_seconds: float = 0.0, wandb=None
+) -> dict[str, Any]:
     from experiments import build
 
     result = m.result
@@ -312,8 +354,11 @@ def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multiru
     from experiments.single_run import objective
 
     if int(cfg.ensemble.seeds) < 1:
-        print(f"attnlab: ensemble.seeds={cfg.ensemble.seeds} is not allowed; it must be an integer >= 1 "
-              "(1: an ordinary run)", file=sys.stderr)
+        print(
+            f"attnlab: ensemble.seeds={cfg.ensemble.seeds} is not allowed; it must be an integer >= 1 "
+            "(1: an ordinary run)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     results = train_ensemble(cfg, run_dir, overrides)
     for r in results:

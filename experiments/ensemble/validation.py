@@ -9,6 +9,7 @@ the others go on; a member's best weights go to its own folder. The metrics are 
 logged, so that the member's evaluation logs them at the separate run's steps with the rest of
 its history (CSV and W&B alike).
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,8 +53,7 @@ class MemberValidation(L.Callback):
         self.parts, self.folders, self.every = parts, folders, every
         self.records = [MemberRecord() for _ in parts]
         self.stoppers = [[c for c in p.trainer.callbacks if isinstance(c, EarlyStopping)] for p in parts]
-        self.keepers = [[c for c in p.trainer.callbacks if isinstance(c, ModelCheckpoint) and c.monitor]
-                        for p in parts]
+        self.keepers = [[c for c in p.trainer.callbacks if isinstance(c, ModelCheckpoint) and c.monitor] for p in parts]
         from experiments.callbacks import PlainProgress
 
         for p in parts:  # its line would name the member trainer's step (0); validate() logs its own
@@ -78,14 +78,18 @@ class MemberValidation(L.Callback):
         own = parts.trainer
         own.loggers = []  # the member's evaluation logs this history, at these steps, with the rest
         fitting = parts.datamodule.trainer  # validate() attaches its trainer to the datamodule; the
-        try:                                # train sampler must go on reading the ensemble's epoch and step
+        try:  # train sampler must go on reading the ensemble's epoch and step
             metrics = scalar_metrics(own.validate(parts.module, datamodule=parts.datamodule, verbose=False))
         finally:
             parts.datamodule.trainer = fitting
         # a validation inside a separate run's fit is logged at the step before the update count
         record.history.append((step - 1, metrics))
-        log.info("seed=%d step %d validation %s", ensemble.seeds[index], step,
-                 {k: f"{v:.4f}" for k, v in metrics.items() if k.startswith("val/")})
+        log.info(
+            "seed=%d step %d validation %s",
+            ensemble.seeds[index],
+            step,
+            {k: f"{v:.4f}" for k, v in metrics.items() if k.startswith("val/")},
+        )
         record.last = (step, metrics)
         for keeper in self.keepers[index]:
             self._keep_best(keeper, ensemble, index, step, metrics)
@@ -100,28 +104,35 @@ class MemberValidation(L.Callback):
                 break
         return metrics
 
-    def _keep_best(self, keeper: ModelCheckpoint, ensemble: Any, index: int, step: int,
-                   metrics: dict[str, float]) -> None:
+    def _keep_best(
+        self, keeper: ModelCheckpoint, ensemble: Any, index: int, step: int, metrics: dict[str, float]
+    ) -> None:
         """The member's best weights by ``keeper.monitor`` (its top 1), saved as its run would name them."""
         value = metrics.get(keeper.monitor)
         if value is None:
             return
         record = self.records[index]
-        better = record.best_score is None or (value < record.best_score if keeper.mode == "min"
-                                               else value > record.best_score)
+        better = record.best_score is None or (
+            value < record.best_score if keeper.mode == "min" else value > record.best_score
+        )
         if not better:
             return
         folder = Path(keeper.dirpath) if keeper.dirpath else self.folders[index] / "checkpoints"
-        name = (keeper.filename or "best-step{step}").format(step=step, **{k.replace("/", "_"): v
-                                                                         for k, v in metrics.items()})
+        name = (keeper.filename or "best-step{step}").format(
+            step=step, **{k.replace("/", "_"): v for k, v in metrics.items()}
+        )
         path = folder / f"{name}.ckpt"
         from experiments.files import atomic_write
 
         # what trainer.validate/test(ckpt_path=...) reads: the module's state dict and Lightning's version
         module = self.parts[index].module  # holds the member's weights of this step (validate loaded them)
-        state = {"state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
-                 "pytorch-lightning_version": L.__version__, "global_step": step,
-                 "monitor": keeper.monitor, "score": value}
+        state = {
+            "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+            "pytorch-lightning_version": L.__version__,
+            "global_step": step,
+            "monitor": keeper.monitor,
+            "score": value,
+        }
         atomic_write(path, lambda handle: torch.save(state, handle), binary=True)
         if record.best_path and record.best_path != str(path):
             Path(record.best_path).unlink(missing_ok=True)
@@ -129,14 +140,23 @@ class MemberValidation(L.Callback):
 
     # -- resumption: what the validations decided so far travels in the shared checkpoint -------
     def state_dict(self) -> dict[str, Any]:
-        return {"records": [vars(r) for r in self.records],
-                "stoppers": [[s.state_dict() for s in stoppers] for stoppers in self.stoppers]}
+        return {
+            "records": [vars(r) for r in self.records],
+            "stoppers": [[s.state_dict() for s in stoppers] for stoppers in self.stoppers],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for record, saved in zip(self.records, state.get("records", [])):
             for key, value in saved.items():
-                setattr(record, key, [tuple(h) for h in value] if key == "history" else
-                        tuple(value) if key == "last" and value is not None else value)
+                setattr(
+                    record,
+                    key,
+                    [tuple(h) for h in value]
+                    if key == "history"
+                    else tuple(value)
+                    if key == "last" and value is not None
+                    else value,
+                )
         for stoppers, saved in zip(self.stoppers, state.get("stoppers", [])):
             for stopper, s in zip(stoppers, saved):
                 stopper.load_state_dict(s)

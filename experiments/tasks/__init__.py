@@ -7,8 +7,9 @@
 
 See ``base`` for the interface and batch formats every task shares.
 """
-from experiments.tasks.registry import TASKS
+
 from experiments.tasks import addition, charlm, listops, parity, recall, sequences, translation  # noqa: E402,F401
 from experiments.tasks.base import TaskConfigError, TaskDataModule
+from experiments.tasks.registry import TASKS
 
 __all__ = ["TASKS", "TaskConfigError", "TaskDataModule"]

@@ -5,8 +5,8 @@ All numbers are written most significant digit first and at fixed width: operand
 may have leading zeros and the sum always has ``n + 1`` digits (a leading ``0``
 when there is no final carry), so the target length depends on ``n`` only.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 

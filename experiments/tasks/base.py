@@ -14,6 +14,7 @@ Batches are dicts of LongTensors, right-padded with ``pad_id``:
 ``length`` is the tag evaluation is grouped by (problem size, context, bucket).
 The test loader never mixes two tags in one batch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -27,8 +28,14 @@ import torch
 from torch.utils.data import DataLoader
 
 from experiments.tasks.batching import Example, ExampleDataset, batches_by_length, pad_collate
-from experiments.tasks.sampling import (RankBatches, ResumableLoader, ResumableOrder, shuffled, trainer_position,
-                                       trainer_shard)
+from experiments.tasks.sampling import (
+    RankBatches,
+    ResumableLoader,
+    ResumableOrder,
+    shuffled,
+    trainer_position,
+    trainer_shard,
+)
 
 KINDS = ("seq2seq", "lm", "classify")
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>")
@@ -216,8 +223,13 @@ class TaskDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         examples = self.split("train")
         collate = partial(pad_collate, pad_id=self.pad_id, buckets=self.fixed_shape_buckets())
-        return self._loader(ExampleDataset(examples), ResumableLoader, batch_size=self.batch_size,
-                            sampler=self.train_order(shuffled(len(examples)), len(examples)), collate_fn=collate)
+        return self._loader(
+            ExampleDataset(examples),
+            ResumableLoader,
+            batch_size=self.batch_size,
+            sampler=self.train_order(shuffled(len(examples)), len(examples)),
+            collate_fn=collate,
+        )
 
     def fixed_shape_buckets(self) -> dict[str, int] | None:
         """{key: longest} of the sequences training pads to a bucket length when ``fixed_shapes`` is on
@@ -232,7 +244,7 @@ class TaskDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         examples = self.split("val")
-        batches = [self.collate(examples[i:i + self.batch_size]) for i in range(0, len(examples), self.batch_size)]
+        batches = [self.collate(examples[i : i + self.batch_size]) for i in range(0, len(examples), self.batch_size)]
         return self._loader(RankBatches(batches, trainer_shard(self)), batch_size=None, collate_fn=None)
 
     def test_dataloader(self) -> DataLoader:

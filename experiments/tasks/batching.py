@@ -1,4 +1,5 @@
 """Examples, padding and length-grouped batches, shared by every task."""
+
 from __future__ import annotations
 
 from typing import Union

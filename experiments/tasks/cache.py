@@ -4,6 +4,7 @@ A cache entry is named by a hash of everything it was derived from, so a changed
 input file or parameter simply misses the cache. Writes go to a temporary name
 and are renamed, so parallel runs never read a half-written file.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -9,6 +9,7 @@ evenly spaced windows of the held-out text at ``context``; the test loader takes
 as many at every length in ``eval_contexts`` (the length tag is the context),
 which measures how a model trained at one context does at longer ones.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -84,13 +85,15 @@ class CharLM(TaskDataModule):
         longest = max(self.context, *self.eval_lengths)
         if len(self.train_ids) < self.context + 1:
             raise file_error(
-                "path", self.path,
+                "path",
+                self.path,
                 f"its training part ({len(self.train_ids)} characters, val_fraction={self.val_fraction}) "
                 f"is shorter than task.context={self.context} + 1",
             )
         if len(self.val_ids) < longest + 1:
             raise file_error(
-                "path", self.path,
+                "path",
+                self.path,
                 f"its held-out part ({len(self.val_ids)} characters, val_fraction={self.val_fraction}) "
                 f"is shorter than the longest context {longest} + 1; use a longer file, a larger "
                 f"task.val_fraction or shorter task.eval_contexts",

@@ -13,6 +13,7 @@ expression of bounded depth and width can have (not all can: with
 ``max_args=2`` nothing has 5 tokens); the sampler only ever picks splits the
 table allows, so it never backtracks.
 """
+
 from __future__ import annotations
 
 import random

@@ -1,6 +1,6 @@
 """Parity: a string of ``n`` bits; the label is 1 when it holds an odd number of ones."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 

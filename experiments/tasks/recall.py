@@ -4,6 +4,7 @@ Source: ``k1 v1 k2 v2 .. kn vn SEP kq``; target: ``v_q EOS``. Keys and values co
 from disjoint halves of the alphabet (keys ``k0 ..``, values ``v0 ..``), so a
 symbol's role never depends on its position; keys within one example are distinct.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,7 +29,8 @@ class Recall(SyntheticTask):
         longest = max(self.all_sizes())
         if num_symbols // 2 < longest:
             raise refuse(
-                "num_symbols", num_symbols,
+                "num_symbols",
+                num_symbols,
                 f"recall draws n distinct keys from num_symbols // 2 key symbols, so it must be "
                 f">= {2 * longest} for the longest length n={longest}",
             )

@@ -1,4 +1,5 @@
 """The task registry; ``experiments.tasks`` registers every built-in task into it on import."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -15,6 +15,7 @@ Under DDP the datamodule shards its own loaders (the Trainer runs with
   the same steps. Lightning's own ``DistributedSampler`` also pads the last
   round with repeats, but counts them: some test examples would count twice.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterator
@@ -42,8 +43,15 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 class ResumableOrder(Sampler[int]):
     """This rank's indices for one epoch drawn by ``draw(generator)``; a resumed epoch starts where it stopped."""
 
-    def __init__(self, draw: Callable[[torch.Generator], list[int]], length: int, seed: int, batch_size: int,
-                 position: Position | None = None, shard: Shard = single_process) -> None:
+    def __init__(
+        self,
+        draw: Callable[[torch.Generator], list[int]],
+        length: int,
+        seed: int,
+        batch_size: int,
+        position: Position | None = None,
+        shard: Shard = single_process,
+    ) -> None:
         self.draw, self.length, self.seed, self.batch_size = draw, length, seed, batch_size
         self.position, self.shard = position, shard
         self.epoch = 0
@@ -72,7 +80,7 @@ class ResumableOrder(Sampler[int]):
         if world > 1 and order:
             total = len(self) * world
             order = [order[i % len(order)] for i in range(rank, total, world)]
-        return iter(order[consumed * self.batch_size:])
+        return iter(order[consumed * self.batch_size :])
 
 
 class RankBatches(Dataset):

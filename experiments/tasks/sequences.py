@@ -1,4 +1,5 @@
 """Copy, reverse and sort: a random string of ``n`` symbols in, a rearrangement of it out."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -11,6 +11,7 @@ same for all of them:
 Each ``(split, n)`` block has its own random stream seeded by ``(seed, split, n)``,
 so adding an eval length or growing the train set leaves the other blocks as they were.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,4 +1,5 @@
 """Reading the text files a user names: plain or ``.gz``, UTF-8, checked before training."""
+
 from __future__ import annotations
 
 import gzip

@@ -4,6 +4,7 @@ Both kinds put ``<pad> <bos> <eos> <sep>`` at ids 0-3, then ``<unk>`` at 4 (text
 outside the training alphabet), then real symbols. Source and target languages
 share one vocabulary, so one embedding table could serve both sides.
 """
+
 from __future__ import annotations
 
 import json

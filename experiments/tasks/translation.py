@@ -12,6 +12,7 @@ is its source length in tokens rounded up to a bucket: 8, 16, 32, 64, ...
 (tag 16 holds sources of 9 to 16 tokens). ``train_lengths`` / ``eval_lengths``
 are in the same buckets.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -76,14 +77,23 @@ class Translation(TaskDataModule):
         self.train_limit = optional_integer("train_limit", train_limit)
         if (test_src is None) != (test_tgt is None):
             given = "test_src" if test_src is not None else "test_tgt"
-            raise refuse(given, test_src if test_src is not None else test_tgt,
-                         "give both task.test_src and task.test_tgt, or neither (then val is used for test)")
+            raise refuse(
+                given,
+                test_src if test_src is not None else test_tgt,
+                "give both task.test_src and task.test_tgt, or neither (then val is used for test)",
+            )
         if test_src is None:
             test_src, test_tgt = val_src, val_tgt
         self.files = {
             key: path_value(key, value)
-            for key, value in [("train_src", train_src), ("train_tgt", train_tgt), ("val_src", val_src),
-                               ("val_tgt", val_tgt), ("test_src", test_src), ("test_tgt", test_tgt)]
+            for key, value in [
+                ("train_src", train_src),
+                ("train_tgt", train_tgt),
+                ("val_src", val_src),
+                ("val_tgt", val_tgt),
+                ("test_src", test_src),
+                ("test_tgt", test_tgt),
+            ]
         }
         self.cache_folders = [cache.inside(self.files["train_src"].parent, cache_name, "cache_name")]
         if cache_dir is not None:
@@ -110,7 +120,9 @@ class Translation(TaskDataModule):
     def _tokenizer(self, train: tuple[list[str], list[str]]) -> tuple[TextTokenizer, Path | None, bool]:
         """Load the cached tokenizer for these inputs, or train and cache it. Returns (tokenizer, file, was cached)."""
         params: dict[str, Any] = {
-            "format": CACHE_FORMAT, "tokenizer": self.tokenizer_kind, "train_limit": self.train_limit,
+            "format": CACHE_FORMAT,
+            "tokenizer": self.tokenizer_kind,
+            "train_limit": self.train_limit,
             "vocab_size": self.requested_vocab_size if self.tokenizer_kind == "bpe" else None,
         }
         digest = cache.input_hash([self.files["train_src"], self.files["train_tgt"]], params)
@@ -136,20 +148,23 @@ class Translation(TaskDataModule):
                 continue
             if split == "train" and max(len(src), len(tgt) + 1) > self.max_length:
                 continue
-            examples.append({
-                "src": torch.tensor(src, dtype=torch.long),
-                "tgt": torch.tensor(tgt + [EOS_ID], dtype=torch.long),
-                "length": bucket(len(src)),
-            })
+            examples.append(
+                {
+                    "src": torch.tensor(src, dtype=torch.long),
+                    "tgt": torch.tensor(tgt + [EOS_ID], dtype=torch.long),
+                    "length": bucket(len(src)),
+                }
+            )
         self.dropped[split] = len(src_ids) - len(examples)
         if not examples:
             if split == "train":
-                raise refuse("max_length", self.max_length,
-                             f"it leaves none of the {len(src_ids)} training pairs (or all have an empty side)")
+                raise refuse(
+                    "max_length",
+                    self.max_length,
+                    f"it leaves none of the {len(src_ids)} training pairs (or all have an empty side)",
+                )
             key = f"{split}_src"
-            raise TaskConfigError(
-                f"task.{key}={str(self.files[key])!r} cannot be used: every pair has an empty side"
-            )
+            raise TaskConfigError(f"task.{key}={str(self.files[key])!r} cannot be used: every pair has an empty side")
         return examples
 
     def build_split(self, split: str) -> list[Example]:

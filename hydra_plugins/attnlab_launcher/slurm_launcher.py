@@ -3,6 +3,7 @@
 It lives here because Hydra instantiates launchers only from the ``hydra_plugins`` package;
 the pieces it uses, and what they change, are in ``experiments/slurm.py``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
+
 try:
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as HydraSlurmLauncher
@@ -39,8 +41,16 @@ class SlurmLauncher(HydraSlurmLauncher):
         LOST.clear()
         executor = self._executor()
         # the arguments Hydra's launcher gives each job (see BaseSubmititLauncher.__call__)
-        args = [(list(overrides), "hydra.sweep.dir", initial_job_idx + i, f"job_id_for_{initial_job_idx + i}",
-                 Singleton.get_state()) for i, overrides in enumerate(job_overrides)]
+        args = [
+            (
+                list(overrides),
+                "hydra.sweep.dir",
+                initial_job_idx + i,
+                f"job_id_for_{initial_job_idx + i}",
+                Singleton.get_state(),
+            )
+            for i, overrides in enumerate(job_overrides)
+        ]
         for i, overrides in enumerate(job_overrides):
             log.info("\t#%d : %s", initial_job_idx + i, " ".join(overrides))
         refusal = io.StringIO()
@@ -49,8 +59,11 @@ class SlurmLauncher(HydraSlurmLauncher):
                 jobs = executor.map_array(self, *zip(*args))
         except submitit.core.utils.FailedJobError as err:
             lines = [line for line in (str(err) or refusal.getvalue()).splitlines() if line.strip()]
-            print(f"attnlab: sbatch refused the sweep: {lines[-1].strip() if lines else err!r} "
-                  "(see hydra.launcher.* in conf/hydra/launcher/slurm.yaml)", file=sys.stderr)
+            print(
+                f"attnlab: sbatch refused the sweep: {lines[-1].strip() if lines else err!r} "
+                "(see hydra.launcher.* in conf/hydra/launcher/slurm.yaml)",
+                file=sys.stderr,
+            )
             raise SubmissionRefused(2) from None
         log.info("submitted job array %s (%d cells)", jobs[0].job_id.split("_")[0], len(jobs))
         return [self._outcome(job, list(overrides)) for job, overrides in zip(jobs, job_overrides)]
@@ -60,8 +73,9 @@ class SlurmLauncher(HydraSlurmLauncher):
         import submitit
 
         params = dict(self.params)
-        executor = submitit.AutoExecutor(folder=params.pop("submitit_folder"), cluster="slurm",
-                                         slurm_max_num_timeout=params.pop("max_num_timeout"))
+        executor = submitit.AutoExecutor(
+            folder=params.pop("submitit_folder"), cluster="slurm", slurm_max_num_timeout=params.pop("max_num_timeout")
+        )
         base = set(OmegaConf.structured(BaseQueueConf).keys())
         executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()})
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
@@ -78,8 +92,9 @@ class SlurmLauncher(HydraSlurmLauncher):
             state = job.watcher.get_state(job.job_id, mode="cache")
             cell = " ".join(overrides) or "defaults"
             LOST.append(f"{cell}: job {job.job_id} ended ({state}) without a result (log: {job.paths.stdout})")
-            log.error("cell %s: SLURM job %s ended (%s) without a result; see %s", cell, job.job_id, state,
-                      job.paths.stdout)
+            log.error(
+                "cell %s: SLURM job %s ended (%s) without a result; see %s", cell, job.job_id, state, job.paths.stdout
+            )
             from experiments.train import BAD_OBJECTIVE
 
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=BAD_OBJECTIVE)

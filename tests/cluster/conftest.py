@@ -4,6 +4,7 @@ The cluster is started once for the session and stopped at the end when this ses
 started it. Where it cannot run (not root, not Debian, packages unreachable) every test
 here is skipped with the script's reason.
 """
+
 from __future__ import annotations
 
 import subprocess

@@ -4,6 +4,7 @@ Run with ``make test-cluster`` (root on Debian; see ``tests/cluster/slurm-local`
 submits a sweep of tiny CPU cells as a user would, and compares what the cluster produced
 with the basic launcher's run of the same cells on this machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,11 +22,19 @@ from tests.test_sweeps import ENV, QUIET, cell_with, offline_runs, results
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 
 # One CPU and 1 GB per cell, so the 2-core node runs two cells at once at most.
-SLURM = ["hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=1",
-         "hydra.launcher.timeout_min=10"]
+SLURM = [
+    "hydra/launcher=slurm",
+    "hydra.launcher.cpus_per_task=1",
+    "hydra.launcher.mem_gb=1",
+    "hydra.launcher.timeout_min=10",
+]
 # A cell long enough to be stopped mid-way: checkpoints every 20 steps, validation every 100.
-LONG = [*(a for a in QUIET if not a.startswith(("trainer.max_steps", "trainer.val_check_interval", "logger="))),
-        "trainer.val_check_interval=100", "trainer.checkpoint_every_n_steps=20", "logger=default"]
+LONG = [
+    *(a for a in QUIET if not a.startswith(("trainer.max_steps", "trainer.val_check_interval", "logger="))),
+    "trainer.val_check_interval=100",
+    "trainer.checkpoint_every_n_steps=20",
+    "logger=default",
+]
 METRICS = ("val/loss", "val/token_acc", "test/loss", "test/token_acc", "test/seq_acc")
 
 
@@ -37,8 +46,9 @@ def start(tmp_path: Path, name: str, *args: str) -> tuple[subprocess.Popen, Path
     """A sweep started in the background; its output goes to ``<name>.log``."""
     sweep_dir = tmp_path / name
     log = open(tmp_path / f"{name}.log", "w")
-    proc = subprocess.Popen(sweep_command(sweep_dir, *args), cwd=tmp_path, env=ENV, stdout=log,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        sweep_command(sweep_dir, *args), cwd=tmp_path, env=ENV, stdout=log, stderr=subprocess.STDOUT, text=True
+    )
     proc.log_path = tmp_path / f"{name}.log"
     return proc, sweep_dir
 
@@ -87,8 +97,9 @@ def grid(tmp_path_factory):
     and the basic launcher's run of the same grid beside it."""
     tmp = tmp_path_factory.mktemp("grid")
     basic, basic_dir = start(tmp, "basic", *QUIET, *GRID)
-    slurm, slurm_dir = start(tmp, "slurm", *QUIET, f"{GRID[0]},{CANCELLED}", *SLURM,
-                             "hydra.launcher.array_parallelism=1")
+    slurm, slurm_dir = start(
+        tmp, "slurm", *QUIET, f"{GRID[0]},{CANCELLED}", *SLURM, "hydra.launcher.array_parallelism=1"
+    )
     seen = []  # the states of the sweep's array tasks, at each look
     cancelled = False
     while slurm.poll() is None:
@@ -99,8 +110,11 @@ def grid(tmp_path_factory):
             cancelled = True
         time.sleep(0.3)
     slurm_out, basic_out = finish(slurm), finish(basic)
-    return {"slurm": (slurm.returncode, slurm_out, slurm_dir), "basic": (basic.returncode, basic_out, basic_dir),
-            "seen": seen}
+    return {
+        "slurm": (slurm.returncode, slurm_out, slurm_dir),
+        "basic": (basic.returncode, basic_out, basic_dir),
+        "seen": seen,
+    }
 
 
 def test_grid_cells_complete_and_equal_the_basic_launchers(grid) -> None:
@@ -112,8 +126,9 @@ def test_grid_cells_complete_and_equal_the_basic_launchers(grid) -> None:
     assert sorted(completed) == sorted(f.name for f, r in on_basic.items() if r["status"] == "completed")
     assert sorted(r["config"]["optim.lr"] for r in completed.values()) == [1e-3, 3e-3]
     # same cells, same seeds, one thread each: the same numbers, whichever launcher ran them
-    assert metrics_of({f: r for f, r in on_slurm.items() if f.name in completed}) == \
-        metrics_of({f: r for f, r in on_basic.items() if f.name in completed})
+    assert metrics_of({f: r for f, r in on_slurm.items() if f.name in completed}) == metrics_of(
+        {f: r for f, r in on_basic.items() if f.name in completed}
+    )
     assert len(job_ids(slurm_dir)) == 4, "one array task per cell"
 
 
@@ -121,8 +136,7 @@ def test_a_failing_cell_fails_alone_and_the_sweep_names_it(grid) -> None:
     code, out, slurm_dir = grid["slurm"]
     assert code == 1, out[-3000:]
     failed = {f.name: r for f, r in results(slurm_dir).items() if r["status"] != "completed"}
-    assert len(failed) == 1 and all(r["config"]["optim.lr"] == -1 and "optim.lr" in r["error"]
-                                    for r in failed.values())
+    assert len(failed) == 1 and all(r["config"]["optim.lr"] == -1 and "optim.lr" in r["error"] for r in failed.values())
     assert "2 completed, 1 failed" in out
     named = out.split("cells that did not complete:")[1].splitlines()[0]
     assert all(name in named for name in failed), named
@@ -167,7 +181,7 @@ def reference(tmp_path_factory):
 
 
 def check_resumed_equal(sweep_dir: Path, out: str, expected: dict, steps: int) -> dict:
-    (cell, result), = results(sweep_dir).items()
+    ((cell, result),) = results(sweep_dir).items()
     assert result["status"] == "completed", result["error"]
     assert result["cost"]["steps"] == steps
     assert "resuming from" in (cell / "train.log").read_text(), "the requeued job resumed from last.ckpt"
@@ -182,12 +196,18 @@ def check_resumed_equal(sweep_dir: Path, out: str, expected: dict, steps: int) -
     return result
 
 
-def test_a_preempted_cell_resumes_from_last_ckpt_with_an_uninterrupted_runs_metrics(tmp_path: Path,
-                                                                                   reference) -> None:
+def test_a_preempted_cell_resumes_from_last_ckpt_with_an_uninterrupted_runs_metrics(tmp_path: Path, reference) -> None:
     reference(400)
     proc, sweep_dir = start(tmp_path, "preempt", *LONG, "trainer.max_steps=400", *SLURM)
-    wait_for(lambda: (cell_with(sweep_dir, "trainer.max_steps=400") or tmp_path / "none").joinpath(
-        "checkpoints", "last.ckpt").exists(), proc, "the first checkpoint")
+    wait_for(
+        lambda: (
+            (cell_with(sweep_dir, "trainer.max_steps=400") or tmp_path / "none")
+            .joinpath("checkpoints", "last.ckpt")
+            .exists()
+        ),
+        proc,
+        "the first checkpoint",
+    )
     (job,) = job_ids(sweep_dir)
     subprocess.run(["scontrol", "requeue", job], check=True)  # what a preempting scheduler does
     out = finish(proc)
@@ -234,8 +254,17 @@ def test_a_request_the_cluster_cannot_meet_is_one_line_naming_the_key(tmp_path: 
     procs = {}
     for i, request in enumerate(REFUSED):  # all at once: none gets past starting up
         sweep_dir = tmp_path / f"request{i}"
-        procs[request] = (subprocess.Popen(sweep_command(sweep_dir, *QUIET, *SLURM, request), cwd=tmp_path, env=ENV,
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), sweep_dir)
+        procs[request] = (
+            subprocess.Popen(
+                sweep_command(sweep_dir, *QUIET, *SLURM, request),
+                cwd=tmp_path,
+                env=ENV,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+            sweep_dir,
+        )
     for request, (proc, sweep_dir) in procs.items():
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 2, err[-3000:]

@@ -1,4 +1,5 @@
 """Attention types; every module in this folder is imported, which registers its types."""
+
 import sys
 
 from variants.discovery import import_submodules

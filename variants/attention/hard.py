@@ -13,6 +13,7 @@ The forward weights are always one-hot. Training differs by ``estimator``:
   queries then carry no score-function term.
 In eval mode every estimator takes the argmax.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,17 +30,28 @@ from variants.registries import ATTENTION
 ESTIMATORS = ("straight_through", "gumbel", "reinforce")
 
 
-@ATTENTION.register("hard", references=("xu2015show", "bengio2013estimating", "jang2017categorical",
-                                        "williams1992simple"))
+@ATTENTION.register(
+    "hard", references=("xu2015show", "bengio2013estimating", "jang2017categorical", "williams1992simple")
+)
 class HardAttention(AttentionLayer):
     default_heads = 1
     backends = ("auto", "math")
     kind = "hard"
     options: dict[str, tuple] = {"score": SCORES, "estimator": ESTIMATORS}
 
-    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
-                 score: str = "scaled_dot", backend: str = "auto", estimator: str = "straight_through",
-                 temperature: float = 1.0, expected_mix: float = 0.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        score: str = "scaled_dot",
+        backend: str = "auto",
+        estimator: str = "straight_through",
+        temperature: float = 1.0,
+        expected_mix: float = 0.0,
+    ) -> None:
         super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
         self.estimator = one_of("estimator", estimator, ESTIMATORS)
         self.temperature = float(positive("temperature", temperature))
@@ -57,12 +69,20 @@ class HardAttention(AttentionLayer):
     def batched_members_problem(self) -> str | None:
         """Why seeds of this layer cannot train as one batched model (``experiments.ensemble``), or None."""
         if self.estimator == "reinforce":
-            return ("estimator='reinforce' keeps each step's sampled choices on the layer for a REINFORCE "
-                    "baseline that the run trains, state the batched step does not keep per member")
+            return (
+                "estimator='reinforce' keeps each step's sampled choices on the layer for a REINFORCE "
+                "baseline that the run trains, state the batched step does not keep per member"
+            )
         return None
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        masking: Masking,
+        position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         scores = self.logits(q, k, masking.q_pos, masking.k_pos, position)  # (B, H, Tq, Tk)

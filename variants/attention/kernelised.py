@@ -21,6 +21,7 @@ A subclass gives ``feature_map`` (and its size ``num_features``). Encodings that
 scores have nowhere to go: ``supports_score_bias = False`` (see ``variants.pairs``); rotary
 encodings rotate q and k before the feature map.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,10 +41,26 @@ class KernelisedAttention(AttentionLayer):
     #: grouped key/value heads are part of what the contract tests cover
     options: dict[str, tuple] = {"num_kv_heads": (None, 1)}
 
-    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
-                 backend: str = "auto", num_kv_heads: int | None = None, chunk_size: int = 64) -> None:
-        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score="scaled_dot", backend=backend,
-                         num_kv_heads=num_kv_heads)
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        backend: str = "auto",
+        num_kv_heads: int | None = None,
+        chunk_size: int = 64,
+    ) -> None:
+        super().__init__(
+            d_model,
+            num_heads,
+            dropout=dropout,
+            bias=bias,
+            score="scaled_dot",
+            backend=backend,
+            num_kv_heads=num_kv_heads,
+        )
         if self.dropout_p > 0:
             raise VariantConfigError(
                 f"dropout={dropout!r} is not allowed with attention={self.kind!r}: kernelised attention never "
@@ -70,7 +87,13 @@ class KernelisedAttention(AttentionLayer):
 
     # -- the reference path: the weights formed ---------------------------------------------------
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        masking: Masking,
+        position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         _refuse(self, position)
@@ -92,8 +115,15 @@ class KernelisedAttention(AttentionLayer):
         """As ``AttentionLayer.forward``; on ``running_sum`` a self-attention cache keeps ``RunningState``."""
         self.on_call()
         if not self.recurrent:
-            return super().forward(query, key_value, causal=causal, key_padding_mask=key_padding_mask,
-                                   position=position, cache=cache, need_weights=need_weights)
+            return super().forward(
+                query,
+                key_value,
+                causal=causal,
+                key_padding_mask=key_padding_mask,
+                position=position,
+                cache=cache,
+                need_weights=need_weights,
+            )
         _refuse(self, position)
         B, Tq, _ = query.shape
         offset = cache.offset if cache is not None else 0
@@ -119,8 +149,10 @@ class KernelisedAttention(AttentionLayer):
                 f"key_padding_mask has shape {tuple(key_padding_mask.shape)}; expected (B, Tk) = {(B, k.shape[2])}"
             )
         if need_weights and state is not None:
-            raise ValueError("need_weights=True cannot be answered once a running-state cache holds earlier keys; "
-                             "ask for weights on a full call (or use backend='math')")
+            raise ValueError(
+                "need_weights=True cannot be answered once a running-state cache holds earlier keys; "
+                "ask for weights on a full call (or use backend='math')"
+            )
 
         phi_q = self.feature_map(q)  # (B, H, Tq, F)
         phi_k = self.feature_map(k)  # (B, H_kv, Tk, F)
@@ -141,8 +173,9 @@ class KernelisedAttention(AttentionLayer):
 
         weights = None
         if need_weights:
-            masking = Masking(q_pos=q_pos, k_pos=k_pos, causal=causal and key_value is None,
-                              key_padding_mask=key_padding_mask)
+            masking = Masking(
+                q_pos=q_pos, k_pos=k_pos, causal=causal and key_value is None, key_padding_mask=key_padding_mask
+            )
             weights = kernel_weights(phi_q, self._share_kv(phi_k), masking.dense())
         return self.w_o(self._merge(out)), weights
 
@@ -167,8 +200,9 @@ def kernel_weights(phi_q: Tensor, phi_k: Tensor, allowed: Tensor | None) -> Tens
     return scores / torch.where(total > 0, total, torch.ones_like(total))
 
 
-def full_sums(phi_q: Tensor, phi_k: Tensor, v: Tensor,
-              state: RunningState | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def full_sums(
+    phi_q: Tensor, phi_k: Tensor, v: Tensor, state: RunningState | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Every query reads every key: phi_q (B, H_kv, G, Tq, F), phi_k (B, H_kv, Tk, F), v (B, H_kv, Tk, D).
 
     Returns the numerator (B, H_kv, G, Tq, D), the denominator (B, H_kv, G, Tq, 1) and the
@@ -183,8 +217,9 @@ def full_sums(phi_q: Tensor, phi_k: Tensor, v: Tensor,
     return num, den, kv, k_sum
 
 
-def causal_sums(phi_q: Tensor, phi_k: Tensor, v: Tensor, state: RunningState | None,
-                chunk: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def causal_sums(
+    phi_q: Tensor, phi_k: Tensor, v: Tensor, state: RunningState | None, chunk: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Query i reads keys j <= i (and the state's): shapes as ``full_sums``, Tq = Tk = T."""
     B, Hkv, G, T, F = phi_q.shape
     D = v.shape[-1]

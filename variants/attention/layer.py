@@ -4,6 +4,7 @@ A registered attention type subclasses ``AttentionLayer`` and implements
 ``attend``, which decides how scores become weights and outputs. Everything a
 type needs arrives by name; no type ever asks which position encoding it got.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -130,8 +131,9 @@ class AttentionLayer(nn.Module):
         return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, d_model)
 
     # -- the call ---------------------------------------------------------------------------
-    def _memory(self, q: Tensor, q_pos: Tensor, key_value: Tensor, position: PositionEncoding | None,
-                cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _memory(
+        self, q: Tensor, q_pos: Tensor, key_value: Tensor, position: PositionEncoding | None, cache: KVCache | None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Cross attention's keys and values: the memory projected once per cache, then rotated with q.
 
         Returns (q, k, v, k_pos): q (B, H, Tq, D); k, v (B, H_kv, Tk, D); k_pos (Tk,).
@@ -191,22 +193,28 @@ class AttentionLayer(nn.Module):
             raise ValueError(
                 f"key_padding_mask has shape {tuple(key_padding_mask.shape)}; expected (B, Tk) = {(B, k.shape[2])}"
             )
-        masking = Masking(q_pos=q_pos, k_pos=k_pos, causal=causal and key_value is None,
-                          key_padding_mask=key_padding_mask)
+        masking = Masking(
+            q_pos=q_pos, k_pos=k_pos, causal=causal and key_value is None, key_padding_mask=key_padding_mask
+        )
         k, v = self._share_kv(k), self._share_kv(v)  # (B, H, Tk, D), after the cache kept only H_kv
         out, weights = self.attend(q, k, v, masking=masking, position=position, need_weights=need_weights)
         return self.w_o(self._merge(out)), (weights if need_weights else None)
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        masking: Masking,
+        position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         """q (B, H, Tq, D), k/v (B, H, Tk, D) -> output (B, H, Tq, D), weights (B, H, Tq, Tk) or None."""
         raise NotImplementedError
 
     # -- shared pieces of the reference path --------------------------------------------------
-    def logits(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor,
-               position: PositionEncoding | None) -> Tensor:
+    def logits(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, position: PositionEncoding | None) -> Tensor:
         """Scores plus any relative bias: (B, H, Tq, Tk)."""
         scores = self.score(q, k)
         if position is not None:
@@ -215,8 +223,9 @@ class AttentionLayer(nn.Module):
                 scores = scores + bias
         return scores
 
-    def mix(self, weights: Tensor, v: Tensor, q_pos: Tensor, k_pos: Tensor,
-            position: PositionEncoding | None) -> Tensor:
+    def mix(
+        self, weights: Tensor, v: Tensor, q_pos: Tensor, k_pos: Tensor, position: PositionEncoding | None
+    ) -> Tensor:
         """Weighted values plus any relative value term: (B, H, Tq, D)."""
         out = weights @ v
         if position is not None:
@@ -225,8 +234,9 @@ class AttentionLayer(nn.Module):
                 out = out + extra
         return out
 
-    def soft_reference(self, q: Tensor, k: Tensor, v: Tensor, masking: Masking,
-                       position: PositionEncoding | None) -> tuple[Tensor, Tensor]:
+    def soft_reference(
+        self, q: Tensor, k: Tensor, v: Tensor, masking: Masking, position: PositionEncoding | None
+    ) -> tuple[Tensor, Tensor]:
         """The readable path: logits, mask, softmax, dropout, weighted sum."""
         scores = self.logits(q, k, masking.q_pos, masking.k_pos, position)
         weights = masked_softmax(scores, masking.dense())
@@ -234,5 +244,7 @@ class AttentionLayer(nn.Module):
         return self.mix(dropped, v, masking.q_pos, masking.k_pos, position), weights
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
-                f"score={type(self.score).__name__}, backend={self.backend}, dropout={self.dropout_p}")
+        return (
+            f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
+            f"score={type(self.score).__name__}, backend={self.backend}, dropout={self.dropout_p}"
+        )

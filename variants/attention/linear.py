@@ -4,6 +4,7 @@ sim(q, k) = phi(q) . phi(k) with phi(x) = elu(x) + 1 > 0, a positive similarity 
 exp(q . k / sqrt(D)); everything else (prefix sums, the running-state cache) is in
 ``variants.attention.kernelised``.
 """
+
 from __future__ import annotations
 
 import torch.nn.functional as F

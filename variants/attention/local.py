@@ -22,6 +22,7 @@ the kernel visits only the blocks a window touches. Predictive local attention h
 (its Gaussian multiplies the weights after the softmax) and keeps ``banded``; so do calls that flex
 cannot take (an additive score, dropout in training, an encoding without a ``score_mod``).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,10 +33,10 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from variants.attention.layer import AttentionLayer
-from variants.kernels import auto_backend
 from variants.attention.scores import SCORES
 from variants.checks import VariantConfigError, one_of, positive
 from variants.flex import KeyIntervals, cached_block_mask, flex_attend, window_intervals
+from variants.kernels import auto_backend
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
 from variants.registries import ATTENTION
@@ -50,24 +51,38 @@ class LocalAttention(AttentionLayer):
     kind = "local"
     options: dict[str, tuple] = {"score": SCORES, "mode": MODES}
 
-    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
-                 score: str = "scaled_dot", backend: str = "auto", window: int = 8, mode: str = "monotonic",
-                 ratio: float = 1.0, block_size: int = 64) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        score: str = "scaled_dot",
+        backend: str = "auto",
+        window: int = 8,
+        mode: str = "monotonic",
+        ratio: float = 1.0,
+        block_size: int = 64,
+    ) -> None:
         super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
         self.window = positive("window", window, integer=True)
         self.mode = one_of("mode", mode, MODES)
         self.ratio = float(positive("ratio", ratio))
         self.block_size = positive("block_size", block_size, integer=True)
         if backend == "flex" and mode != "monotonic":
-            raise VariantConfigError(f"backend='flex' needs mode='monotonic', not mode={mode!r}: the predictive "
-                                     "window's Gaussian acts after the softmax; allowed backends for it: "
-                                     f"{[b for b in self.backends if b != 'flex']}")
+            raise VariantConfigError(
+                f"backend='flex' needs mode='monotonic', not mode={mode!r}: the predictive "
+                "window's Gaussian acts after the softmax; allowed backends for it: "
+                f"{[b for b in self.backends if b != 'flex']}"
+            )
         if backend == "auto":  # every call is windowed: on CUDA, monotonic windows go to flex
             self.backend = auto_backend(self.auto_choices, cuda=torch.cuda.is_available(), biased=True)
         if mode == "predictive":
             # p_i = S * sigmoid(v_p . tanh(W_p q_i)), one predictor per head.
             self.w_p = nn.Parameter(
-                torch.randn(self.num_heads, self.head_dim, self.head_dim) / math.sqrt(self.head_dim))
+                torch.randn(self.num_heads, self.head_dim, self.head_dim) / math.sqrt(self.head_dim)
+            )
             self.v_p = nn.Parameter(torch.randn(self.num_heads, self.head_dim) / math.sqrt(self.head_dim))
 
     @property
@@ -106,7 +121,13 @@ class LocalAttention(AttentionLayer):
 
     # -- the two paths ---------------------------------------------------------------------------
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        masking: Masking,
+        position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
@@ -117,8 +138,17 @@ class LocalAttention(AttentionLayer):
             return self._banded(q, k, v, centre, masking, position), None
         return self._window_attention(q, k, v, centre, masking, position, slice(None), slice(None))
 
-    def _window_attention(self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking,
-                          position: PositionEncoding | None, qs: slice, ks: slice) -> tuple[Tensor, Tensor]:
+    def _window_attention(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        centre: Tensor,
+        masking: Masking,
+        position: PositionEncoding | None,
+        qs: slice,
+        ks: slice,
+    ) -> tuple[Tensor, Tensor]:
         """The reference computation for the queries ``qs`` against the keys ``ks``.
 
         ``q`` (B, H, tq, D) and ``centre`` (B, H, tq) hold those queries; ``k``, ``v`` (B, H, tk, D) those keys.
@@ -133,7 +163,7 @@ class LocalAttention(AttentionLayer):
         if self.mode == "predictive":
             sigma = self.window / 2
             distance = k_pos.to(centre.dtype)[None, None, None, :] - centre[..., None]  # (B, H, tq, tk)
-            weights = weights * torch.exp(-distance**2 / (2 * sigma**2)).to(weights.dtype)
+            weights = weights * torch.exp(-(distance**2) / (2 * sigma**2)).to(weights.dtype)
         out = self.mix(self.weight_dropout(weights), v, q_pos, k_pos, position)
         return out, weights
 
@@ -142,13 +172,22 @@ class LocalAttention(AttentionLayer):
         if backend == "math" or need_weights:
             return "math"
         dropping = self.training and self.dropout_p > 0
-        if backend == "flex" and (not self.score.has_fused_form or dropping
-                                  or (position is not None and not position.flex_ready)):
+        if backend == "flex" and (
+            not self.score.has_fused_form or dropping or (position is not None and not position.flex_ready)
+        ):
             return "banded"
         return backend
 
-    def _flex(self, q: Tensor, q_fused: Tensor, scale: float, k: Tensor, v: Tensor, masking: Masking,
-              position: PositionEncoding | None) -> Tensor:
+    def _flex(
+        self,
+        q: Tensor,
+        q_fused: Tensor,
+        scale: float,
+        k: Tensor,
+        v: Tensor,
+        masking: Masking,
+        position: PositionEncoding | None,
+    ) -> Tensor:
         """The window as a block-sparse mask: q, q_fused (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D)."""
         B, _, Tq, _ = q.shape
         Tk = k.shape[2]
@@ -168,21 +207,31 @@ class LocalAttention(AttentionLayer):
             rows = B if padded else 1
 
             def build() -> KeyIntervals:
-                return window_intervals(self.centres(q[:rows], masking)[:, 0], masking.k_pos, self.window,
-                                        causal_q_pos=None)
+                return window_intervals(
+                    self.centres(q[:rows], masking)[:, 0], masking.k_pos, self.window, causal_q_pos=None
+                )
+
         block_mask = cached_block_mask(key, build, masking.key_padding_mask)
         score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
         return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale)
 
-    def _banded(self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking,
-                position: PositionEncoding | None) -> Tensor:
+    def _banded(
+        self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking, position: PositionEncoding | None
+    ) -> Tensor:
         """Blocks of queries against the slice of keys their windows can reach: linear time and memory."""
         ranges = self._block_ranges(centre, masking, k.shape[2])
         key_slices = [ks for _, ks in ranges]
-        blocks = zip(ranges, q.split(self.block_size, dim=2), centre.split(self.block_size, dim=-1),
-                     take_slices(k, key_slices), take_slices(v, key_slices))
-        outs = [self._window_attention(q_b, k_b, v_b, c_b, masking, position, qs, ks)[0]
-                for (qs, ks), q_b, c_b, k_b, v_b in blocks]  # each (B, H, tq, D)
+        blocks = zip(
+            ranges,
+            q.split(self.block_size, dim=2),
+            centre.split(self.block_size, dim=-1),
+            take_slices(k, key_slices),
+            take_slices(v, key_slices),
+        )
+        outs = [
+            self._window_attention(q_b, k_b, v_b, c_b, masking, position, qs, ks)[0]
+            for (qs, ks), q_b, c_b, k_b, v_b in blocks
+        ]  # each (B, H, tq, D)
         return torch.cat(outs, dim=2)  # (B, H, Tq, D)
 
     def _block_ranges(self, centre: Tensor, masking: Masking, Tk: int) -> list[tuple[slice, slice]]:
@@ -207,8 +256,7 @@ class LocalAttention(AttentionLayer):
         hi = torch.maximum(hi, lo + 1)
         bounds = torch.stack((lo, hi)).long().tolist()
         return [
-            (slice(i * size, min((i + 1) * size, Tq)), slice(lo_i, hi_i))
-            for i, (lo_i, hi_i) in enumerate(zip(*bounds))
+            (slice(i * size, min((i + 1) * size, Tq)), slice(lo_i, hi_i)) for i, (lo_i, hi_i) in enumerate(zip(*bounds))
         ]
 
     def extra_repr(self) -> str:

@@ -16,6 +16,7 @@ training; 0 keeps the features of initialisation. Draw r comes from a generator 
 the layer's ``feature_seed`` plus r, and the seed, the features and the call count are buffers,
 so a resumed run and every DDP rank use the same features.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,11 +53,28 @@ class PerformerAttention(KernelisedAttention):
     draws: Tensor
     projection: Tensor
 
-    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
-                 backend: str = "auto", num_kv_heads: int | None = None, chunk_size: int = 64,
-                 num_features: int = 64, redraw_every: int = 0) -> None:
-        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, backend=backend,
-                         num_kv_heads=num_kv_heads, chunk_size=chunk_size)
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        backend: str = "auto",
+        num_kv_heads: int | None = None,
+        chunk_size: int = 64,
+        num_features: int = 64,
+        redraw_every: int = 0,
+    ) -> None:
+        super().__init__(
+            d_model,
+            num_heads,
+            dropout=dropout,
+            bias=bias,
+            backend=backend,
+            num_kv_heads=num_kv_heads,
+            chunk_size=chunk_size,
+        )
         self.m = positive("num_features", num_features, integer=True)
         self.redraw_every = non_negative_int("redraw_every", redraw_every)
         # from the global generator, so a seeded model draws the same features every time
@@ -88,13 +106,15 @@ class PerformerAttention(KernelisedAttention):
     def batched_members_problem(self) -> str | None:
         """Why seeds of this layer cannot train as one batched model (``experiments.ensemble``), or None."""
         if self.redraw_every:
-            return (f"redraw_every={self.redraw_every} redraws the random features inside the forward pass, "
-                    "a buffer update the batched step does not carry per member")
+            return (
+                f"redraw_every={self.redraw_every} redraws the random features inside the forward pass, "
+                "a buffer update the batched step does not carry per member"
+            )
         return None
 
     def feature_map(self, x: Tensor) -> Tensor:
         dtype = torch.promote_types(x.dtype, torch.float32)  # exp in half precision loses the small features
-        x = x.to(dtype) * self.head_dim ** -0.25  # (B, H, T, D): phi(x) . phi(y) estimates exp(q . k / sqrt(D))
+        x = x.to(dtype) * self.head_dim**-0.25  # (B, H, T, D): phi(x) . phi(y) estimates exp(q . k / sqrt(D))
         projected = x @ self.projection.to(dtype).t()  # (B, H, T, m)
         return torch.exp(projected - x.square().sum(-1, keepdim=True) / 2) / math.sqrt(self.m)
 

@@ -4,6 +4,7 @@ Each returns (B, H, Tq, Tk). Those that are a dot product after a transform of
 the query also say how to feed a fused kernel (``fused_query``), which is then
 allowed to run them.
 """
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ through the reference path. The two are tested equal. On ``flex`` a score bias e
 encoding's ``score_mod`` and causality and padding as a block mask; flex takes no dropout, so a
 training call with dropout runs SDPA with the dense bias instead.
 """
+
 from __future__ import annotations
 
 from torch import Tensor
@@ -22,7 +23,13 @@ class _GlobalSoft(AttentionLayer):
     backends = ("auto", "math", "sdpa", "xformers", "flex")
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, *, masking: Masking, position: PositionEncoding | None,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        *,
+        masking: Masking,
+        position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
@@ -36,7 +43,9 @@ class _GlobalSoft(AttentionLayer):
         # Self-attention keys end at the last query, so equal lengths mean the plain lower triangle.
         causal_square = masking.causal and masking.key_padding_mask is None and q.shape[2] == k.shape[2]
         out = fused_attention(
-            q_fused, k, v,
+            q_fused,
+            k,
+            v,
             allowed=None if causal_square and bias is None else masking.dense(),
             bias=bias,
             scale=scale,
@@ -56,8 +65,16 @@ class _GlobalSoft(AttentionLayer):
             return "sdpa"  # flex takes no dropout: the dense bias on SDPA
         return backend
 
-    def _flex(self, q: Tensor, q_fused: Tensor, k: Tensor, v: Tensor, scale: float, masking: Masking,
-              position: PositionEncoding | None) -> Tensor:
+    def _flex(
+        self,
+        q: Tensor,
+        q_fused: Tensor,
+        k: Tensor,
+        v: Tensor,
+        scale: float,
+        masking: Masking,
+        position: PositionEncoding | None,
+    ) -> Tensor:
         """q, q_fused (B, H, Tq, D); k, v (B, H, Tk, D) -> (B, H, Tq, D) on FlexAttention."""
         Tq, Tk = q.shape[2], k.shape[2]
         # Causal calls are self attention, whose keys end at the last query: (Tq, Tk) fixes the mask.
@@ -70,8 +87,7 @@ class _GlobalSoft(AttentionLayer):
         group = self.num_heads // self.num_kv_heads
         # The kernel shares each key/value head among its group itself (enable_gqa): hand it one copy.
         k, v = (k, v) if group == 1 else (k[:, ::group], v[:, ::group])  # (B, H_kv, Tk, D)
-        return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale,
-                           enable_gqa=group > 1)
+        return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale, enable_gqa=group > 1)
 
 
 @ATTENTION.register("soft", references=("bahdanau2015neural", "luong2015effective", "vaswani2017attention"))
@@ -81,8 +97,16 @@ class SoftAttention(_GlobalSoft):
     default_heads = 1
     kind = "soft"
 
-    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
-                 score: str = "scaled_dot", backend: str = "auto") -> None:
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        score: str = "scaled_dot",
+        backend: str = "auto",
+    ) -> None:
         super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score=score, backend=backend)
 
 
@@ -102,7 +126,22 @@ class MultiHeadAttention(_GlobalSoft):
     #: always scaled dot-product; multi-query is the grouped case the contract tests cover
     options: dict[str, tuple] = {"num_kv_heads": (None, 1)}
 
-    def __init__(self, d_model: int, num_heads: int | None = None, *, dropout: float = 0.0, bias: bool = True,
-                 backend: str = "auto", num_kv_heads: int | None = None) -> None:
-        super().__init__(d_model, num_heads, dropout=dropout, bias=bias, score="scaled_dot", backend=backend,
-                         num_kv_heads=num_kv_heads)
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        backend: str = "auto",
+        num_kv_heads: int | None = None,
+    ) -> None:
+        super().__init__(
+            d_model,
+            num_heads,
+            dropout=dropout,
+            bias=bias,
+            score="scaled_dot",
+            backend=backend,
+            num_kv_heads=num_kv_heads,
+        )

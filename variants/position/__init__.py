@@ -1,4 +1,5 @@
 """Position encodings; every module in this folder is imported, which registers its encodings."""
+
 import sys
 
 from variants.discovery import import_submodules

@@ -4,6 +4,7 @@ Head slopes form the geometric sequence 2^(-8/n), 2^(-16/n), ... for n heads; fo
 a head count that is not a power of two, the slopes of the next lower power are
 interleaved with every other slope of the next higher one, as in the paper.
 """
+
 import math
 
 import torch

@@ -5,6 +5,7 @@ asks which encoding that is. Positions are absolute integer indices, so the same
 hooks serve full sequences, chunks of a sequence (banded kernels) and one step
 of incremental decoding (``q_pos = [t]``, ``k_pos = [0..t]``).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -29,6 +29,7 @@ same term as a full call.
 The MLP runs on every (query, key) pair: Tq * Tk * ``hidden`` activations per call, the cost of
 a learned function of position pairs.
 """
+
 from __future__ import annotations
 
 from typing import cast
@@ -53,8 +54,9 @@ class FunctionalInterpolation(PositionEncoding):
     translation_invariant = False
     threshold_init: Tensor  # buffer (), the L the learned scale multiplies
 
-    def __init__(self, d_model: int, num_heads: int = 1, hidden: int = 32, init_c: float = 0.1,
-                 threshold: float = 512.0) -> None:
+    def __init__(
+        self, d_model: int, num_heads: int = 1, hidden: int = 32, init_c: float = 0.1, threshold: float = 512.0
+    ) -> None:
         super().__init__(d_model, num_heads)
         self.hidden = positive("hidden", hidden, integer=True)
         positive("init_c", init_c)
@@ -102,5 +104,7 @@ class FunctionalInterpolation(PositionEncoding):
         return fire
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, hidden={self.hidden}, c={float(self.c.detach()):.4g}, "
-                f"threshold={float(self.threshold.detach()):.4g}")
+        return (
+            f"{super().extra_repr()}, hidden={self.hidden}, c={float(self.c.detach()):.4g}, "
+            f"threshold={float(self.threshold.detach()):.4g}"
+        )

@@ -7,6 +7,7 @@ would start 50 times smaller than the tokens). Relative to its size it moves und
 as GPT-2's table does, whatever the factor; under ``model.embedding=gpt2`` the factor is 1
 and nanoGPT's recipe is unchanged.
 """
+
 import torch
 from torch import Tensor, nn
 

@@ -1,4 +1,5 @@
 """NoPE: no position information at all (causal masking alone may still leak order)."""
+
 from variants.position.base import PositionEncoding
 from variants.registries import POSITION
 

@@ -3,6 +3,7 @@
 The score becomes q_i . (k_j + a^K_ij) / sqrt(D); with ``values=True`` the output
 becomes sum_j w_ij (v_j + a^V_ij). Tables are shared across heads, as in the paper.
 """
+
 import math
 
 import torch

@@ -29,6 +29,7 @@ new tokens, and every step, cached or recomputing the prefix, then uses the same
 length every scaling is a function of j - i alone; across lengths it is not, so a scaled rope
 declares itself not translation invariant.
 """
+
 import math
 
 import torch
@@ -88,8 +89,15 @@ class Rotary(PositionEncoding):
     inv_freq: Tensor  # buffer (D/2,)
     ramp: Tensor | None  # buffer (D/2,) under yarn scaling
 
-    def __init__(self, d_model: int, num_heads: int = 1, base: float = 10000.0, scaling: str = "none",
-                 factor: float = 1.0, train_length: int | None = None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int = 1,
+        base: float = 10000.0,
+        scaling: str = "none",
+        factor: float = 1.0,
+        train_length: int | None = None,
+    ) -> None:
         super().__init__(d_model, num_heads)
         even_head_dim("rope", d_model, num_heads)
         self.base = positive("base", base)
@@ -105,7 +113,8 @@ class Rotary(PositionEncoding):
             )
         if scaling == "ntk" and self.head_dim == 2:
             raise VariantConfigError(
-                "scaling=ntk is not allowed with head dimension 2; its exponent D/(D-2) is undefined")
+                "scaling=ntk is not allowed with head dimension 2; its exponent D/(D-2) is undefined"
+            )
         self.train_length = train_length
         # Within one length a scaled rope is relative; across lengths its angles change.
         self.translation_invariant = scaling == "none" or self.factor == 1.0
@@ -122,13 +131,16 @@ class Rotary(PositionEncoding):
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         # One stretch for q and k, so their product stays a function of j - i.
         s = 1.0 if self.translation_invariant else self.stretch(self.length_of(q_pos, k_pos))
-        freq, magnitude = (self.inv_freq, 1.0) if s == 1.0 else scaled_frequencies(
-            self.inv_freq, self.scaling, s, self.ramp)
+        freq, magnitude = (
+            (self.inv_freq, 1.0) if s == 1.0 else scaled_frequencies(self.inv_freq, self.scaling, s, self.ramp)
+        )
         q_rot, k_rot = rotate_pairs(q, q_pos, freq), rotate_pairs(k, k_pos, freq)
         if magnitude != 1.0:
             q_rot, k_rot = q_rot * magnitude, k_rot * magnitude
         return q_rot.to(q.dtype), k_rot.to(k.dtype)
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, base={self.base}, scaling={self.scaling}, factor={self.factor}, "
-                f"train_length={self.train_length}")
+        return (
+            f"{super().extra_repr()}, base={self.base}, scaling={self.scaling}, factor={self.factor}, "
+            f"train_length={self.train_length}"
+        )

@@ -5,6 +5,7 @@ Computed from the positions on every call, so any length works. The table has
 amplitude 1 (RMS 1/sqrt(2)), matched in the paper to token embeddings multiplied by
 sqrt(d); under another embedding convention it is scaled to the token term (see ``embed``).
 """
+
 import math
 
 import torch

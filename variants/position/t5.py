@@ -3,6 +3,7 @@
 Distances below ``num_buckets / 4`` (bidirectional) get a bucket each; longer
 ones share logarithmically wider buckets up to ``max_distance``.
 """
+
 import math
 
 import torch

@@ -18,6 +18,7 @@ implementation centres positions per call instead, which a cache holding scaled 
 The paper's model is causal. In a non-causal layer a key after the query (m > n) is weighed by
 zeta_d^(-(m - n)/B) > 1: no factor of the form f(n) g(m) decays in both directions.
 """
+
 from __future__ import annotations
 
 import math
