@@ -122,6 +122,17 @@ class EnsembleModule(L.LightningModule):
             state[name] = getattr(self, f"member_buffer_{i}")[index].clone()
         return state
 
+    def load_member_into(self, model: nn.Module, index: int) -> None:
+        """Load member ``index``'s weights into ``model`` (a ``Transformer`` of the members' build); the
+        names ``stack_module_state`` left out must be tied aliases of loaded ones."""
+        state = self.member_state(index)
+        saved = set(model.state_dict())
+        aliases = saved - {n for n, _ in model.named_parameters()} - {n for n, _ in model.named_buffers()}
+        # a non-persistent buffer (rope's frequencies) is rebuilt by the model, never loaded
+        missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if k in saved}, strict=False)
+        if unexpected or set(missing) - aliases:
+            raise RuntimeError(f"member weights do not fit the model: missing {missing}, unexpected {unexpected}")
+
     def on_fit_start(self) -> None:
         self.template.to(self.device)
         self._freeze_dead()

@@ -276,7 +276,7 @@ def _evaluate_member(
     try:
         parts = build.assemble(m.cfg, m.run_dir, run_id=result["run_id"], flat_config=m.flat)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
-        load_member(module.model, ensemble.member_state(index))
+        ensemble.load_member_into(module.model, index)
         module.tokens_seen = tokens
         _log_history(trainer, ensemble.loss_history, record.history, index)
         # the final validation and the test are logged at the member's last step, as a separate run's
@@ -293,16 +293,6 @@ def _evaluate_member(
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
         result.update(build.describe_failure(err, trainer, m.run_dir))
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
-
-
-def load_member(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Load a member's weights; the names ``stack_module_state`` left out must be tied aliases of loaded ones."""
-    saved = set(model.state_dict())
-    aliases = saved - {n for n, _ in model.named_parameters()} - {n for n, _ in model.named_buffers()}
-    # a non-persistent buffer (rope's frequencies) is rebuilt by the model, never loaded
-    missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if k in saved}, strict=False)
-    if unexpected or set(missing) - aliases:
-        raise RuntimeError(f"member weights do not fit the model: missing {missing}, unexpected {unexpected}")
 
 
 def _log_history(

@@ -70,10 +70,9 @@ class MemberValidation(L.Callback):
 
     def validate(self, ensemble: Any, index: int, step: int) -> dict[str, float]:
         from experiments.build import scalar_metrics
-        from experiments.ensemble.run import load_member
 
         parts, record = self.parts[index], self.records[index]
-        load_member(parts.module.model, ensemble.member_state(index))
+        ensemble.load_member_into(parts.module.model, index)
         parts.module.to(ensemble.device)
         own = parts.trainer
         own.loggers = []  # the member's evaluation logs this history, at these steps, with the rest
