@@ -264,10 +264,12 @@ def csv_rows(run_dir: Path) -> list[tuple[int, tuple[str, ...]]]:
 
 @pytest.mark.slow
 def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resumes(tmp_path: Path) -> None:
+    # 1000 tiny steps: long enough that the run cannot finish between its first checkpoint and the
+    # signal when the test process waits for a core (200 once did, under `make test`'s two workers)
     run_dir, every = tmp_path / "run", 5
     overrides = [
         *TINY,
-        "trainer.max_steps=200",
+        "trainer.max_steps=1000",
         "trainer.val_check_interval=50",
         "trainer.checkpoint_every_n_steps=10",
         f"trainer.log_every_n_steps={every}",
@@ -283,7 +285,7 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
     assert len(lines) == 1, lines
     kept = torch.load(ckpt, weights_only=True)["global_step"]
     assert re.match(
-        rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/200; its checkpoint of step {kept} "
+        rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/1000; its checkpoint of step {kept} "
         rf"is kept \({re.escape(str(ckpt))}\); resume: python -m experiments.train ",
         lines[0],
     ), lines[0]
@@ -298,10 +300,10 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
         [sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads((run_dir / "result.json").read_text())["cost"]["steps"] == 200
+    assert json.loads((run_dir / "result.json").read_text())["cost"]["steps"] == 1000
     assert f"resuming from {ckpt}" in (run_dir / "train.log").read_text()
     train_steps = [step for step, metrics in csv_rows(run_dir) if "train/loss" in metrics]
-    assert train_steps == list(range(every - 1, 200, every)), train_steps  # every logged step, once
+    assert train_steps == list(range(every - 1, 1000, every)), train_steps  # every logged step, once
 
 
 def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
