@@ -43,10 +43,10 @@ format: venv
 	$(PY) -m ruff check --select I --fix .
 	$(PY) -m ruff format .
 
-# The demo grid (3 position encodings x 3 seeds on `copy`), then its report.
+# The demo grid (3 position encodings x 3 seeds on `copy`, each cell's seeds as one ensemble), then its report.
 # A failed cell does not stop the report: it shows there as failed.
 DEMO_TRAINER := $(if $(HAS_GPU),trainer=gpu,trainer=cpu)
-DEMO_JOBS ?= 2
+DEMO_JOBS ?= 3  # one process per cell; each trains its 3 seeds as one batched model
 demo: venv
 	-$(PY) -m experiments.train -m experiment=demo $(DEMO_TRAINER) hydra/launcher=joblib hydra.launcher.n_jobs=$(DEMO_JOBS)
 	$(PY) -m analysis.report multirun/demo --out report

@@ -395,7 +395,7 @@ def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> Non
     "preset, extra, sweep_dir, cells",
     [
         ("quick", [], "multirun/quick", 4 * 3),
-        ("demo", [], "multirun/demo", 3 * 3),
+        ("demo", [], "multirun/demo", 3),  # 3 cells, each training its 3 seeds as one ensemble
         ("ablation", ["task=copy"], "multirun/ablation_copy", 4 * 3 * 3),
         ("length_generalization", [], "multirun/length_generalization", 3 * 9 * 3),
     ],
