@@ -212,6 +212,9 @@ def cli(overrides: list[str], run_dir: Path) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it: a shell without job control starts a background job
+        # (`make test &`) with SIGINT ignored, and the child would inherit that and never see it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
