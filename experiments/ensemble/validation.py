@@ -56,7 +56,11 @@ class MemberValidation(L.Callback):
         self.keepers = [[c for c in p.trainer.callbacks if isinstance(c, ModelCheckpoint) and c.monitor] for p in parts]
         from experiments.callbacks import PlainProgress
 
-        for p in parts:  # its line would name the member trainer's step (0); validate() logs its own
+        # The member trainers only validate from here on, once set up for it: no loggers (the member's
+        # evaluation logs this history, at these steps, with the rest) and no progress line (it would
+        # name the member trainer's step, 0; validate() logs its own).
+        for p in parts:
+            p.trainer.loggers = []
             p.trainer.callbacks[:] = [c for c in p.trainer.callbacks if not isinstance(c, PlainProgress)]
 
     def on_train_batch_end(self, trainer: L.Trainer, ensemble: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -75,7 +79,6 @@ class MemberValidation(L.Callback):
         ensemble.load_member_into(parts.module.model, index)
         parts.module.to(ensemble.device)
         own = parts.trainer
-        own.loggers = []  # the member's evaluation logs this history, at these steps, with the rest
         fitting = parts.datamodule.trainer  # validate() attaches its trainer to the datamodule; the
         try:  # train sampler must go on reading the ensemble's epoch and step
             metrics = scalar_metrics(own.validate(parts.module, datamodule=parts.datamodule, verbose=False))
