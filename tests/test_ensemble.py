@@ -175,7 +175,7 @@ def logged_rows(run_dir: Path) -> dict[tuple[int, str], float]:
     with open(run_dir / "csv" / "metrics.csv") as handle:
         for row in csv.DictReader(handle):
             for key, value in row.items():
-                if key not in ("epoch", "step") and value not in ("", None):
+                if key != "step" and value not in ("", None):  # the epoch too: a curve may be drawn over it
                     rows[(int(row["step"]), key)] = float(value)
     return rows
 

@@ -278,9 +278,11 @@ def _evaluate_member(
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         ensemble.load_member_into(module.model, index)
         module.tokens_seen = tokens
-        _log_history(trainer, ensemble.loss_history, record.history, index)
-        # the final validation and the test are logged at the member's last step, as a separate run's
+        _log_history(trainer, ensemble.loss_history, record.history, index, fit_trainer.num_training_batches)
+        # the final validation and the test are logged at the member's last step and epoch, as a separate run's
         trainer.fit_loop.epoch_loop._batches_that_stepped = steps
+        # a fit that ends mid-epoch counts that epoch as completed, so the epoch after it is the epochs begun
+        trainer.fit_loop.epoch_progress.current.completed = -(-steps // max(fit_trainer.num_training_batches, 1))
         tested = record.best_path if m.cfg.eval.get("checkpoint", "last") == "best" else None
         last = record.last if record.last is not None and record.last[0] == steps else None
 
@@ -296,15 +298,22 @@ def _evaluate_member(
 
 
 def _log_history(
-    trainer, losses: list[tuple[int, list[float | None]]], validations: list[tuple[int, dict]], index: int
+    trainer,
+    losses: list[tuple[int, list[float | None]]],
+    validations: list[tuple[int, dict]],
+    index: int,
+    batches_per_epoch: int,
 ) -> None:
     """The member's training-loss curve and its validations during training, at the steps its separate
-    run logs them, into its own CSV and W&B logs (in step order: W&B drops a step older than the last)."""
+    run logs them, into its own CSV and W&B logs (in step order: W&B drops a step older than the last),
+    each with the epoch its separate run's row carries (Lightning adds it to every logged row)."""
     rows = [(step, 0, {"train/loss": values[index]}) for step, values in losses if values[index] is not None]
     rows += [(step, 1, metrics) for step, metrics in validations]
     for step, _, metrics in sorted(rows, key=lambda row: row[:2]):
+        # a row's step is the batch it was logged at (see EnsembleModule.training_step and validate)
+        row = {**metrics, "epoch": step // max(batches_per_epoch, 1)}
         for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=step)
+            logger.log_metrics(row, step=step)
     for logger in trainer.loggers:
         logger.save()
 
