@@ -55,15 +55,19 @@ def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
     return 1.0
 
 
-def adamw_with_schedule(params: list[Tensor], spec: OptimSpec, max_steps: int, member_dims: int = 0) -> dict[str, Any]:
+def adamw_with_schedule(
+    params: list[Tensor], spec: OptimSpec, max_steps: int, member_dims: int = 0, fused: bool | None = None
+) -> dict[str, Any]:
     """AdamW that decays matrices only (weights of ``member_dims`` + 2 or more dimensions: an ensemble's carry
-    a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config."""
+    a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config.
+    ``fused``: torch's one-kernel AdamW (the same update, element by element), else its default."""
     decay = [p for p in params if p.dim() - member_dims >= 2]
     no_decay = [p for p in params if p.dim() - member_dims < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=spec.lr,
         betas=tuple(spec.betas),
+        fused=fused,
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, max_steps))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

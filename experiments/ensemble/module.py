@@ -1,7 +1,8 @@
 """N seeds of one cell as one LightningModule: the members' weights carry a leading member dimension.
 
-The forward pass is ``vmap(functional_call)`` over that dimension (``randomness="different"``:
-each member draws its own dropout masks). Each member's loss is its separate run's loss; the
+The forward pass is ``vmap`` over that dimension of the template's own forward, each member's
+tensors put in its modules' places for the call (``randomness="different"``: each member draws its
+own dropout masks). Each member's loss is its separate run's loss; the
 sum of the live members' losses is backpropagated, and since no parameter is shared, each
 gradient is exactly that member's. Everything that would otherwise mix members is done per
 member: gradient clipping by each member's own norm, divergence (a member whose loss is
@@ -20,7 +21,7 @@ from typing import Any
 import lightning as L
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, stack_module_state, vmap
+from torch.func import stack_module_state, vmap
 
 from experiments.module import Seq2SeqModule, adamw_with_schedule
 
@@ -55,26 +56,25 @@ class EnsembleModule(L.LightningModule):
         constant = _non_persistent(template.model)
         buffers = {n: b for n, b in buffers.items() if not (n in constant and bool((b == b[:1]).all()))}
         self.param_names, self.buffer_names = list(params), list(buffers)
-        # Every name of a shared tensor (the embedding reached from the model, each stack and the
-        # tied head) is passed explicitly, and the template's own tensors are put back after each
-        # call: functional_call leaves a module reached by two paths holding the substituted tensor.
-        self._originals = {
-            name: t
-            for name, t in [
-                *template.model.named_parameters(remove_duplicate=False),
-                *template.model.named_buffers(remove_duplicate=False),
-            ]
-        }
+        # Where each batched tensor goes: every name of a shared tensor (the embedding reached from
+        # the model, each stack and the tied head) is a slot of its own, filled with its canonical
+        # tensor before the call and given back its own tensor after it. Resolved once here: the
+        # swap runs every step, and a generic per-call swap (``functional_call``) walks the module
+        # tree by name each time (about 2 ms of a 70 ms step of the quick cell on CPU).
         by_tensor = {id(t): n for n, t in [*template.model.named_parameters(), *template.model.named_buffers()]}
-        own = {*self.param_names, *self.buffer_names}
-        self.aliases = {
-            name: by_tensor[id(t)]
-            for name, t in [
-                *template.model.named_parameters(remove_duplicate=False),
-                *template.model.named_buffers(remove_duplicate=False),
-            ]
-            if by_tensor[id(t)] in own
-        }
+        index = {name: i for i, name in enumerate([*self.param_names, *self.buffer_names])}
+        self._slots: list[tuple[dict[str, Any], str, int]] = []  # (owner's table, attr, index into the stack)
+        for name, t in [
+            *template.model.named_parameters(remove_duplicate=False),
+            *template.model.named_buffers(remove_duplicate=False),
+        ]:
+            canonical = by_tensor[id(t)]
+            if canonical not in index:
+                continue  # a constant the template keeps unbatched (see above)
+            path, _, attr = name.rpartition(".")
+            owner = template.model.get_submodule(path)
+            table = owner._parameters if attr in owner._parameters else owner._buffers
+            self._slots.append((table, attr, index[canonical]))
         self.stacked = nn.ParameterList([nn.Parameter(params[n].detach().clone()) for n in self.param_names])
         for i, name in enumerate(self.buffer_names):
             self.register_buffer(f"member_buffer_{i}", buffers[name].clone())
@@ -144,22 +144,18 @@ class EnsembleModule(L.LightningModule):
         buffers = [getattr(self, f"member_buffer_{i}") for i in range(len(self.buffer_names))]
 
         def one(params: list[Tensor], bufs: list[Tensor], x: dict[str, Tensor], y: Tensor) -> Tensor:
-            own = {**dict(zip(self.param_names, params)), **dict(zip(self.buffer_names, bufs))}
-            state = {name: own[canonical] for name, canonical in self.aliases.items()}
+            batched = [*params, *bufs]  # inside vmap: this member's view of each stacked tensor
+            own = [table[attr] for table, attr, _ in self._slots]
+            for table, attr, i in self._slots:
+                table[attr] = batched[i]
             try:
-                logits = functional_call(model, state, (), x, tie_weights=False)
+                logits = model(**x)
             finally:
-                self._restore_template()
+                for (table, attr, _), tensor in zip(self._slots, own):
+                    table[attr] = tensor
             return self.template._losses(logits, y, smoothing)[0]
 
         return vmap(one, randomness="different")(list(self.stacked), buffers, inputs, targets)
-
-    def _restore_template(self) -> None:
-        for name, tensor in self._originals.items():
-            path, _, attr = name.rpartition(".")
-            owner = self.template.model.get_submodule(path)
-            table = owner._parameters if attr in owner._parameters else owner._buffers
-            table[attr] = tensor
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
         losses = self.member_losses(batch["inputs"], batch["targets"])  # (N,)
@@ -199,8 +195,9 @@ class EnsembleModule(L.LightningModule):
         if not grads:
             return
         dead = ~self.updating
-        for g in grads:
-            g[dead] = 0.0  # a diverged member's gradient may hold NaN; a frozen member takes no step anyway
+        if bool(dead.any()):  # most steps have none: no masked write into every gradient
+            for g in grads:
+                g[dead] = 0.0  # a diverged member's gradient may hold NaN; a frozen member takes no step anyway
         if self.grad_clip is None:
             return
         norms = torch.stack([g.reshape(g.shape[0], -1).norm(dim=1) for g in grads])  # (P, N)
@@ -223,9 +220,11 @@ class EnsembleModule(L.LightningModule):
 
     # -- optimiser: the separate runs' AdamW and schedule, over the stacked weights ---------------------
     def configure_optimizers(self):
-        # a separate run decays matrices (dim >= 2); here each carries one more (member) dimension
+        # a separate run decays matrices (dim >= 2); here each carries one more (member) dimension.
+        # Fused: the separate runs' AdamW update in one kernel over all the stacked weights (0.6 against
+        # 4.3 ms per step for the quick cell's 5 members on CPU, where torch's default loops over them).
         params = [p for p in self.stacked if p.requires_grad]
-        return adamw_with_schedule(params, self.optim_spec, self.max_steps, member_dims=1)
+        return adamw_with_schedule(params, self.optim_spec, self.max_steps, member_dims=1, fused=True)
 
     # -- exact resumption --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
