@@ -9,7 +9,9 @@ PIP := $(PY) -m pip
 # CPU machines take the local CPU wheel; with an NVIDIA GPU the open range in pyproject applies.
 CPU_TORCH ?= torch==2.13.0
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
-PYTEST_ARGS ?= -n 2 -q
+# worksteal: a worker that runs out of tests takes half of the other's queue, so the suite does not
+# end on one worker's tail of long end-to-end tests
+PYTEST_ARGS ?= -n 2 -q --dist worksteal
 export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
 export HYDRA_FULL_ERROR ?= 0
