@@ -484,6 +484,16 @@ def test_hostile_names_are_escaped(tmp_path):
         assert "<script>" not in tex.read_text()
 
 
+def test_bench_false_is_no_benchmark_section_and_a_wrong_type_is_one_line(tmp_path):
+    for seed in range(2):
+        write_result(tmp_path / "sweep" / f"s{seed}", result_dict("copy", "multihead", "sinusoidal", seed))
+    # (a benchmark JSON gives its section: test_benchmark_section)
+    off = build_report([tmp_path / "sweep"], tmp_path / "off", bench=False).parent / "report.md"
+    assert "# Benchmark" not in off.read_text() and "Benchmark: cost vs sequence length" not in off.read_text()
+    with pytest.raises(ReportError, match=r"bench=3 is not allowed"):
+        build_report([tmp_path / "sweep"], tmp_path / "bad", bench=3)
+
+
 def test_one_seed_sweep_claims_no_significance(tmp_path):
     for attention, acc in (("multihead", 0.7), ("local", 0.9)):
         for position in ("sinusoidal", "rope"):

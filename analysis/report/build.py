@@ -483,7 +483,12 @@ def _build_report(
     check_asked(factors, runs.factors)
     chosen = summary.by_importance(choose_metrics(runs, metrics))
     baseline_spec, baseline_present = resolve_baseline(runs.runs, baseline)
-    bench_data = load_bench(bench) if bench is not None and bench is not True else None
+    if not isinstance(bench, (str, Path, bool, type(None))):
+        raise ReportError(
+            f"bench={bench!r} is not allowed; give a benchmark JSON path, True (measure each cell) or None"
+        )
+    # False and None both mean no benchmark section (False once reached load_bench as a path)
+    bench_data = load_bench(bench) if isinstance(bench, (str, Path)) else None
 
     out = Path(out)
     figures_dir = _prepare_out(out)
