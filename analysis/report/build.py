@@ -42,7 +42,7 @@ from analysis.report.attention_section import attention_section
 from analysis.report.baseline import DEFAULT_BASELINE, FORMS, Baseline, baseline_cell, parse_baseline, resolve_baseline
 from analysis.report.bench_cells import measure_cells
 from analysis.report.benchmarks import bench_section, load_bench
-from analysis.report.document import Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
+from analysis.report.document import Block, Bullets, Document, Paragraph, Section, Table, fold, to_html, to_markdown
 from analysis.report.frontier import quality_cost_section
 from analysis.report.layout import Grid, apply_where, asked_factors, check_asked, grids, parse_assignments, task_factors
 from analysis.report.report_figures import (
@@ -166,7 +166,7 @@ def _grid_blocks(
     baseline_present: bool,
     summaries: dict[str, pd.DataFrame],
     curves: pd.DataFrame,
-    colors: dict,
+    colors: figures.FigureStyle,
     budget: FigureBudget,
     figures_dir: Path,
     level: int,
@@ -200,7 +200,7 @@ def _grid_blocks(
         blocks.append(sub)
     lengths = length_figures(frame, runs.by_length, grid, colors, figures_dir, budget)
     if lengths:
-        blocks.append(Section(f"Length generalisation — {task}{suffix}", lengths, level=level))
+        blocks.append(Section(f"Length generalisation — {task}{suffix}", list[Block](lengths), level=level))
     curve = curve_figure(curves, frame, grid, colors, figures_dir, budget)
     if curve is not None:
         blocks.append(Section(f"Learning curves — {task}{suffix}", [curve], level=level))
@@ -219,7 +219,7 @@ def _task_section(
     baseline_present: bool,
     summaries: dict[str, pd.DataFrame],
     curves: pd.DataFrame,
-    colors: dict,
+    colors: figures.FigureStyle,
     budget: FigureBudget,
     map_budget: FigureBudget,
     figures_dir: Path,

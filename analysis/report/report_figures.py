@@ -80,7 +80,12 @@ def _title(grid: Grid, what: str) -> str:
 
 
 def length_figures(
-    runs: pd.DataFrame, by_length: pd.DataFrame, grid: Grid, colors: dict, figures_dir: Path, budget: FigureBudget
+    runs: pd.DataFrame,
+    by_length: pd.DataFrame,
+    grid: Grid,
+    colors: figures.FigureStyle,
+    figures_dir: Path,
+    budget: FigureBudget,
 ) -> list[Figure]:
     done = set(runs.loc[(runs["task"] == grid.task) & (runs["status"] == "completed"), "cell"])
     data = _placed(by_length[by_length["cell"].isin(done)], grid)
@@ -116,7 +121,12 @@ def length_figures(
 
 
 def curve_figure(
-    curves: pd.DataFrame, runs: pd.DataFrame, grid: Grid, colors: dict, figures_dir: Path, budget: FigureBudget
+    curves: pd.DataFrame,
+    runs: pd.DataFrame,
+    grid: Grid,
+    colors: figures.FigureStyle,
+    figures_dir: Path,
+    budget: FigureBudget,
 ) -> Figure | None:
     done = set(runs.loc[(runs["task"] == grid.task) & (runs["status"] == "completed"), "cell"])
     data = _placed(curves[curves["cell"].isin(done)], grid)
@@ -152,7 +162,7 @@ def parameter_figure(
     grid: Grid,
     metric: str,
     summary: pd.DataFrame,
-    colors: dict,
+    colors: figures.FigureStyle,
     figures_dir: Path,
     budget: FigureBudget,
 ) -> Figure | None:
