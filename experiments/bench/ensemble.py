@@ -8,6 +8,8 @@ W&B, training, evaluation, result files), on ``--cores`` cores (pinned with ``ta
 machine has more), one after another in one run, with the load average printed beside each:
 - ``ensemble-T-threads``: one process, ``ensemble.seeds=N``, T intra-op threads (``--ensemble-threads``);
 - ``sequential``: N single runs, one after another (the preset's threads);
+- ``multirun-sequential``: one multirun over the N seeds with Hydra's basic launcher (one after
+  another in one process: one start for all);
 - ``parallel-J``: one multirun over the N seeds with the joblib launcher, J at a time.
 Every member's metrics are compared with its separate run's; beside that difference, the noise
 floor of float reordering: seed ``--seed`` run once more alone with ``backend=math`` (the
@@ -119,6 +121,21 @@ def ensemble(args: argparse.Namespace) -> int:
             "sequential",
             [[*pin, *py, *cell, f"seed={s}", _dir("hydra.run.dir", work / "sequential" / f"seed={s}")] for s in seeds],
             work / "sequential",
+        ),
+        (
+            # Hydra's basic launcher runs a sweep's jobs one after another in one process (one start)
+            "multirun-sequential",
+            [
+                [
+                    *pin,
+                    *py,
+                    "-m",
+                    *cell,
+                    f"seed={','.join(map(str, seeds))}",
+                    _dir("hydra.sweep.dir", work / "multirun-sequential"),
+                ]
+            ],
+            work / "multirun-sequential",
         ),
         *[
             (
