@@ -278,11 +278,12 @@ def _evaluate_member(
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         ensemble.load_member_into(module.model, index)
         module.tokens_seen = tokens
-        _log_history(trainer, ensemble.loss_history, record.history, index, fit_trainer.num_training_batches)
+        per_epoch = max(fit_trainer.num_training_batches, 1)
+        _log_history(trainer, ensemble.loss_history, record.history, index, per_epoch)
         # the final validation and the test are logged at the member's last step and epoch, as a separate run's
         trainer.fit_loop.epoch_loop._batches_that_stepped = steps
         # a fit that ends mid-epoch counts that epoch as completed, so the epoch after it is the epochs begun
-        trainer.fit_loop.epoch_progress.current.completed = -(-steps // max(fit_trainer.num_training_batches, 1))
+        trainer.fit_loop.epoch_progress.current.completed = -(-steps // per_epoch)
         tested = record.best_path if m.cfg.eval.get("checkpoint", "last") == "best" else None
         last = record.last if record.last is not None and record.last[0] == steps else None
 
@@ -311,7 +312,7 @@ def _log_history(
     rows += [(step, 1, metrics) for step, metrics in validations]
     for step, _, metrics in sorted(rows, key=lambda row: row[:2]):
         # a row's step is the batch it was logged at (see EnsembleModule.training_step and validate)
-        row = {**metrics, "epoch": step // max(batches_per_epoch, 1)}
+        row = {**metrics, "epoch": step // batches_per_epoch}
         for logger in trainer.loggers:
             logger.log_metrics(row, step=step)
     for logger in trainer.loggers:
