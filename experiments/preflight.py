@@ -256,11 +256,12 @@ def check_lightning(cfg) -> None:
         raise PreflightError(str(err)) from None
 
 
-def _trainer_key_error(overrides: list[str]) -> PreflightError | None:
-    """A Trainer keyword the trainer config does not list, set without ``+``."""
+def _trainer_key_error(overrides: list[str], err: Exception) -> PreflightError | None:
+    """A Trainer keyword the trainer config does not list, set without ``+`` (and named by Hydra's
+    error: another failure of the same composition is reported as itself)."""
     for line in overrides:
         key, _, value = line.partition("=")
-        if key.startswith("trainer.") and key.count(".") == 1:
+        if key.startswith("trainer.") and key.count(".") == 1 and f"'{key}'" in str(err):
             from experiments.lightning_parts import trainer_keywords
 
             name = key.split(".", 1)[1]
@@ -288,7 +289,7 @@ def _compose(overrides: list[str]):
             return compose(config_name="config", overrides=overrides, return_hydra_config=True)
     except Exception as err:  # noqa: BLE001 - every composition error becomes one line
         raise (
-            _role_parameter_error(overrides) or _trainer_key_error(overrides) or PreflightError(_one_line(err))
+            _role_parameter_error(overrides) or _trainer_key_error(overrides, err) or PreflightError(_one_line(err))
         ) from None
 
 
