@@ -109,6 +109,7 @@ def check_config(cfg: DictConfig) -> None:
             f"trainer.strategy={t.strategy} with trainer.devices={devices} and num_nodes={t.num_nodes}: "
             "DDP needs more than one process; set trainer.devices >= 2 or use trainer=cpu",
         )
+    check_ensemble(cfg)
     check_claims(cfg)
     if t.accelerator in ("gpu", "cuda"):
         import torch  # here, so that importing the checks does not import torch
@@ -116,6 +117,27 @@ def check_config(cfg: DictConfig) -> None:
         _require(
             torch.cuda.is_available(),
             f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu",
+        )
+
+
+def check_ensemble(cfg: DictConfig) -> None:
+    """``ensemble.seeds`` and the member lists hydra/launcher=ensemble sets name one member each."""
+    n = cfg.ensemble.seeds
+    _require(
+        isinstance(n, int) and n >= 1, f"ensemble.seeds={n} is not allowed; it must be an integer >= 1 (1: one run)"
+    )
+    for key in ("member_seeds", "member_dirs"):
+        listed = cfg.ensemble.get(key)
+        if listed is None:
+            continue
+        listed = list(listed)
+        _require(
+            len(listed) == n,
+            f"ensemble.{key}={listed} lists {len(listed)} members but ensemble.seeds={n}; they must agree",
+        )
+        _require(
+            len({str(x) for x in listed}) == n,
+            f"ensemble.{key}={listed} names a member twice; each member needs its own",
         )
 
 

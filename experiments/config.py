@@ -125,6 +125,11 @@ class EnsembleConf:
     # N > 1: seeds seed .. seed+N-1 train in this process as one batched model, one result
     # folder each (experiments/ensemble); 1: an ordinary run
     seeds: int = 1
+    # set by hydra/launcher=ensemble for the sweep jobs it groups, not by hand: the members' seeds
+    # and each one's folder (the job's own folder had it run alone); null: seed .. seed+N-1, each
+    # in seed=<s>/ under the run's folder
+    member_seeds: Optional[list[int]] = None
+    member_dirs: Optional[list[str]] = None
 
 
 @dataclass

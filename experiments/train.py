@@ -49,7 +49,9 @@ def hydra_entry(cfg: DictConfig) -> float:
     overrides = list(hc.overrides.task)
     multirun = hc.mode == RunMode.MULTIRUN
     threads = threads_per_process(hc.launcher, cfg.trainer, cfg.num_threads)
-    if cfg.ensemble.seeds != 1:  # the seeds of this cell batched in this process (experiments/ensemble)
+    # the seeds of this cell batched in this process (experiments/ensemble), by ensemble.seeds=N or
+    # by hydra/launcher=ensemble, which sets the members' seeds and folders
+    if cfg.ensemble.seeds != 1 or cfg.ensemble.member_seeds is not None or cfg.ensemble.member_dirs is not None:
         from experiments.ensemble import ensemble_entry
 
         set_threads(threads)

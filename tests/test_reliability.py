@@ -52,6 +52,18 @@ BAD_INPUTS = [
     ("negative gradient clip", ["optim.grad_clip=-1"], ["optim.grad_clip=-1", ">= 0"]),
     ("validation interval 0", ["trainer.val_check_interval=0"], ["trainer.val_check_interval=0", "> 0"]),
     ("negative seed", ["seed=-1"], ["seed=-1", ">= 0"]),
+    ("ensemble of no seeds", ["ensemble.seeds=0"], ["ensemble.seeds=0", ">= 1"]),
+    (
+        "ensemble member seeds not matching their number",
+        ["ensemble.seeds=2", "ensemble.member_seeds=[0,1,2]"],
+        ["ensemble.member_seeds=[0, 1, 2]", "ensemble.seeds=2"],
+    ),
+    ("ensemble member named twice", ["ensemble.seeds=2", "ensemble.member_dirs=[a,a]"], ["member_dirs", "twice"]),
+    (
+        "another composition error beside a Trainer keyword",
+        ["trainer.max_steps=5", "model.d_modell=3"],
+        ["model.d_modell"],
+    ),
     (
         "unknown Trainer keyword",
         ["trainer.gradient_clip_vall=0.5"],

@@ -46,12 +46,28 @@ class Member:
 
 
 def member_seeds(cfg: DictConfig) -> list[int]:
+    """The members' seeds: those hydra/launcher=ensemble grouped, else ``seed .. seed+N-1``."""
+    listed = cfg.ensemble.get("member_seeds")
+    if listed is not None:
+        return [int(s) for s in listed]
     return [int(cfg.seed) + i for i in range(int(cfg.ensemble.seeds))]
+
+
+def member_dirs(cfg: DictConfig, run_dir: Path, seeds: list[int]) -> list[Path]:
+    """Each member's folder: the sweep job's own (hydra/launcher=ensemble), else ``seed=<s>/`` under the run."""
+    listed = cfg.ensemble.get("member_dirs")
+    if listed is not None:
+        return [Path(str(d)) for d in listed]
+    return [run_dir / f"seed={s}" for s in seeds]
 
 
 def member_overrides(overrides: list[str], seed: int) -> list[str]:
     """The command line of the separate run this member stands for."""
-    kept = [o for o in overrides if o.lstrip("+~").split("=")[0] not in ("seed", "ensemble.seeds")]
+    kept = []
+    for o in overrides:
+        key = o.lstrip("+~").split("=")[0]
+        if key != "seed" and not key.startswith("ensemble."):
+            kept.append(o)
     return [*kept, f"seed={seed}"]
 
 
@@ -87,8 +103,8 @@ def train_ensemble(
     seeds = member_seeds(cfg)
     results: dict[int, dict[str, Any]] = {}
     todo: list[Member] = []
-    for index, seed in enumerate(seeds):
-        mcfg, mdir = member_config(cfg, seed), run_dir / f"seed={seed}"
+    for index, (seed, mdir) in enumerate(zip(seeds, member_dirs(cfg, run_dir, seeds))):
+        mcfg = member_config(cfg, seed)
         mdir.mkdir(parents=True, exist_ok=True)
         flat, cfg_hash = resolved(mcfg)
         done = completed_result(mcfg, mdir, cfg_hash)
@@ -351,14 +367,13 @@ def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
 
 def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
     """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
+    from experiments.checks import ConfigError, check_ensemble
     from experiments.single_run import objective
 
-    if int(cfg.ensemble.seeds) < 1:
-        print(
-            f"attnlab: ensemble.seeds={cfg.ensemble.seeds} is not allowed; it must be an integer >= 1 "
-            "(1: an ordinary run)",
-            file=sys.stderr,
-        )
+    try:
+        check_ensemble(cfg)  # also in the preflight; here for a caller that skips it
+    except ConfigError as err:
+        print(f"attnlab: {err}", file=sys.stderr)
         sys.exit(2)
     results = train_ensemble(cfg, run_dir, overrides)
     for r in results:
