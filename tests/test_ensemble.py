@@ -13,6 +13,7 @@ import lightning as L
 import pytest
 import torch
 
+from experiments.bench.ensemble_equality import compare, differences
 from experiments.ensemble import train_ensemble
 from experiments.train import train
 from tests.cases import skip_if_incompatible
@@ -41,14 +42,6 @@ def ensemble(overrides: list[str], folder: Path, seeds: int = 2, callbacks=None)
 def separate(overrides: list[str], folder: Path, seed: int) -> dict:
     overrides = [*overrides, f"seed={seed}"]
     return train(compose(overrides), folder / f"separate-{seed}", overrides)
-
-
-def differences(member: dict, alone: dict) -> dict[str, float]:
-    """|member - separate| for every metric and per-length value the separate run reports."""
-    out = {k: abs(member["metrics"][k] - v) for k, v in alone["metrics"].items()}
-    for n, values in alone["by_length"].items():
-        out.update({f"{n}/{k}": abs(member["by_length"][n][k] - v) for k, v in values.items()})
-    return out
 
 
 def assert_equal_to_separate(members: list[dict], folder: Path, overrides: list[str], seeds: list[int]) -> None:
@@ -271,3 +264,24 @@ def test_members_draw_their_own_dropout_masks(tmp_path: Path) -> None:
         tgt = torch.randint(4, 10, (1, 8, 7)).expand(3, 8, 7)
         losses = ens.member_losses({"src": src, "tgt_in": tgt[..., :-1]}, tgt[..., 1:]).detach()
         assert (len(set(losses.tolist())) == 3) is differ, (dropout, losses)
+
+
+def test_the_equality_bench_reports_the_largest_difference_and_where(tmp_path: Path, monkeypatch) -> None:
+    """``python -m experiments.bench ensemble-equality``: equal members read as ~0; a separate run
+    planted to differ by 0.5 in one metric is reported as that difference, at that key."""
+    tiny = [o for o in BASE if not o.startswith(("trainer.max_steps", "trainer.val_check_interval"))]
+    row = compare("soft", ["attention=soft"], 4, 2, tmp_path / "equal", tiny)
+    assert row["largest"] <= TOL and row["values"] > 4, row
+    import experiments.train as entry
+
+    real = entry.train
+
+    def planted(cfg, run_dir, overrides):
+        result = real(cfg, run_dir, overrides)
+        if cfg.seed == 1:
+            result["metrics"]["val/loss"] += 0.5
+        return result
+
+    monkeypatch.setattr(entry, "train", planted)
+    row = compare("soft", ["attention=soft"], 4, 2, tmp_path / "planted", tiny)
+    assert row["where"] == "seed=1 val/loss" and abs(row["largest"] - 0.5) < 1e-3, row

@@ -10,6 +10,8 @@ machine has more), one after another in one run, with the load average printed b
 - ``sequential``: N single runs, one after another (the preset's threads);
 - ``multirun-sequential``: one multirun over the N seeds with Hydra's basic launcher (one after
   another in one process: one start for all);
+- ``multirun-ensemble``: the same multirun with ``hydra/launcher=ensemble`` (the seeds grouped into
+  one ensemble, ``num_threads`` as the first ensemble row's);
 - ``parallel-J``: one multirun over the N seeds with the joblib launcher, J at a time.
 Every member's metrics are compared with its separate run's; beside that difference, the noise
 floor of float reordering: seed ``--seed`` run once more alone with ``backend=math`` (the
@@ -136,6 +138,22 @@ def ensemble(args: argparse.Namespace) -> int:
                 ]
             ],
             work / "multirun-sequential",
+        ),
+        (
+            "multirun-ensemble",
+            [
+                [
+                    *pin,
+                    *py,
+                    "-m",
+                    *cell,
+                    f"seed={','.join(map(str, seeds))}",
+                    "hydra/launcher=ensemble",
+                    f"num_threads={threads[0]}",
+                    _dir("hydra.sweep.dir", work / "multirun-ensemble"),
+                ]
+            ],
+            work / "multirun-ensemble",
         ),
         *[
             (
