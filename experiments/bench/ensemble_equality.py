@@ -7,7 +7,8 @@ For every attention type (with ``--base-position``) and every position encoding 
 ``--base-attention``), and decoder-only with rope: ``--members`` seeds trained as one ensemble
 (``ensemble.seeds``) and each seed again as its own ordinary run, in this process, CPU float32,
 dropout 0. A row is the largest |member - separate run| over every metric and per-length value the
-separate run reports, the key where it occurs, and how many values were compared. The test
+separate run reports, the key where it occurs, and how many values were compared; with ``--floor``,
+beside it the difference float reordering alone makes (seed 0 alone on ``backend=math``). The test
 (``tests/test_ensemble.py``) holds the same cases to 1e-4 over a tiny model; this command prints the
 numbers on the quick cell's model, at any number of steps.
 """
@@ -45,6 +46,11 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-attention", default="multihead", help="the type the encodings are run with")
     parser.add_argument("--base-position", default="sinusoidal", help="the encoding the types are run with")
     parser.add_argument("--no-decoder", action="store_true", help="skip the decoder-only rope case")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run seed 0 alone with backend=math: the difference float reordering alone makes",
+    )
     parser.add_argument("--set", nargs="*", default=[], help="further overrides for every run (e.g. a smaller model)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
@@ -75,7 +81,7 @@ def differences(member: dict[str, Any], alone: dict[str, Any]) -> dict[str, floa
 
 
 def compare(
-    name: str, overrides: list[str], steps: int, members: int, work: Path, extra: list[str] = ()
+    name: str, overrides: list[str], steps: int, members: int, work: Path, extra: list[str] = (), floor: bool = False
 ) -> dict[str, Any]:
     """One case: the ensemble, then each member's separate run, and the largest difference."""
     from experiments.api import compose
@@ -105,7 +111,17 @@ def compare(
         for key, value in differences(member, alone).items():
             worst[f"seed={seed} {key}"] = value
     key = max(worst, key=worst.__getitem__)
-    return {**row, "largest": worst[key], "where": key, "values": len(worst)}
+    row.update(largest=worst[key], where=key, values=len(worst))
+    if floor:
+        # float reordering alone: seed 0's separate run on the reference attention path (the one
+        # the batched step takes for most layers) against its default path
+        alone = json.loads((work / "separate-0" / "result.json").read_text())
+        math_run = [*common, "seed=0", "backend=math"]
+        reordered = train(compose(math_run), work / "separate-0-math", math_run)
+        gaps = differences(reordered, alone)
+        key = max(gaps, key=gaps.__getitem__)
+        row.update(floor=gaps[key], floor_where=key)
+    return row
 
 
 @command(
@@ -124,17 +140,21 @@ def ensemble_equality(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         root = args.work.resolve() if args.work else Path(scratch)
         for name, overrides in cases(args):
-            row = compare(name, overrides, args.steps, args.members, root / name.replace(" ", "_"), args.set)
+            row = compare(
+                name, overrides, args.steps, args.members, root / name.replace(" ", "_"), args.set, args.floor
+            )
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{args.members} members, {args.steps} steps, CPU float32, dropout 0; |member - its separate run|\n")
-    print("| case | largest difference | where | values compared |")
-    print("|---|---:|---|---:|")
+    floor = " backend=math alone (seed 0) | where |" if args.floor else ""
+    print(f"| case | largest difference | where | values compared |{floor}")
+    print("|---|---:|---|---:|" + ("---:|---|" if args.floor else ""))
     for r in rows:
         if "largest" in r:
-            print(f"| {r['case']} | {r['largest']:.2g} | {r['where']} | {r['values']} |")
+            extra = f" {r['floor']:.2g} | {r['floor_where']} |" if args.floor else ""
+            print(f"| {r['case']} | {r['largest']:.2g} | {r['where']} | {r['values']} |{extra}")
         else:
-            print(f"| {r['case']} | – | {r.get('skipped') or r.get('error')} | 0 |")
+            print(f"| {r['case']} | – | {r.get('skipped') or r.get('error')} | 0 |" + (" | |" if args.floor else ""))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=2))
     return 1 if any("error" in r for r in rows) else 0
