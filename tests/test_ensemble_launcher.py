@@ -73,6 +73,7 @@ def test_each_grouped_job_returns_its_own_members_objective(tmp_path: Path) -> N
 SWEEP = [*QUIET, "attention=soft,multihead", "seed=0,1", "model.dropout=0.0"]
 
 
+@pytest.mark.slow
 def test_a_seed_sweep_trains_one_ensemble_per_cell_and_leaves_the_job_by_job_sweep(tmp_path: Path) -> None:
     proc, sweep_dir = multirun(tmp_path, *SWEEP, "hydra/launcher=ensemble")
     assert proc.returncode == 0, proc.stderr[-3000:]
