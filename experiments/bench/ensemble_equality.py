@@ -104,8 +104,10 @@ def compare(
     if fallback:
         return {**row, "skipped": f"trains its seeds one after another: {fallback}"}
     worst: dict[str, float] = {}
+    separate = []
     for seed, member in enumerate(ensemble):
         alone = train(compose([*common, f"seed={seed}"]), work / f"separate-{seed}", [*common, f"seed={seed}"])
+        separate.append(alone)
         if member["status"] != "completed" or alone["status"] != "completed":
             return {**row, "error": f"seed {seed}: member {member['status']}, separate run {alone['status']}"}
         for key, value in differences(member, alone).items():
@@ -115,10 +117,9 @@ def compare(
     if floor:
         # float reordering alone: seed 0's separate run on the reference attention path (the one
         # the batched step takes for most layers) against its default path
-        alone = json.loads((work / "separate-0" / "result.json").read_text())
         math_run = [*common, "seed=0", "backend=math"]
         reordered = train(compose(math_run), work / "separate-0-math", math_run)
-        gaps = differences(reordered, alone)
+        gaps = differences(reordered, separate[0])
         key = max(gaps, key=gaps.__getitem__)
         row.update(floor=gaps[key], floor_where=key)
     return row
