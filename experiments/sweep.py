@@ -262,10 +262,14 @@ def check_launcher(launcher: Mapping[str, Any], trainer: Mapping[str, Any]) -> N
 # -- the callback ----------------------------------------------------------------------------------
 class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from experiments.files import OutputError, check_output_path
+
         _LAST.update(failed=0, ran=True, started=time.time())
         try:
             check_grid(config)
-        except SweepConfigError as err:
+            # every launcher writes the sweep's folder first (multirun.yaml, then one folder per cell)
+            check_output_path(Path(str(config.hydra.sweep.dir)) / "multirun.yaml", "hydra.sweep.dir:")
+        except (SweepConfigError, OutputError) as err:
             # One line and a distinct exit code, before any cell has started.
             print(f"attnlab: {err}", file=sys.stderr)
             raise SystemExit(2) from None

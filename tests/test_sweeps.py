@@ -321,6 +321,20 @@ def test_unknown_variant_in_a_grid_fails_before_any_cell(tmp_path: Path) -> None
     assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("run_state.json"))
 
 
+def test_a_sweep_folder_that_cannot_be_written_stops_the_sweep_in_one_line(tmp_path: Path, capsys) -> None:
+    """Checked when the multirun starts, before any launcher writes into it (the basic launcher's
+    own mkdir would end in a traceback)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cfg = hydra_config([*QUIET, f"hydra.sweep.dir={blocker / 'sweep'}"], ["seed=0,1"])
+    with pytest.raises(SystemExit) as stop:
+        SweepSummary().on_multirun_start(cfg)
+    assert stop.value.code == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "hydra.sweep.dir" in said[0] and "is a file, not a folder" in said[0], said
+    assert blocker.read_text() == ""
+
+
 def hydra_config(overrides: list[str], sweep: list[str] | None = None, params: dict | None = None):
     """The config the launching process sees: ``sweep`` stands for the grid on the command line."""
     register_configs()
