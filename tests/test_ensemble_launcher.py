@@ -96,12 +96,24 @@ def test_a_seed_sweep_trains_one_ensemble_per_cell_and_leaves_the_job_by_job_swe
         assert f"seed={r['seed']}" in overrides and not any(o.startswith("ensemble.") for o in overrides)
     before = {p: p.read_bytes() for p in sweep_dir.rglob("result.json")}
 
-    # the same sweep on Hydra's basic launcher: every job finds its result where it looks, and skips
-    rerun, _ = multirun(tmp_path, *SWEEP)
+    # the same sweep on Hydra's basic launcher, with a third seed: every job of the first two finds
+    # its result where it looks, and skips; the third trains alone
+    more = [o if o != "seed=0,1" else "seed=0,1,2" for o in SWEEP]
+    rerun, _ = multirun(tmp_path, *more)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert {p: p.read_bytes() for p in sweep_dir.rglob("result.json")} == before
+    after = {p: p.read_bytes() for p in sweep_dir.rglob("result.json")}
+    assert {p: after[p] for p in before} == before and len(after) == 6
     said = rerun.stdout + rerun.stderr
-    assert "4 results from earlier runs left as they were" in said, said[-2000:]
+    assert "2 completed" in said and "4 results from earlier runs left as they were" in said, said[-2000:]
+
+    # the report: one cell per attention type, its three seeds together, ensemble members or not
+    from analysis.collect import collect
+    from analysis.data.cells import assign_cells
+
+    runs, _ = assign_cells(collect([sweep_dir]).runs)
+    seeds = runs.groupby("cell").agg(attention=("attention", "first"), seeds=("seed", sorted))
+    assert sorted(map(tuple, seeds["seeds"])) == [(0, 1, 2), (0, 1, 2)], seeds
+    assert sorted(seeds["attention"]) == ["multihead", "soft"]
 
 
 @pytest.mark.parametrize(
