@@ -281,3 +281,29 @@ def test_scaling_writes_its_results_as_it_goes(tmp_path, monkeypatch):
     data = json.loads(out.read_text())
     assert data["complete"] is False
     assert [(r["attention"], r["T"], r["status"]) for r in data["records"]] == [("soft", 16, "ok")]
+
+
+def test_a_bench_in_which_every_case_errored_exits_1_and_is_not_complete(tmp_path, capsys):
+    """window=0 makes every point of the series fail to build: nothing was measured, so no success."""
+    out = tmp_path / "scaling.json"
+    argv = ["scaling", "--attention", "local", "--backend", "math", "--lengths", "8", "16"]
+    code = bench.main([*argv, "--attention-param", "window=0", "--repeats", "1", "--warmup", "0", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert [r["status"] for r in data["records"]] == ["error", "skipped"]
+    assert code == 1 and data["complete"] is False
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no case was measured (1 error, 1 skipped)" in err[0] and "window=0" in err[0]
+    # the same series with a valid window measured something: a finished bench, exit 0
+    assert (
+        bench.main([*argv, "--attention-param", "window=4", "--repeats", "1", "--warmup", "0", "--out", str(out)]) == 0
+    )
+    assert json.loads(out.read_text())["complete"] is True
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_max_seconds_must_be_a_positive_budget(value, capsys, no_work):
+    with pytest.raises(SystemExit) as info:
+        bench.main(["scaling", "--attention", "soft", "--max-seconds", value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--max-seconds={value} is not allowed" in err and err.count("\n") == 1, err

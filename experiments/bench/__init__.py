@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -116,10 +117,12 @@ POSITIVE = (
     "gen_repeats",
 )
 OUTPUTS = ("out", "figure")  # files a command writes
+# Time budgets: 0 would stop every series after its first point and still report a finished bench.
+POSITIVE_SECONDS = ("max_seconds",)
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """Before any work: sizes and counts >= 1, and every output file writable (one line each)."""
+    """Before any work: sizes and counts >= 1, time budgets > 0, and every output file writable (one line each)."""
     from experiments.files import OutputError, check_output_path
 
     for name in POSITIVE:
@@ -128,6 +131,10 @@ def check_arguments(args: argparse.Namespace) -> None:
         bad = [v for v in values if isinstance(v, (int, float)) and v < 1]
         if bad:
             raise ValueError(f"--{name.replace('_', '-')}={bad[0]} is not allowed; it must be >= 1")
+    for name in POSITIVE_SECONDS:
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"--{name.replace('_', '-')}={value:g} is not allowed; it must be a number of seconds > 0")
     for name in OUTPUTS:
         path = getattr(args, name, None)
         if path is not None:

@@ -30,6 +30,7 @@ import torch
 
 from experiments.bench import command
 from experiments.bench.measure import is_out_of_memory, loglog_slope, peak_memory_mb
+from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.bench.scaling import BenchArgumentError, configured, device_name, shared_arguments
 from variants import ATTENTION, POSITION
 from variants.flex import SETTINGS
@@ -196,6 +197,7 @@ def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> 
     for T, paths in sorted(by_t.items()):
         if "dense" in paths and paths.get("flex"):
             print(f"T={T}: dense / flex peak memory {paths['dense'] / paths['flex']:.1f}x")
+    failed = nothing_measured(records)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         data = {
@@ -205,9 +207,10 @@ def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> 
             "records": records,
             "exponents": exponents,
             "settings": {k: v for k, v in vars(args).items() if k != "out"},
+            "complete": failed is None,
         }
         tmp = args.out.with_suffix(args.out.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
         os.replace(tmp, args.out)
         print(f"wrote {args.out}")
-    return 0
+    return 0 if failed is None else report_nothing_measured("flex-memory", failed)

@@ -27,6 +27,7 @@ import torch
 
 from experiments.bench import command
 from experiments.bench.measure import CLOCKS, Measurement, cpu_memory_limit, is_out_of_memory, loglog_slope, measure
+from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.result import write_json_atomic
 from variants import ATTENTION, POSITION
 from variants.kernels import BACKENDS, xformers_available
@@ -135,7 +136,7 @@ def measure_point(
 # -- a series: one variant, growing T --------------------------------------------------------------------------
 def record(attention: str, position: str, backend: str, T: int, batch: int, m: Measurement) -> dict[str, Any]:
     ok = m.status == "ok"
-    return {
+    out = {
         "attention": attention,
         "position": position,
         "backend": backend,
@@ -145,6 +146,9 @@ def record(attention: str, position: str, backend: str, T: int, batch: int, m: M
         "tokens_per_second": round(batch * T / (m.ms / 1000), 1) if ok else None,
         "peak_mb": round(m.peak_mb, 3) if ok else None,
     }
+    if m.error:  # why a point was not measured, kept with it in the JSON
+        out["error"] = m.error
+    return out
 
 
 def run_series(
@@ -490,9 +494,12 @@ def _scaling(args: argparse.Namespace, shape: Shape) -> int:
             f"exponent {e['attention']}/{e['position']}/{e['backend']}: {e['exponent']:.2f} "
             f"over T={e['T_range'][0]}..{e['T_range'][1]}"
         )
+    failed = nothing_measured(records)
     if args.out is not None:
-        write_json(args.out, shape.device, records, exps, settings)
+        write_json(args.out, shape.device, records, exps, settings, complete=failed is None)
         print(f"wrote {args.out}")
+    if failed is not None:
+        return report_nothing_measured("scaling", failed)
     if args.figure is not None:
         plot(records, args.figure, f"{device_name(shape.device)}, d_model={shape.d_model}, batch={shape.batch}")
         print(f"wrote {args.figure}")

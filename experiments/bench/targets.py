@@ -41,6 +41,7 @@ from torch import nn
 from experiments.bench import command
 from experiments.bench.gpu_targets import gpu_arguments, gpu_targets, skipped_reason
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
+from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.bench.scaling import (
     BenchArgumentError,
     Shape,
@@ -315,6 +316,7 @@ def _report(
                 f"({b['products_share_of_math']:.0%} of math), at the best rate {b['floor_ms']:.1f} ms: "
                 f"no exact kernel beats {b['largest_speedup']:.2f}x; measured {b['measured_speedup']:.2f}x"
             )
+    failed = nothing_measured(measured)
     if args.out is not None:
         data = {
             "device": device_name(shape.device),
@@ -335,9 +337,9 @@ def _report(
                 "gemm_size": args.gemm_size,
             },
         }
-        write_json_atomic(args.out, {**data, "complete": True})
+        write_json_atomic(args.out, {**data, "complete": failed is None})
         print(f"wrote {args.out}")
-    return 0
+    return 0 if failed is None else report_nothing_measured("targets", failed)
 
 
 def _ratio(a: Measurement, b: Measurement, field: str = "ms") -> float | None:
