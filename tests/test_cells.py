@@ -172,3 +172,37 @@ def test_same_configuration_and_seed_twice_counts_once(tmp_path):
         "run-c-failed": "run-c",
     }
     assert set(runs.by_length["run_id"]) == {"run-a"} and len(runs.by_length) == 2
+
+
+def test_two_keys_set_from_one_another_are_one_factor(tmp_path):
+    """trainer.gradient_clip_val follows optim.grad_clip in every run: one setting, one factor, and a clipping
+    sweep is a controlled comparison in it (counted as two, neither differs alone)."""
+    specs = [
+        (
+            f"{attention}-{clip}-{s}",
+            "copy",
+            attention,
+            "rope",
+            s,
+            {"optim.grad_clip": clip, "trainer.gradient_clip_val": clip},
+        )
+        for clip in (0.5, 1.0)
+        for attention in ("local", "multihead")
+        for s in (0, 1)
+    ]
+    configs = sweep(tmp_path / "linked", specs)
+    runs = collect([tmp_path / "linked"])
+    assert runs.factors == ["attention", "optim.grad_clip"]
+    assert partition(runs.runs) == expected_partition(configs) and runs.runs["cell"].nunique() == 4
+    assert asked_factors(runs.runs, runs.factors, None) == ["attention", "optim.grad_clip"]
+    shown = {0.5: "0.5", 1.0: "1"}  # an integral float reads as an integer
+    assert set(runs.runs["cell_label"]) == {
+        f"attention={a}, optim.grad_clip={shown[c]}" for a in ("local", "multihead") for c in (0.5, 1.0)
+    }
+    # equal in some runs only: two settings, two factors
+    unlinked = [
+        (*spec[:5], {**spec[5], "trainer.gradient_clip_val": 2.0}) if spec[0].startswith("local-1.0") else spec
+        for spec in specs
+    ]
+    sweep(tmp_path / "unlinked", unlinked)
+    assert collect([tmp_path / "unlinked"]).factors == ["attention", "optim.grad_clip", "trainer.gradient_clip_val"]

@@ -134,6 +134,27 @@ def test_failed_runs_make_no_factors(tmp_path):
     assert "Factors (config keys that vary): attention." in markdown
 
 
+def test_diverged_runs_make_no_factors(tmp_path):
+    """A rerun at a higher learning rate, without warm-up and clipping, that diverged: the completed sweep keeps
+    its one factor and its labels."""
+    for attention in ("multihead", "soft"):
+        for seed in (0, 1):
+            config = flat_config("copy", attention, "sinusoidal", seed)
+            write(tmp_path / f"{attention}{seed}", result(f"{attention}{seed}", config, {ACC: 0.5 + 0.1 * seed}))
+    blown = {"optim.lr": 1.0, "optim.warmup_steps": 0, "optim.grad_clip": 0.0}
+    diverged = write(
+        tmp_path / "diverged",
+        result("diverged", flat_config("copy", "multihead", "sinusoidal", 2, **blown), {ACC: None}, status="diverged"),
+    )
+    runs = collect(tmp_path)
+    assert runs.factors == ["attention"]
+    assert set(runs.runs["cell_label"]) == {"attention=multihead", "attention=soft"}
+    assert str(diverged) in set(runs.dropped["source"])
+    markdown = (build_report([tmp_path], tmp_path / "out", paper_files=False).parent / "report.md").read_text()
+    assert "Factors (config keys that vary): attention." in markdown
+    assert "optim.lr" not in markdown.split("## Overview")[0]  # no summary row or label names the diverged setting
+
+
 def test_nan_and_unreadable_runs_are_listed_as_left_out(tmp_path):
     for seed in (0, 1):
         config = flat_config("copy", "multihead", "sinusoidal", seed)

@@ -19,10 +19,13 @@ i.e. missing, for ``multihead``), nor when ``relative`` has ``max_distance`` 16
 and ``t5`` 128: that difference is part of what the group's value means. A
 missing value (a key absent from a run, or null) is a value of its own when it
 is compared, so a key that exists in some runs of one group value and not in
-others does vary. ``task`` is always a grouping key and never a factor:
-factors are found within each task. Factors are found among the runs that
-computed something (completed or diverged): a failed run's settings never make a
-factor. A setting the built model did not use is null in its result
+others does vary. Two keys that hold the same value in every run (one interpolated from the other,
+such as ``trainer.gradient_clip_val`` from ``optim.grad_clip``) are one factor,
+named by the first in report order. ``task`` is always a grouping key and never a factor:
+factors are found within each task. Factors are found among the completed runs
+only: a failed run's settings never make a factor, nor a diverged run's (a rerun
+at a higher learning rate that blew up would otherwise make lr, warm-up and
+clipping factors and relabel every cell). A setting the built model did not use is null in its result
 (``experiments.unused``), so it never makes a factor or a cell either.
 
 **Designed factors and confounds.** Budget and provenance keys
@@ -66,7 +69,7 @@ PROVENANCE_KEYS = ("trainer.accelerator", "trainer.devices", "trainer.num_nodes"
 GROUPING = ("task",)
 FACTOR_ORDER = ("attention", "position")
 NO_FACTOR_LABEL = "(no varying factor)"
-FAILED = "failed"  # a run status whose settings never make a factor
+NO_FACTOR_STATUSES = ("failed", "diverged")  # run statuses whose settings never make a factor
 
 
 def format_value(value: Any) -> str:
@@ -123,7 +126,25 @@ def discover_factors(configs: Sequence[Mapping[str, Any]]) -> list[str]:
             seen.setdefault(where, set()).add(json.dumps(config.get(key), sort_keys=True, default=str))
         if any(len(values) > 1 for values in seen.values()):
             factors.append(key)
-    return order_factors(factors)
+    return drop_linked(order_factors(factors), configs)
+
+
+def drop_linked(factors: Sequence[str], configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The factors less each one that equals an earlier factor in every configuration: one setting under two names.
+
+    ``trainer.gradient_clip_val`` interpolated from ``optim.grad_clip`` (or any two keys that hold the same value
+    in every run) is one factor, named by the key that comes first in report order; counted as two, no cell
+    would differ in either alone and both would read as uncontrolled confounds.
+    """
+
+    def column(key: str) -> list[str]:  # as JSON, so True and 1 are not one value
+        return [json.dumps(normalise(c.get(key)), sort_keys=True, default=str) for c in configs]
+
+    kept: list[str] = []
+    for key in factors:
+        if column(key) not in [column(k) for k in kept]:
+            kept.append(key)
+    return kept
 
 
 def is_budget(key: str) -> bool:
@@ -145,12 +166,18 @@ def label(config: Mapping[str, Any], factors: Sequence[str]) -> str:
     return ", ".join(parts) or NO_FACTOR_LABEL
 
 
+def makes_factors(status: Any) -> bool:
+    """Whether a run of this status has settings that may make factors: not a failed or diverged one."""
+    return status not in NO_FACTOR_STATUSES
+
+
 def computed_configs(configs: Sequence[Mapping[str, Any]], runs: pd.DataFrame) -> list[Mapping[str, Any]]:
-    """The configurations that computed something: a failed run's settings never make a factor
-    (ten failed runs of a broken command line would otherwise label every cell with ten keys)."""
+    """The configurations with a result: a failed or diverged run's settings never make a factor
+    (ten failed runs of a broken command line, or one diverged rerun at a higher learning rate, would
+    otherwise label every cell with their keys)."""
     if "status" not in runs.columns:
         return list(configs)
-    return [c for c, status in zip(configs, runs["status"]) if status != FAILED]
+    return [c for c, status in zip(configs, runs["status"]) if makes_factors(status)]
 
 
 def assign_cells(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -23,7 +23,15 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from analysis.command.errors import ReportError
-from analysis.data.cells import FAILED, factor_parent, format_value, is_budget, is_missing, normalise, order_factors
+from analysis.data.cells import (
+    factor_parent,
+    format_value,
+    is_budget,
+    is_missing,
+    makes_factors,
+    normalise,
+    order_factors,
+)
 
 MAX_AXES = 2
 
@@ -184,15 +192,15 @@ def layout_keys(task_runs: pd.DataFrame, here: Sequence[str], designed: Sequence
 
 
 def placed_runs(task_runs: pd.DataFrame, here: Sequence[str]) -> pd.DataFrame:
-    """The runs whose cells get a table position: every cell with a run that computed something, and a cell
-    of failed runs only where no other cell has its factor values.
+    """The runs whose cells get a table position: every cell with a completed run, and a cell of failed or
+    diverged runs only where no other cell has its factor values.
 
-    Failed runs make no factors (``analysis.data.cells``), so failed runs of settings no completed run has read as
-    the same factor values; they are listed with the failures, not pooled into one table position.
+    Failed and diverged runs make no factors (``analysis.data.cells``), so such runs of settings no completed run
+    has read as the same factor values; they are listed with the failures, not pooled into one table position.
     """
     if "status" not in task_runs.columns:
         return task_runs
-    computed = set(task_runs.loc[task_runs["status"] != FAILED, "cell"])
+    computed = set(task_runs.loc[task_runs["status"].map(makes_factors), "cell"])
     taken = {_key(r.get(k) for k in here) for r in task_runs[task_runs["cell"].isin(computed)].to_dict("records")}
     kept = set(computed)
     for r in task_runs[~task_runs["cell"].isin(computed)].drop_duplicates("cell").to_dict("records"):
