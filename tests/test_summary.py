@@ -19,7 +19,7 @@ from statsmodels.stats.multitest import multipletests
 
 from analysis.data.collect import collect
 from analysis.report.build import build_report
-from analysis.report.summary import summarise_task
+from analysis.report.summary import summarise_task, summary_section
 from tests.test_analysis import result_dict, write_result
 
 TRAIN = [2, 12]
@@ -218,3 +218,45 @@ def test_tasks_without_beyond_range_or_lengths(tmp_path):
     best_bleu = max(mt_truth, key=lambda p: np.mean(mt_truth[p]))
     assert mt.columns[0].ranking.iloc[0]["label"] == label["translation", best_bleu]
     assert any("whole test set" in note for note in mt.notes)
+
+
+def tie_sweep(root: Path, values: dict[str, list[float]]) -> None:
+    """One copy-task cell per attention type, ``values`` its seeds' token accuracy at every evaluation length."""
+    for attention, seeds in values.items():
+        for seed, value in enumerate(seeds):
+            by_length = {str(n): {"token_acc": value} for n in (*IN_LENGTHS, *BEYOND_LENGTHS)}
+            result = result_dict(
+                "copy", attention, "rope", seed, train_lengths=TRAIN, by_length=by_length, metrics={"val/loss": 1.0}
+            )
+            write_result(root / f"{attention}-{seed}", result)
+
+
+def test_a_tie_names_no_winner(tmp_path):
+    """Every cell at 0.000 ± 0.000: equal means share the best rank, and the answer names no cell as best."""
+    tie_sweep(tmp_path / "runs", {a: [0.0, 0.0, 0.0] for a in ("local", "multihead", "soft")})
+    out = build_report([tmp_path / "runs"], tmp_path / "report", paper_files=False)
+    summary = summary_text(out.with_name("report.md").read_text())
+    answer = summary.splitlines()[2]
+    assert "is best" not in answer and answer.count("no winner") == 2, answer  # in range and beyond
+    assert all(label in answer for label in ("attention=local", "attention=multihead", "attention=soft"))
+    rows = [line.split("|") for line in summary.splitlines() if line.startswith("| attention=")]
+    assert len(rows) == 3 and all("#1" in r[2] and "★" in r[2] and "≈" not in r[2] for r in rows)
+    table = pd.read_csv(tmp_path / "report" / "summary.csv")
+    assert table["best"].all() and (table["rank"] == 1).all()
+
+
+def test_a_best_mean_within_noise_names_no_winner(tmp_path):
+    """Different means, none significantly better than another (Welch by scipy): the best mean is said to be only
+    that; a clear gap (every other cell significantly worse) still names the winner."""
+    noisy = {"local": [0.50, 0.62, 0.41], "multihead": [0.55, 0.38, 0.52]}
+    tie_sweep(tmp_path / "noisy", noisy)
+    assert sps.ttest_ind(noisy["local"], noisy["multihead"], equal_var=False).pvalue > ALPHA
+    runs = collect([tmp_path / "noisy"])
+    answer = summary_section(summarise_task(runs.runs, runs.by_length, "copy"), None).blocks[0].text
+    assert "is best" not in answer and answer.count("no winner; attention=local has the best mean (0.510)") == 2
+    clear = {"local": [0.90, 0.91, 0.92], "multihead": [0.50, 0.52, 0.51]}
+    tie_sweep(tmp_path / "clear", clear)
+    assert sps.ttest_ind(clear["local"], clear["multihead"], equal_var=False).pvalue < ALPHA
+    runs = collect([tmp_path / "clear"])
+    answer = summary_section(summarise_task(runs.runs, runs.by_length, "copy"), None).blocks[0].text
+    assert answer.count("attention=local is best (0.910)") == 2 and "no winner" not in answer

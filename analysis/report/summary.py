@@ -10,7 +10,7 @@ The procedure, stated again under every summary table:
   it reports, in one column.
 - **Per column**, over the completed seeds of each cell: mean and 95%
   t-interval; the best cell is the one with the best mean (direction from the
-  metric's name).
+  metric's name); cells with equal means share the rank and are all marked best.
 - **Indistinguishable from the best.** Every other cell is compared with the
   best by Welch's t-test (two-sided); the p-values of one column are
   Holm-corrected together. A cell whose corrected p is at least ``ALPHA`` is
@@ -18,6 +18,11 @@ The procedure, stated again under every summary table:
   significantly worse. Samples without spread on both sides have no t
   statistic: equal means count as p = 1, different means as p = 0. A side with
   fewer than two seeds gets no test, and the summary says so.
+- **A winner** is named only when one cell has the best mean and every other
+  cell is significantly worse. A tie (two cells sharing the best mean, or a
+  cell not significantly different from the best) names no winner: the answer
+  says which cells tie and which cell merely has the best mean; so does a
+  column in which one seed per cell allows no test.
 
 Cells are the report's cells: ``cell`` / ``cell_label`` when the runs frame has
 them (the configuration minus seed), otherwise (attention, position).
@@ -125,7 +130,7 @@ def rank_cells(frame: pd.DataFrame, metric: str, alpha: float = ALPHA) -> pd.Dat
     table = table.reset_index(drop=True)
     signed = table["mean"] if better == "lower" else -table["mean"]
     table["rank"] = signed.rank(method="min").astype(int)
-    table["best"] = table.index == 0
+    table["best"] = table["rank"] == 1  # equal means share the best rank: no label order picks one of them
     best_values = table.loc[0, "values"]
     p = [math.nan] + [welch_p(v, best_values) for v in table["values"].iloc[1:]]
     table["p"] = p
@@ -232,7 +237,7 @@ def _value_cell(row: pd.Series | None) -> Cell:
     count = f"(n={int(row['n'])})"
     spread = f" ± {fmt(row['ci_half'])}" if int(row["n"]) > 1 and math.isfinite(row["ci_half"]) else ""
     text = f"{fmt(row['mean'])}{spread} {count} #{int(row['rank'])}"
-    if row["tie"]:
+    if row["tie"] and not row["best"]:
         return Cell(f"{text} {TIE_MARK}", kind="tie")
     return Cell(text, best=bool(row["best"]))
 
@@ -242,35 +247,44 @@ def _testable(column: Column) -> bool:
 
 
 def _answer(summary: TaskSummary) -> str:
-    """One sentence per column: the best cell, how many are indistinguishable from it, how many are worse."""
+    """One sentence per column: the winner when there is one (a single best mean, every other cell significantly
+    worse); otherwise the cells that tie, or the best mean with what could not be told apart from it."""
     parts = []
     for column in summary.columns:
         ranking = column.ranking
         if ranking.empty:
             continue
+        title = column.title.capitalize()
         best = ranking.iloc[0]
-        head = f"{column.title.capitalize()}: {best['label']} is best ({fmt(best['mean'])})"
+        leaders = ranking.loc[ranking["best"], "label"].tolist()
         others = len(ranking) - 1
         if not others:
-            parts.append(head + ", the only cell.")
-        elif not _testable(column):
-            parts.append(head + ".")
+            parts.append(f"{title}: {best['label']} ({fmt(best['mean'])}), the only cell.")
+            continue
+        if len(leaders) > 1:  # equal means: no order among them
+            rest = others + 1 - len(leaders)
+            tail = f"; {rest} other cell(s) below" if rest else ""
+            parts.append(f"{title}: no winner; {', '.join(leaders)} share the best mean ({fmt(best['mean'])}){tail}.")
+            continue
+        head = f"{best['label']} has the best mean ({fmt(best['mean'])})"
+        if not _testable(column):
+            parts.append(f"{title}: {head}.")
+            continue
+        ties = ranking.loc[ranking["tie"], "label"].tolist()
+        worse = int(ranking["worse"].sum())
+        untested = others - len(ties) - worse
+        the_others = "the other cell is" if others == 1 else f"the other {others} are"
+        if worse == others:
+            parts.append(f"{title}: {best['label']} is best ({fmt(best['mean'])}); {the_others} significantly worse.")
+        elif len(ties) == others:
+            parts.append(f"{title}: no winner; {head}, but {the_others} not significantly different from it.")
         else:
-            ties = ranking.loc[ranking["tie"], "label"].tolist()
-            worse = int(ranking["worse"].sum())
-            untested = others - len(ties) - worse
-            the_others = "the other cell is" if others == 1 else f"the other {others} are"
-            if len(ties) == others:
-                text = f"{the_others} not significantly different from it"
-            elif worse == others:
-                text = f"{the_others} significantly worse"
-            else:
-                text = (
-                    f"{worse} of {others} significantly worse"
-                    + (f"; not significantly different: {', '.join(ties)}" if ties else "")
-                    + (f"; {untested} untested (one seed)" if untested else "")
-                )
-            parts.append(f"{head}; {text}.")
+            text = (
+                f"{worse} of {others} significantly worse"
+                + (f"; not significantly different: {', '.join(ties)}" if ties else "")
+                + (f"; {untested} untested (one seed)" if untested else "")
+            )
+            parts.append(f"{title}: no winner; {head}; {text}.")  # a tie or an untested cell: not established
     if len(parts) and not any(_testable(c) for c in summary.columns):
         parts.append("With one seed per cell no difference can be tested.")
     return " ".join(parts)
