@@ -62,6 +62,16 @@ class Claim:
         }
         return json.dumps(content, sort_keys=True, default=str)
 
+    def hypothesis(self) -> str:
+        """What the claim tests, whatever it is called: metric, sides, expectation and margin. ``a > b`` and
+        ``b < a`` are one hypothesis, and so are ``a ≡ b`` and ``b ≡ a``; two claims of one hypothesis would count
+        one test twice in Holm's correction."""
+        a, b, expect = self.a, self.b, self.expect
+        if b is not None and (expect == "less" or (expect == "equivalent" and repr(b) < repr(a))):
+            a, b, expect = b, a, {"less": "greater"}.get(expect, expect)
+        content = [self.metric, expect, a, b, self.filters, self.margin, self.over, self.bounds]
+        return json.dumps(content, sort_keys=True, default=str)
+
 
 def split_metric(metric: str) -> tuple[str, int | None]:
     """``token_acc@16`` -> (``token_acc``, 16); ``test/bleu`` -> (``test/bleu``, None)."""
@@ -196,4 +206,13 @@ def parse_claims(raw: Any, origin: str = "claims") -> list[Claim]:
         return []
     if not isinstance(raw, (list, tuple)):
         raise ClaimError(f"{origin}={raw!r} is not allowed; claims is a list of claims")
-    return [parse_claim(item, f"{origin}[{i}]") for i, item in enumerate(raw)]
+    claims = [parse_claim(item, f"{origin}[{i}]") for i, item in enumerate(raw)]
+    first: dict[str, Claim] = {}
+    for claim in claims:
+        twin = first.setdefault(claim.hypothesis(), claim)
+        if twin is not claim:
+            raise ClaimError(
+                f"{claim.origin} ({claim.name!r}) tests the same hypothesis as {twin.origin} ({twin.name!r}): "
+                "same metric, sides, expectation and margin; remove one (Holm's correction would count it twice)"
+            )
+    return claims

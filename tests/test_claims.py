@@ -483,3 +483,55 @@ def test_runs_that_differ_only_in_their_claims_are_one_cell(tmp_path):
         (run / "result.json").write_text(json.dumps(result("alibi", seed, value, 0.0, [claim(name="second")])))
     runs = collect(tmp_path / "s")
     assert runs.runs["cell"].nunique() == 1 and "claims" not in runs.factors
+
+
+# ---------------------------------------------------------------- duplicates and numbers in the YAML
+
+
+@pytest.mark.parametrize(
+    "twin",
+    [
+        claim(name="again"),  # the same claim under another name
+        claim(name="mirrored", a={"position": "sinusoidal"}, b={"position": "alibi"}, expect="less"),  # b < a
+    ],
+)
+def test_a_duplicate_claim_is_refused_in_one_line(tmp_path, capsys, twin):
+    """Counted twice, one test would enter Holm's correction twice (and its p-value be corrected as two)."""
+    sweep = write_sweep(tmp_path / "sweep")
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"claims": [claim(name="first"), claim(a={"position": "none"}), twin]}))
+    assert claims_main([str(sweep), "--claims", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"claims[2] ({twin['name']!r}) tests the same hypothesis as" in err, err
+    assert "claims[0] ('first')" in err
+    with pytest.raises(ClaimError, match=r"claims\[1\] .* same hypothesis as claims\[0\]"):
+        parse_claims([claim(), twin])  # a preset's claims: refused before any cell trains (experiments.checks)
+    # an equivalence is symmetric: a ≡ b and b ≡ a are one claim
+    same = claim(expect="equivalent", margin=0.1)
+    with pytest.raises(ClaimError, match="same hypothesis"):
+        parse_claims([same, {**same, "a": same["b"], "b": same["a"]}])
+    # a different margin is a different hypothesis
+    assert len(parse_claims([claim(), claim(margin=0.1)])) == 2
+
+
+def test_a_margin_written_with_an_exponent_is_a_number(tmp_path):
+    """``margin: 1e-3`` is 0.001 as in YAML 1.2 and Hydra's presets (PyYAML's YAML 1.1 reads the string '1e-3')."""
+    sweep = write_sweep(tmp_path / "sweep")
+    path = tmp_path / "claims.yaml"
+    path.write_text(
+        "claims:\n"
+        "  - {name: tiny, metric: test/token_acc, a: {position: alibi}, b: {position: sinusoidal},"
+        " expect: greater, margin: 1e-3}\n"
+        "  - {name: equal, metric: test/token_acc, a: {position: rope}, b: {position: sinusoidal},"
+        " expect: equivalent, margin: 8E-2}\n"
+        "  - {name: quoted, metric: test/token_acc, a: {position: none}, b: {position: sinusoidal},"
+        " expect: greater, margin: '1e-3'}\n"
+    )
+    with pytest.raises(ClaimError, match=r"claims\[2\].margin='1e-3' is not allowed"):  # quoted: text, as written
+        evaluate_claims(collect(sweep), path)
+    path.write_text("\n".join(path.read_text().splitlines()[:-1]) + "\n")
+    rows = evaluate_claims(collect(sweep), path).set_index("claim")
+    x, y = a("alibi"), a("sinusoidal")
+    p = sps.ttest_ind(x - 1e-3, y, equal_var=False, alternative="greater").pvalue
+    assert rows.loc["tiny", "p"] == pytest.approx(min(p, 1 - p), rel=1e-9)
+    assert rows.loc["equal", "expect"] == "|a − b| < 0.08", rows.loc["equal"].to_dict()

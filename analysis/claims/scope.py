@@ -4,6 +4,7 @@ carry them) and those of a ``--claims FILE`` (on every run given)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,11 +16,21 @@ from common.claims import Claim, ClaimError, parse_claims
 CONFIG_KEY = "config.claims"
 
 
+class ClaimsLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading a number with an exponent and no dot (``margin: 1e-3``) as a float, as
+    YAML 1.2 and Hydra's presets do; YAML 1.1 reads it as the string "1e-3"."""
+
+
+ClaimsLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
 def load_claims_file(path: str | Path) -> list[Claim]:
     """Claims from a YAML file: a list, or a mapping with a ``claims:`` key (a preset file works too)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=ClaimsLoader)
     except OSError as err:
         raise ClaimError(f"--claims {path}: cannot be read ({err.strerror})") from None
     except yaml.YAMLError as err:
@@ -59,6 +70,6 @@ def gather_claims(runs, claims_file: str | Path | None = None) -> list[tuple[Cla
     """Claims to test and their scope: the run ids carrying a preset's claim, or None (every run) for a file's."""
     gathered: list[tuple[Claim, set[str] | None]] = list(claims_in_runs(runs.runs))
     if claims_file is not None:
-        seen = {c.key() for c, _ in gathered}
-        gathered += [(c, None) for c in load_claims_file(claims_file) if c.key() not in seen]
+        seen = {c.hypothesis() for c, _ in gathered}  # a preset's claim repeated in the file is tested once
+        gathered += [(c, None) for c in load_claims_file(claims_file) if c.hypothesis() not in seen]
     return gathered
