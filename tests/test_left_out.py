@@ -4,7 +4,9 @@ bands outside a metric's range, and output paths that cannot be written."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -178,6 +180,64 @@ def test_nan_and_unreadable_runs_are_listed_as_left_out(tmp_path):
     lead = markdown.split("## Summary")[0]  # before the first numbers
     assert "5 run(s) or file(s) are left out" in lead
     assert all(str(p) in lead for p in [nan, failed, *bad.values()])
+
+
+def sweep_cell(root: Path, attention: str, seed: int, done: bool) -> Path:
+    """A cell folder as a Hydra job leaves it: its overrides, the run's state, and the result once it has one."""
+    folder = root / f"attention={attention},seed={seed}"
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(f"- task=copy\n- attention={attention}\n- seed={seed}\n")
+    (folder / "run_state.json").write_text(json.dumps({"run_id": f"{attention}{seed}", "config_hash": "h"}))
+    if done:
+        config = flat_config("copy", attention, "sinusoidal", seed)
+        write(folder, result(f"{attention}{seed}", config, {ACC: 0.5 + 0.1 * seed}))
+    return folder
+
+
+def test_cells_still_running_or_without_a_result_are_left_out(tmp_path):
+    """A sweep of attention x seed (the seeds from the preset's sweeper params, as multirun.yaml records them):
+    three cells done, one running, one whose process was killed, one not started."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n"
+        "  sweeper:\n"
+        "    _target_: hydra._internal.core_plugins.basic_sweeper.BasicSweeper\n"
+        "    max_batch_size: null\n"
+        "    params:\n"
+        "      seed: 0,1\n"
+        "  overrides:\n"
+        "    task: [task=copy, 'attention=multihead,soft,local']\n"
+    )
+    for attention, seed in (("multihead", 0), ("multihead", 1), ("soft", 0)):
+        sweep_cell(sweep, attention, seed, done=True)
+    running = sweep_cell(sweep, "soft", 1, done=False)
+    (running / ".attnlab.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+    killed = sweep_cell(sweep, "local", 0, done=False)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (killed / ".attnlab.lock").write_text(json.dumps({"pid": int(ended.stdout), "host": socket.gethostname()}))
+    (killed / "previous" / "old").mkdir(parents=True)  # an earlier run kept inside the folder is no cell
+    (killed / "previous" / "old" / "run_state.json").write_text("{}")
+    lone = tmp_path / "single"  # a single run without a lock: it may still run, or be gone
+    lone.mkdir()
+    (lone / "run_state.json").write_text("{}")
+
+    runs = collect([sweep, lone])
+    assert sorted(runs.runs["run_id"]) == ["multihead0", "multihead1", "soft0"]
+    left = {r.source: (r.status, r.reason) for r in runs.dropped.itertuples(index=False)}
+    assert left == {
+        str(running): ("running", left[str(running)][1]),
+        str(killed): ("no result", left[str(killed)][1]),
+        f"{sweep} [seed=1 attention=local]": ("not started", left[f"{sweep} [seed=1 attention=local]"][1]),
+        str(lone): ("no result", left[str(lone)][1]),
+    }
+    assert f"process {os.getpid()}" in left[str(running)][1]
+    assert f"its process {int(ended.stdout)} ended without writing one" in left[str(killed)][1]
+    assert "still running, or stopped" in left[str(lone)][1]
+    markdown = (build_report([sweep, lone], tmp_path / "out", paper_files=False).parent / "report.md").read_text()
+    lead = markdown.split("## Summary")[0]  # before the first numbers
+    assert "## Left out" in lead and "4 run(s) or file(s) are left out" in lead
+    assert all(source in lead for source in left)
 
 
 # ---------------------------------------------------------------- figures and wording

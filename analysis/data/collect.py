@@ -15,7 +15,9 @@ run never hides the rest of a sweep.
 
 ``Runs.dropped`` says what the statistics leave out, one row per file or run
 (``source``, ``run_id``, ``status``, ``reason``): files that are not a readable
-result (truncated, ``[]``, ``{}``), failed runs, and completed runs with a NaN
+result (truncated, ``[]``, ``{}``), cells without a result (a run still running or
+stopped without writing one, a cell of a sweep's grid not started yet:
+``analysis.data.pending``), failed runs, and completed runs with a NaN
 metric (named in ``reason``). Failed and NaN runs stay in ``Runs.runs`` (their
 status and errors are shown); unreadable files are not there.
 A setting the run's model did not use (``unused`` in result.json, e.g. the cross
@@ -39,6 +41,7 @@ import pandas as pd
 
 from analysis.command.errors import CollectError
 from analysis.data.cells import assign_cells, drop_duplicate_runs, format_value, is_missing
+from analysis.data.pending import cells_without_result
 from analysis.data.ranges import with_range_metrics
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
 from common.flatten import flatten
@@ -348,7 +351,8 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def collect(paths: Iterable[str | Path]) -> Runs:
-    """Read every result.json under the sweep folders (or glob patterns) into a ``Runs``."""
+    """Read every result.json under the sweep folders (or glob patterns) into a ``Runs``; the cells without one
+    (still running, stopped, not started: ``analysis.data.pending``) are listed in ``Runs.dropped``."""
     records, unreadable = [], []
     for file in find_results(paths):
         try:
@@ -360,7 +364,7 @@ def collect(paths: Iterable[str | Path]) -> Runs:
             )
             continue
         records.append((row, lengths))
-    return build_runs(records, unreadable)
+    return build_runs(records, unreadable + cells_without_result(_expand(paths)))
 
 
 # ---------------------------------------------------------------- W&B
