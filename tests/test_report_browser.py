@@ -5,7 +5,8 @@ narrower than about 500 px, an iframe can): a script in the page waits for the
 frames to load, measures them, and writes the numbers into the DOM, which
 ``--dump-dom`` prints. Checked: the summary's answer and table are on the first
 screen (the table whole at 1280 px), the table fits the width without scrolling,
-and the page never scrolls sideways, with the details folded or all opened.
+and the page never scrolls sideways, with the details folded or all opened; the same
+for a report that opens with a "Left out" section listing a run folder with a long path.
 Skipped when no Chromium is installed (``apt-get install chromium``).
 """
 
@@ -21,7 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_summary import report  # noqa: F401  (the fixture: one report for both test files)
+from analysis.report.build import build_report
+from tests.test_analysis import result_dict, write_result
+from tests.test_summary import (
+    report,  # noqa: F401  (the fixture: one report for both test files)
+    write_sweep,
+)
 
 SCREENS = {"wide": (1280, 800), "narrow": (400, 800)}  # (width, height of the first screen) in CSS px
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -41,12 +47,14 @@ MEASURE = """
 <script>
 function measure(doc, win) {
   const box = (el) => { const r = el.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, right: r.right}; };
-  const lead = doc.querySelector("section.lead");
+  // the summary's section: a "Left out" section may come before it in the lead
+  const lead = [...doc.querySelectorAll("section.lead")].find((s) => s.querySelector(".answer"));
   const table = lead.querySelector("table");
   const m = {width: win.innerWidth, height: win.innerHeight, answer: box(lead.querySelector(".answer")),
              table: box(table), tableScroll: table.parentElement.scrollWidth - table.parentElement.clientWidth,
              figure: lead.querySelector("figure img") ? box(lead.querySelector("figure img")) : null,
-             overflow: doc.documentElement.scrollWidth - win.innerWidth};
+             overflow: doc.documentElement.scrollWidth - win.innerWidth,
+             first: doc.querySelector("section.lead h2").textContent};
   doc.querySelectorAll("details").forEach((d) => { d.open = true; });
   m.openDetails = doc.querySelectorAll("details").length;
   m.overflowOpen = doc.documentElement.scrollWidth - win.innerWidth;
@@ -102,13 +110,33 @@ def measure_in_browser(report_html: Path, browser: str) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
+# A failed run in a folder whose path, with no space in it, is wider than a phone (about 1650 px at 14 px).
+LONG_FOLDER = (
+    "a_long_cell_folder_name_" * 6,
+    "task=copy,attention=multihead,position=learned,seed=9,overrides=0123abcd",
+)
+
+
 @pytest.fixture(scope="module")
-def measured(report) -> dict:  # noqa: F811
+def left_out_report(tmp_path_factory) -> Path:
+    """The summary's sweep and one failed run in a long folder: the report opens with a "Left out" section."""
+    root = tmp_path_factory.mktemp("left_out")
+    write_sweep(root / "runs")
+    failed = result_dict("copy", "multihead", "learned", 9, status="failed", error="boom", train_lengths=[2, 12])
+    write_result(root.joinpath("runs", *LONG_FOLDER), failed)
+    return build_report([root / "runs"], root / "report", paper_files=False)
+
+
+@pytest.fixture(scope="module", params=["summary first", "left out first"])
+def measured(request) -> dict:
     browser = chromium()
     if browser is None:
         pytest.skip("no Chromium found (apt-get install chromium); the report's layout is checked in a browser only")
-    out, _ = report
-    return measure_in_browser(out / "report.html", browser)
+    if request.param == "summary first":
+        page = request.getfixturevalue("report")[0] / "report.html"
+    else:
+        page = request.getfixturevalue("left_out_report")
+    return {"page": request.param, **measure_in_browser(page, browser)}
 
 
 @pytest.mark.parametrize("screen", list(SCREENS))
@@ -130,3 +158,11 @@ def test_nothing_overflows_horizontally(measured, screen):
     assert m["overflow"] <= 0, m
     assert m["openDetails"] > 0 and m["overflowOpen"] <= 0, m
     assert m["outside"] == [], m
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_the_summary_is_found_behind_a_left_out_section(measured, screen):
+    """The lead's first section is "Left out" when something is left out; the summary is measured all the same."""
+    m = measured[screen]
+    assert m["first"] == ("Left out" if measured["page"] == "left out first" else "Summary — copy"), m
+    assert m["answer"]["bottom"] > m["answer"]["top"] and m["table"]["bottom"] > m["table"]["top"], m

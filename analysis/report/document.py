@@ -214,6 +214,7 @@ td.oom { background: #fff1d6; color: #7a4b00; font-style: italic; }
 td.tie { background: #f1f9ef; }
 caption { caption-side: top; text-align: left; font-style: italic; padding-bottom: .3em; }
 .note { background: #fff8d8; border-left: 4px solid #e0b400; padding: .4em .8em; }
+p, li { overflow-wrap: anywhere; }  /* a run folder's path has no spaces: break it, never widen the page */
 figure { margin: 1em 0 2em; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-style: italic; color: #555; }
