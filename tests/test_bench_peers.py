@@ -126,3 +126,16 @@ def test_peak_table_prefers_the_specific_name():
     assert peak_tflops("NVIDIA H100 80GB HBM3") == 989.4
     assert peak_tflops("NVIDIA A100-SXM4-80GB") == 312.0
     assert peak_tflops("Tesla T4") is None
+
+
+def test_peers_with_every_comparison_skipped_exits_1_and_is_not_complete(tmp_path, capsys, monkeypatch):
+    """--only decoder with its peer missing: nothing was compared, so no success and no complete report."""
+    from experiments.bench import peers
+
+    missing = "x-transformers is not installed; decoder comparison skipped"
+    monkeypatch.setattr(peers, "decoder_comparison", lambda *args: {"skipped": missing})
+    out = tmp_path / "peers.json"
+    assert bench.main(["peers", *TOY, "--only", "decoder", "--out", str(out)]) == 1
+    assert json.loads(out.read_text())["complete"] is False
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"no case was measured (1 skipped); first error: {missing}" in err[0], err

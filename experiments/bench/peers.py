@@ -45,6 +45,7 @@ from experiments.batches import IGNORE, lm_io, seq2seq_io
 from experiments.bench import command
 from experiments.bench.generation import agreement, generation_cases, generation_model, random_prompt
 from experiments.bench.measure import CLOCKS
+from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.bench.scaling import BenchArgumentError
 from experiments.compiling import compile_model
 from experiments.model import ModelSpec, Transformer, VariantSpec, count_parameters
@@ -570,6 +571,7 @@ def peers(args: argparse.Namespace) -> int:
     size = size_from(args)
     load_before = load()
     results: dict[str, Any] = {}
+    failed: str | None = None
     run = {"seq2seq": seq2seq_comparison, "decoder": decoder_comparison, "generation": generation_comparison}
 
     def report(targets: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -585,7 +587,7 @@ def peers(args: argparse.Namespace) -> int:
             "comparisons": results,
             "targets": targets,
             "env": environment(describe_device(device)),
-            "complete": targets is not None,
+            "complete": targets is not None and failed is None,
         }
 
     for name in COMPARISONS:
@@ -596,10 +598,14 @@ def peers(args: argparse.Namespace) -> int:
                 write_json_atomic(args.out, report(None))
     targets = check_targets(results)
     print_targets(targets)
+    # a comparison that was skipped (its peer not installed) measured nothing
+    failed = nothing_measured(
+        [{"status": "skipped", "error": r["skipped"]} if "skipped" in r else {"status": "ok"} for r in results.values()]
+    )
     if args.out is not None:
         write_json_atomic(args.out, report(targets))
         print(f"wrote {args.out}")
-    return 0
+    return 0 if failed is None else report_nothing_measured("peers", failed)
 
 
 def print_comparison(name: str, result: dict[str, Any]) -> None:
