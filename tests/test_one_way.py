@@ -87,6 +87,7 @@ def test_the_claims_use_the_reports_holm(monkeypatch):
     ]
     from common.claims import parse_claims
 
-    claims = parse_claims([{"metric": "m", "a": {"p": "x"}, "b": {"p": "y"}, "expect": "greater"}] * 2)
+    # two hypotheses (one claim twice is refused: it would count one test twice in the correction)
+    claims = parse_claims([{"metric": "m", "a": {"p": "x"}, "b": {"p": y}, "expect": "greater"} for y in ("y", "z")])
     out = evaluate.decide(rows, claims)
     assert calls == [[0.01, 0.3]] and out["p_holm"].tolist() == [0.5, 0.5]
