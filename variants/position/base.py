@@ -8,7 +8,7 @@ of incremental decoding (``q_pos = [t]``, ``k_pos = [0..t]``).
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
 from torch import Tensor, nn
@@ -60,8 +60,14 @@ class PositionEncoding(nn.Module):
         finally:
             self.declared_length = before
 
+    def known_length(self, length: int):
+        """``sequence_length(length)`` unless a caller has declared a length already (a generation loop
+        declares its final one): the owner of the positions declares what it knows from shapes, so no
+        hook reads a position back from the device (on a GPU each read waits for every queued kernel)."""
+        return nullcontext() if self.declared_length is not None else self.sequence_length(length)
+
     def length_of(self, *positions: Tensor) -> int:
-        """The declared sequence length, or the last of ``positions`` + 1."""
+        """The declared sequence length, or the last of ``positions`` + 1 (a read from the device)."""
         if self.declared_length is not None:
             return self.declared_length
         return max((int(p.max()) + 1 for p in positions if p.numel()), default=0)
