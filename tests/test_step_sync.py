@@ -235,3 +235,25 @@ def test_no_pair_reads_the_device_in_a_training_step_on_any_backend(counter, att
             if found:
                 reads[f"{backend} {p_params or ''}"] = sorted(set(found))
     assert not reads, f"{attention}+{position} reads device tensors on the host in a training step: {reads}"
+
+
+def test_ensemble_training_steps_read_nothing_from_the_device_between_logging_steps(tmp_path, counter) -> None:
+    """``ensemble.seeds=N``: divergence is marked per member on the device and read at logging steps, and
+    the loss is no progress-bar metric (Lightning turns those into numbers after every step)."""
+    from experiments.ensemble import train_ensemble
+
+    overrides = [
+        *TINY,
+        "ensemble.seeds=2",
+        f"trainer.max_steps={STEPS}",
+        f"trainer.log_every_n_steps={LOG_EVERY}",
+        f"trainer.val_check_interval={STEPS}",
+        f"trainer.checkpoint_every_n_steps={STEPS}",
+    ]
+    members = train_ensemble(compose(overrides), tmp_path, overrides, callbacks=[counter])
+    assert [m["status"] for m in members] == ["completed", "completed"]
+    assert [m["cost"]["steps"] for m in members] == [STEPS, STEPS]
+    logging_steps = set(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
+    stalls = {step: counter.where[step] for step in counter.reads if step not in logging_steps}
+    assert not stalls, f"host reads of device tensors inside ensemble training steps: {stalls}"
+    assert all(counter.reads[step] > 0 for step in logging_steps)
