@@ -21,8 +21,8 @@ DECLARED: dict[CodeType, str] = {}
 def reads_host(reason: str) -> Callable[[F], F]:
     """Declare that ``fn`` reads device tensors on the host, and why (one sentence)."""
 
-    def declare(fn: F) -> F:
+    def mark(fn: F) -> F:
         DECLARED[fn.__code__] = reason
         return fn
 
-    return declare
+    return mark

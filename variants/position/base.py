@@ -48,8 +48,9 @@ class PositionEncoding(nn.Module):
     def sequence_length(self, length: int) -> Iterator[None]:
         """Declare the length of the sequence every call inside the block belongs to.
 
-        An encoding whose terms depend on the length (rope ``scaling``) otherwise takes it from
-        each call: its last position + 1. Incremental decoding calls the hooks with one new
+        An encoding whose terms depend on the length (rope ``scaling``), or that checks it (a
+        learned table, xPos's range), otherwise takes it from each call: its last position + 1,
+        read from the device (on a GPU a stall per call). Incremental decoding calls the hooks with one new
         position at a time and keeps keys as they were rotated then, so a generation loop
         declares its final length (prompt + new tokens) once, and every step, cached or
         recomputed, sees the same length. Encodings that ignore the length ignore this.

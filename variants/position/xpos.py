@@ -59,9 +59,10 @@ class XPos(PositionEncoding):
     def _check_range(self, pos: Tensor, dtype: torch.dtype) -> None:
         info = torch.finfo(dtype)
         limit = min(math.log(info.max), -math.log(info.tiny)) / 2
-        if self.declared_length is not None:  # the model declares it from shapes: no read from the device
-            last = self.declared_length - 1
-        else:
+        # The length the model declares from shapes bounds the positions without a read from the device;
+        # past the limit, the positions themselves decide (generation declares one more than it feeds back).
+        last = self.declared_length - 1 if self.declared_length is not None else None
+        if last is None or self.steepest * last / self.scale_base > limit:
             last = int(pos.abs().max()) if pos.numel() else 0
         exponent = self.steepest * last / self.scale_base
         if exponent > limit:
