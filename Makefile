@@ -63,7 +63,7 @@ test-cluster: venv
 	$(PY) -m pytest tests/cluster -q -n 0
 
 # On a CUDA machine: fused kernels vs the math path, bf16 and compiled training, DDP on every
-# GPU, MFU and the quick grid; a table and gpu_check.json (every check skips without CUDA).
+# GPU, MFU and the quick grid; a table and gpu_check.json (without CUDA every check skips: exit 1).
 gpu-check: venv
 	$(PY) -m experiments.gpu_check --out gpu_check.json --work gpu_check
 

@@ -1,8 +1,10 @@
 """``python -m experiments.gpu_check`` (``make gpu-check``): is this CUDA machine running attnlab right?
 
-One command, sized for under eight minutes on one GPU (``--budget``: commands stop there and
-later checks are skipped), each check recorded as pass, fail or skipped (with the reason) and
-none stopping the others:
+One command, sized for under eight minutes on one GPU, each check recorded as pass, fail, timeout or
+skipped (with the reason) and none stopping the others. Each check runs in a process of its own
+(``--timeout`` caps it, and the commands it starts; ``--budget`` caps the whole run, so a check
+still running at the budget is stopped and the later ones are skipped): a hung kernel, a crash or a
+sticky CUDA error (one that poisons every later CUDA call of its process) ends that check alone.
 
 - ``kernels-fp32`` / ``kernels-bf16``: every attention type with a fused path, with every
   position encoding, equals its math path through SDPA's flash and memory-efficient
@@ -27,8 +29,11 @@ none stopping the others:
   one cell at a time, then ``--jobs-per-gpu`` cells at a time per GPU, side by side.
 
 Writes the JSON summary (``--out``, refused in one line before any work when it cannot be
-written) after every check, so a run cut short keeps what finished, and prints a table. The
-exit code is 1 when a check failed.
+written) before the first check and after every check, each time whole (written and renamed), so
+a run cut short keeps what finished, and prints a table. ``"complete": true`` only when every
+check has its outcome and at least one passed; ``"ok": true`` when, besides, none failed or timed
+out. The exit code is 0 only then: 1 when a check failed or timed out, or when nothing passed
+(every check skipped, say without CUDA): success is never reported over nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,9 +58,22 @@ from experiments.kernel_compare import _params, first_line, judge, precision
 from experiments.result import environment, now_iso, write_json_atomic
 
 CHECKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {}
-# When the whole check must end (time.monotonic()); main sets it from --budget.
+#: the checks that need a CUDA device: skipped without one, before any process starts
+NEEDS_CUDA: set[str] = set()
+#: a check's own cap in seconds, where it declares one tighter than ``--timeout``
+CAPS: dict[str, float] = {}
+# When the commands of this process must end (time.monotonic()); main sets it from --budget, a
+# check's process from its cap.
 DEADLINE = {"at": float("inf")}
 ROOT = Path(__file__).resolve().parents[1]
+#: how a check's process is started (the arguments follow); see ``run_isolated``
+CHILD = [sys.executable, "-m", "experiments.gpu_check"]
+#: seconds of a check's cap kept back from the commands it starts, for it to record what they left
+GRACE = 10.0
+#: seconds between asking a process group to stop (SIGTERM) and killing it
+STOP_WAIT = 5.0
+#: process groups of the commands this process started and has not reaped (stopped with it)
+_GROUPS: set[int] = set()
 # The run every training check starts from: a small model, a few hundred steps.
 # peers on a GPU: B 32, T 512, d 512, 6+6 layers (bf16); uncompiled, to stay within the budget
 PEERS_GPU_SHAPE = [
@@ -103,18 +122,29 @@ class CheckFailed(Exception):
         self.data = data or {}
 
 
+class CommandTimedOut(CheckFailed):
+    """A command stopped at its timeout or at the deadline; what it wrote so far is still on disk."""
+
+
 @dataclass
 class Outcome:
     name: str
-    status: str  # pass | fail | skipped
+    status: str  # pass | fail | timeout | skipped
     detail: str = ""
     seconds: float = 0.0
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def check(name: str):
+def check(name: str, *, cuda: bool = True, cap: float | None = None):
+    """Register a check; ``cuda``: skipped without a CUDA device; ``cap``: its own limit in seconds, when
+    tighter than ``--timeout``."""
+
     def register(fn: Callable[[argparse.Namespace], dict[str, Any]]):
         CHECKS[name] = fn
+        if cuda:
+            NEEDS_CUDA.add(name)
+        if cap is not None:
+            CAPS[name] = cap
         return fn
 
     return register
@@ -333,16 +363,41 @@ def _flex_timing(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- training runs, the benchmark and the grid, each a command as a user would type it --------------------
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop ``proc`` and everything it started (its own process group): SIGTERM, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=STOP_WAIT)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    _GROUPS.discard(proc.pid)
+
+
 def run_command(command: list[str], out_dir: Path, timeout: float) -> subprocess.CompletedProcess:
-    """Run ``command`` from the repository root, for at most ``timeout`` seconds and never past the deadline."""
+    """Run ``command`` from the repository root, for at most ``timeout`` seconds and never past the deadline;
+    at either, it and every process it started (a sweep's workers) are stopped."""
     out_dir.mkdir(parents=True, exist_ok=True)
     timeout = min(timeout, max(DEADLINE["at"] - time.monotonic(), 1.0))
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    _GROUPS.add(proc.pid)
     try:
-        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise CheckFailed(f"did not finish in {timeout:.0f} s: {' '.join(command)}") from None
-    (out_dir / "output.log").write_text(proc.stdout + proc.stderr)
-    return proc
+        stop_group(proc)
+        stdout, stderr = proc.communicate()
+        (out_dir / "output.log").write_text(stdout + stderr)
+        raise CommandTimedOut(f"did not finish in {timeout:.0f} s: {' '.join(command)}") from None
+    finally:
+        if proc.poll() is None:  # interrupted while waiting: stop it with us
+            stop_group(proc)
+        _GROUPS.discard(proc.pid)
+    (out_dir / "output.log").write_text(stdout + stderr)
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def training_run(name: str, overrides: list[str], args: argparse.Namespace) -> dict[str, Any]:
@@ -481,9 +536,17 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
         f"hydra.sweep.dir={sweep_dir}",
     ]
     began = time.perf_counter()
-    proc = run_command(command, sweep_dir, args.timeout)
+    try:
+        proc = run_command(command, sweep_dir, args.timeout)
+    except CommandTimedOut as cut:
+        # the cells that finished before the cut keep their results
+        done = [r for r in grid_results(sweep_dir) if r["status"] == "completed"]
+        raise CheckFailed(
+            f"{cut}; {len(done)} cells had completed",
+            {"cut": True, "wall_seconds": time.perf_counter() - began, "cells": grid_cells(done)},
+        ) from None
     seconds = time.perf_counter() - began
-    found = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("result.json"))]
+    found = grid_results(sweep_dir)
     done = [r for r in found if r["status"] == "completed"]
     if proc.returncode != 0 or not found or len(done) != len(found):
         bad = [f"{r['attention']}+{r['position']}: {r['status']}" for r in found if r["status"] != "completed"]
@@ -494,11 +557,27 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
         f"(median step {step_ms[len(step_ms) // 2]:.1f} ms)",
         "wall_seconds": seconds,
         "steps": args.quick_steps,
-        "cells": {f"{r['attention']}+{r['position']}": r["metrics"].get("test/token_acc") for r in done},
+        "cells": grid_cells(done),
     }
 
 
-GRID_TIMES: dict[str, float] = {}
+def grid_results(sweep_dir: Path) -> list[dict[str, Any]]:
+    """The result.json of every cell under ``sweep_dir`` that wrote a whole one."""
+    from experiments.result import read_result
+
+    return [r for r in (read_result(p) for p in sorted(sweep_dir.rglob("result.json"))) if r]
+
+
+def grid_cells(done: list[dict[str, Any]]) -> dict[str, Any]:
+    return {f"{r['attention']}+{r['position']}": r["metrics"].get("test/token_acc") for r in done}
+
+
+def earlier(args: argparse.Namespace, name: str) -> dict[str, Any] | None:
+    """The outcome of check ``name`` earlier in this run, from the summary (``--out``) written after it."""
+    from experiments.result import read_result
+
+    found = read_result(Path(args.out)) if getattr(args, "out", None) else None
+    return next((c for c in (found or {}).get("checks", []) if c["name"] == name), None)
 
 
 @check("quick-grid")
@@ -506,7 +585,6 @@ def _quick_grid(args: argparse.Namespace) -> dict[str, Any]:
     """One cell at a time."""
     need_cuda()
     data = quick_grid(args, "quick-1", [])
-    GRID_TIMES["one"] = data["wall_seconds"]
     return {**data, "detail": f"1 cell at a time: {data['detail']}"}
 
 
@@ -518,7 +596,9 @@ def _quick_grid_k(args: argparse.Namespace) -> dict[str, Any]:
     data = quick_grid(
         args, f"quick-{k}", ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={k * gpus}", f"jobs_per_gpu={k}"]
     )
-    speedup = GRID_TIMES.get("one", float("nan")) / data["wall_seconds"]
+    one = earlier(args, "quick-grid")
+    one_seconds = one["data"].get("wall_seconds") if one and one["status"] == "pass" else None
+    speedup = one_seconds / data["wall_seconds"] if one_seconds else float("nan")
     return {
         **data,
         "jobs_per_gpu": k,
@@ -528,22 +608,40 @@ def _quick_grid_k(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- the summary ----------------------------------------------------------------------------------------------
-def summary(outcomes: list[Outcome]) -> dict[str, Any]:
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (no CUDA)"
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("pass", "fail", "skipped")}
+STATUSES = ("pass", "fail", "timeout", "skipped")
+
+
+def verdict(outcomes: list[Outcome], planned: int) -> tuple[bool, bool, str]:
+    """(complete, ok, why not ok): complete when every planned check has an outcome and one passed."""
+    counts = {s: sum(o.status == s for o in outcomes) for s in STATUSES}
+    if len(outcomes) < planned:
+        return False, False, f"{planned - len(outcomes)} of {planned} checks have not run"
+    if not counts["pass"]:
+        reasons = sorted({o.detail for o in outcomes if o.status == "skipped"})
+        return False, False, f"no check passed ({counts}); skipped because: {'; '.join(reasons)[:300]}"
+    if counts["fail"] or counts["timeout"]:
+        return True, False, f"{counts['fail']} failed, {counts['timeout']} timed out"
+    return True, True, ""
+
+
+def summary(outcomes: list[Outcome], planned: int, device: str) -> dict[str, Any]:
+    complete, ok, why = verdict(outcomes, planned)
     return {
         "schema": 1,
+        "complete": complete,
+        "ok": ok,
+        "why_not_ok": why or None,
         "finished_at": now_iso(),
         "device": device,
         "gpus": torch.cuda.device_count(),
-        "counts": counts,
+        "counts": {s: sum(o.status == s for o in outcomes) for s in STATUSES},
         "checks": [asdict(o) for o in outcomes],
         "env": environment(device),
     }
 
 
 def table(outcomes: list[Outcome]) -> str:
-    width = max(len(o.name) for o in outcomes)
+    width = max([len(o.name) for o in outcomes] + [5])
     lines = [f"{'check':<{width}}  {'status':<7}  {'seconds':>7}  detail"]
     lines += [f"{o.name:<{width}}  {o.status:<7}  {o.seconds:7.1f}  {o.detail}" for o in outcomes]
     return "\n".join(lines)
@@ -563,6 +661,108 @@ def out_problem(path: Path) -> str | None:
     return None
 
 
+# -- one process per check --------------------------------------------------------------------------------------
+def ended(code: int) -> str:
+    """'exit 1' or 'signal SIGSEGV' for a process's return code."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"exit {code}"
+
+
+def last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no output"
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_isolated(name: str, args: argparse.Namespace, cap: float) -> Outcome:
+    """Check ``name`` in a process of its own, stopped (with every process it started) after ``cap`` seconds.
+
+    The process records its outcome in a file; a process that dies before recording one (a crash, a
+    sticky CUDA error at exit) fails this check with how it ended and its last line of output.
+    """
+    folder = Path(args.work) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    recorded, log_path = folder / "outcome.json", folder / "check.log"
+    recorded.unlink(missing_ok=True)
+    command = [
+        *CHILD,
+        "--child",
+        name,
+        "--cap",
+        f"{cap:.3f}",
+        "--out",
+        str(args.out),
+        "--work",
+        str(args.work),
+        "--quick-steps",
+        str(args.quick_steps),
+        "--jobs-per-gpu",
+        str(args.jobs_per_gpu),
+        "--timeout",
+        str(args.timeout),
+    ]
+    began = time.perf_counter()
+    with log_path.open("w") as log_file:
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=cap)
+        except subprocess.TimeoutExpired:
+            stop_group(proc)
+            return Outcome(
+                name,
+                "timeout",
+                f"stopped after its cap of {cap:.0f} s (its own, --timeout, or what --budget left); "
+                f"output in {log_path}",
+                time.perf_counter() - began,
+            )
+        finally:
+            if proc.poll() is None:  # this run was interrupted: its check goes with it
+                stop_group(proc)
+    seconds = time.perf_counter() - began
+    from experiments.result import read_result
+
+    found = read_result(recorded)
+    if found is None:
+        return Outcome(
+            name, "fail", f"its process ended ({ended(code)}) without an outcome: {last_line(log_path)}", seconds
+        )
+    return Outcome(name, found["status"], found["detail"], seconds, found.get("data") or {})
+
+
+def child_main(args: argparse.Namespace) -> int:
+    """The process of one check: run it, record its outcome for ``run_isolated``, stop its commands on SIGTERM."""
+
+    def stop(signum, frame):
+        for group in list(_GROUPS):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    DEADLINE["at"] = time.monotonic() + max(args.cap - GRACE, 1.0)  # its commands end before the cap
+    outcome = run_check(args.child, lambda: CHECKS[args.child](args))
+    write_json_atomic(Path(args.work) / args.child / "outcome.json", asdict(outcome))
+    return 0
+
+
+def device_name() -> str:
+    """The GPU's name from NVML when the driver has it, without a CUDA context in this process."""
+    if not torch.cuda.is_available():
+        return "cpu (no CUDA)"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - NVML missing: the device is named in each check's own process
+        return "cuda"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.gpu_check", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary")
@@ -570,36 +770,67 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run these checks only")
     parser.add_argument("--quick-steps", type=int, default=200, help="steps per cell of the quick grid")
     parser.add_argument("--jobs-per-gpu", type=int, default=4, help="cells at a time per GPU in quick-grid-k")
-    parser.add_argument("--timeout", type=float, default=240, help="seconds each command may take")
+    parser.add_argument(
+        "--timeout", type=float, default=240, help="seconds each check, and each command it starts, may take"
+    )
     parser.add_argument(
         "--budget",
         type=float,
         default=480,
-        help="seconds for the whole check: commands stop at it and later checks are skipped",
+        help="seconds for the whole check: a check still running then is stopped and later checks are skipped",
     )
+    # the process of one check (run_isolated); not for the command line
+    parser.add_argument("--child", choices=sorted(CHECKS), help=argparse.SUPPRESS)
+    parser.add_argument("--cap", type=float, default=float("inf"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if min(args.quick_steps, args.jobs_per_gpu) < 1 or min(args.timeout, args.budget) <= 0:
         parser.error(
             f"--quick-steps={args.quick_steps}, --jobs-per-gpu={args.jobs_per_gpu}, "
             f"--timeout={args.timeout} and --budget={args.budget} must be positive"
         )
+    if args.child:
+        return child_main(args)
     problem = out_problem(args.out)
     if problem:
         print(f"gpu_check: --out={args.out} {problem}", file=sys.stderr)
         return 2
+    # each check's process starts in the repository root: its paths must not depend on where this one runs
+    args.out, args.work = args.out.resolve(), args.work.resolve()
+    # SIGTERM (a scheduler's time limit) ends the run like Ctrl-C: the running check is stopped with it
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        return run_all(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_all(args: argparse.Namespace) -> int:
+    """Every check in turn, each in its own process, the summary written whole before and after each."""
     DEADLINE["at"] = time.monotonic() + args.budget
-    outcomes = []
-    for name in args.only or CHECKS:
-        if time.monotonic() >= DEADLINE["at"]:
+    names = list(args.only or CHECKS)
+    device, cuda = device_name(), torch.cuda.is_available()
+    outcomes: list[Outcome] = []
+    write_json_atomic(args.out, summary(outcomes, len(names), device))  # valid from the start
+    for name in names:
+        left = DEADLINE["at"] - time.monotonic()
+        if left <= 0:
             outcome = Outcome(name, "skipped", f"the {args.budget:.0f} s budget of the whole check is spent")
+        elif name in NEEDS_CUDA and not cuda:
+            outcome = Outcome(name, "skipped", "no CUDA device here")
         else:
-            outcome = run_check(name, lambda fn=CHECKS[name]: fn(args))
+            outcome = run_isolated(name, args, min(CAPS.get(name, args.timeout), args.timeout, left))
         print(f"[gpu-check] {name}: {outcome.status} {outcome.detail}", flush=True)
         outcomes.append(outcome)
-        write_json_atomic(args.out, summary(outcomes))  # a check cut short later loses nothing before it
+        write_json_atomic(args.out, summary(outcomes, len(names), device))  # a check cut short later loses nothing
+    if device == "cuda" and any(o.status != "skipped" for o in outcomes):
+        # no NVML: name the GPU now that no check is left to share this process's CUDA context with
+        with contextlib.suppress(Exception):
+            device = torch.cuda.get_device_name()
+            write_json_atomic(args.out, summary(outcomes, len(names), device))
     print(table(outcomes))
-    print(f"wrote {args.out}")
-    return 1 if any(o.status == "fail" for o in outcomes) else 0
+    complete, ok, why = verdict(outcomes, len(names))
+    print(f"wrote {args.out}" + ("" if ok else f"; not ok: {why}"))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -326,8 +326,10 @@ class Transformer(nn.Module):
         prefix = getattr(self, "cls", None) if self.spec.arch == "encoder" else None
         if prefix is not None:
             pad = torch.cat((pad.new_zeros(pad.shape[0], 1), pad), dim=1)
-        x = self.encoder.embed(src, prefix=prefix)
-        return self.encoder(x, causal=False, pad=pad, maps=maps), pad
+        # The stack's positions are 0 .. S'-1: declared from the shape, no hook reads them back.
+        with self.encoder.position.known_length(pad.shape[1]):
+            x = self.encoder.embed(src, prefix=prefix)
+            return self.encoder(x, causal=False, pad=pad, maps=maps), pad
 
     def classify(self, src: Tensor) -> Tensor:
         """src (B, S) -> class logits (B, C); padded positions never enter the pooled vector."""
@@ -353,8 +355,10 @@ class Transformer(nn.Module):
         """tokens (B, T) -> logits (B, T, V); with ``caches`` only the new tokens are given."""
         # Decoder inputs are padded on the right only, so the causal mask already keeps
         # every real token away from padding; no key padding mask is needed.
-        x = self.decoder.embed(tokens, offset=offset)
-        h = self.decoder(x, causal=True, pad=None, memory=memory, memory_pad=memory_pad, caches=caches, maps=maps)
+        # Positions offset .. offset+T-1: declared from the shape unless generation declared its final length.
+        with self.decoder.position.known_length(offset + tokens.shape[1]):
+            x = self.decoder.embed(tokens, offset=offset)
+            h = self.decoder(x, causal=True, pad=None, memory=memory, memory_pad=memory_pad, caches=caches, maps=maps)
         return self.lm_head(h)
 
     def forward(self, src: Tensor | None = None, tgt_in: Tensor | None = None) -> Tensor:

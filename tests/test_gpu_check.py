@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from experiments import gpu_check
-from experiments.gpu_check import CheckFailed, Skip, kernel_cases, run_check
+from experiments.gpu_check import CheckFailed, kernel_cases, run_check
 from experiments.kernel_compare import FP32_TOL, LOW_PRECISION_FLOOR, LOW_PRECISION_FUDGE, within_tolerance
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from tests.conftest import TINY, compose
@@ -79,58 +79,82 @@ def test_a_kernel_off_by_five_percent_fails_the_bf16_comparison(monkeypatch) -> 
     assert found["counts"]["fail"] > 0 and found["failures"]
 
 
-def test_without_cuda_every_gpu_check_skips_with_its_reason_and_the_summary_says_so(
+def test_without_cuda_every_gpu_check_skips_with_its_reason_and_the_run_is_not_a_success(
     tmp_path, capsys, monkeypatch
 ) -> None:
+    """Success is never reported over nothing: every check skipped exits 1, and the JSON says not complete."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(gpu_check, "CHILD", ["false"])  # a check that needs CUDA never starts its process
     out = tmp_path / "summary.json"
     code = gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work")])
-    assert code == 0
+    assert code == 1
     summary = json.loads(out.read_text())
+    assert summary["complete"] is False and summary["ok"] is False and "no check passed" in summary["why_not_ok"]
     assert [c["name"] for c in summary["checks"]] == list(gpu_check.CHECKS)
     assert {c["status"] for c in summary["checks"]} == {"skipped"}
     assert all(c["detail"] == "no CUDA device here" for c in summary["checks"])
-    assert summary["counts"] == {"pass": 0, "fail": 0, "skipped": len(gpu_check.CHECKS)}
+    assert summary["counts"] == {"pass": 0, "fail": 0, "timeout": 0, "skipped": len(gpu_check.CHECKS)}
     printed = capsys.readouterr().out
     for name in gpu_check.CHECKS:  # one table row per check
         assert any(line.startswith(name) and "skipped" in line for line in printed.splitlines())
 
 
-def test_a_failing_check_is_recorded_and_the_others_still_run(tmp_path, monkeypatch) -> None:
-    def broken(args):
-        raise KeyError("no such metric")
+def test_one_check_passing_beside_skipped_ones_is_a_success(tmp_path, monkeypatch) -> None:
+    from tests.gpu_check_plants import PLANTED, plant
 
-    def refuses(args):
-        raise CheckFailed("3 cases differ")
-
-    def fine(args):
-        return {"detail": "all good", "value": 1.5}
-
-    monkeypatch.setattr(
-        gpu_check,
-        "CHECKS",
-        {"a": broken, "b": refuses, "c": fine, "d": lambda args: (_ for _ in ()).throw(Skip("needs 2 GPUs"))},
-    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    plant(monkeypatch, {"passes": PLANTED["passes"], "needs-gpu": PLANTED["hangs"]}, needs_cuda={"needs-gpu"})
     out = tmp_path / "summary.json"
-    assert gpu_check.main(["--out", str(out), "--work", str(tmp_path)]) == 1, "a failed check fails the command"
-    checks = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
-    assert checks["a"]["status"] == "fail" and checks["a"]["detail"] == "KeyError: 'no such metric'"
-    assert "Traceback" in checks["a"]["data"]["traceback"]
-    assert checks["b"]["status"] == "fail" and checks["b"]["detail"] == "3 cases differ"
-    assert checks["c"] == {
-        "name": "c",
+    assert gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work")]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["complete"] is True and summary["ok"] is True and summary["why_not_ok"] is None
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert checks["passes"] == {
+        "name": "passes",
         "status": "pass",
         "detail": "all good",
-        "seconds": checks["c"]["seconds"],
+        "seconds": checks["passes"]["seconds"],
         "data": {"value": 1.5},
     }
-    assert checks["d"]["status"] == "skipped" and checks["d"]["detail"] == "needs 2 GPUs"
+    assert checks["needs-gpu"]["status"] == "skipped" and checks["needs-gpu"]["detail"] == "no CUDA device here"
+
+
+def test_a_hanging_check_and_a_dying_one_end_alone_and_the_summary_is_whole(tmp_path, monkeypatch) -> None:
+    """Each check in a process of its own: one that hangs is stopped at its cap (``--timeout``), one whose
+    process dies (as a sticky CUDA error leaves it) fails alone, and the others are recorded."""
+    import time
+
+    from tests.gpu_check_plants import PLANTED, plant
+
+    cap = 2.0  # the hanging check's own cap; the others have --timeout's
+    plant(monkeypatch, {n: PLANTED[n] for n in ("passes", "hangs", "dies")}, caps={"hangs": cap})
+    monkeypatch.setattr(gpu_check, "STOP_WAIT", 1.0)
+    out = tmp_path / "summary.json"
+    began = time.monotonic()
+    code = gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work"), "--timeout", "120"])
+    wall = time.monotonic() - began
+    assert code == 1, "a failed or timed-out check fails the command"
+    summary = json.loads(out.read_text())
+    assert summary["complete"] is True and summary["ok"] is False
+    assert summary["counts"] == {"pass": 1, "fail": 1, "timeout": 1, "skipped": 0}
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert list(checks) == ["passes", "hangs", "dies"]
+    assert checks["passes"]["status"] == "pass" and checks["passes"]["data"] == {"value": 1.5}
+    assert checks["hangs"]["status"] == "timeout" and f"cap of {cap:.0f} s" in checks["hangs"]["detail"]
+    assert cap <= checks["hangs"]["seconds"] <= cap + 2 * gpu_check.STOP_WAIT
+    assert checks["dies"]["status"] == "fail"
+    assert checks["dies"]["detail"].startswith("its process ended (signal SIGABRT) without an outcome: ")
+    assert checks["dies"]["detail"].endswith("RuntimeError: CUDA error: an illegal memory access was encountered")
     assert all(math.isfinite(c["seconds"]) and c["seconds"] >= 0 for c in checks.values())
+    assert wall < sum(c["seconds"] for c in checks.values()) + 5, "nothing waits beyond the checks themselves"
 
 
 def test_run_check_never_raises() -> None:
     outcome = run_check("x", lambda: 1 / 0)
     assert outcome.status == "fail" and outcome.detail == "ZeroDivisionError: division by zero"
+    assert "Traceback" in outcome.data["traceback"]
+    refused = run_check("y", lambda: (_ for _ in ()).throw(CheckFailed("3 cases differ", {"n": 3})))
+    assert (refused.status, refused.detail, refused.data) == ("fail", "3 cases differ", {"n": 3})
 
 
 # -- what a real machine throws at the check ----------------------------------------------------------------
@@ -250,26 +274,44 @@ def test_an_out_that_cannot_be_written_is_refused_in_one_line_before_any_check(
     assert not ran and len(printed.splitlines()) == 1 and printed.startswith(f"gpu_check: --out={out} ")
 
 
-def test_the_summary_is_written_as_each_check_finishes_and_the_budget_skips_the_rest(tmp_path, monkeypatch) -> None:
+def test_the_budget_stops_a_running_check_and_skips_the_rest_and_the_summary_is_always_whole(
+    tmp_path, monkeypatch
+) -> None:
+    """``--budget`` bounds the whole run, the check running at it included; the JSON on disk is whole
+    from before the first check to the end, never claiming completion early."""
+    import threading
     import time
 
-    out = tmp_path / "summary.json"
-    seen_by_second = []
+    from tests.gpu_check_plants import PLANTED, plant
 
-    def first(args):
-        return {"detail": "done"}
+    plant(monkeypatch, {"hangs": PLANTED["hangs"], "passes": PLANTED["passes"]})
+    monkeypatch.setattr(gpu_check, "STOP_WAIT", 1.0)
+    out, budget = tmp_path / "summary.json", 3.0
+    seen: list[dict] = []
+    done = threading.Event()
 
-    def second(args):
-        seen_by_second.append(json.loads(out.read_text()))  # what a run cut short here would keep
-        time.sleep(0.3)
-        return {}
+    def watch() -> None:  # what a reader, or a run killed at any moment, finds on disk
+        while not done.is_set():
+            if out.exists():
+                seen.append(json.loads(out.read_text()))  # raises on a half-written file
+            time.sleep(0.05)
 
-    monkeypatch.setattr(gpu_check, "CHECKS", {"first": first, "second": second, "third": lambda args: {}})
-    assert gpu_check.main(["--out", str(out), "--work", str(tmp_path), "--budget", "0.2"]) == 0
-    assert [(c["name"], c["status"]) for c in seen_by_second[0]["checks"]] == [("first", "pass")]
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    began = time.monotonic()
+    try:
+        code = gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work"), "--budget", str(budget)])
+    finally:
+        done.set()
+        watcher.join()
+    wall = time.monotonic() - began
+    assert code == 1
+    assert wall <= budget + 2 * gpu_check.STOP_WAIT + 1, f"the run took {wall:.1f} s, budget {budget} s"
     checks = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
-    assert checks["second"]["status"] == "pass"
-    assert checks["third"]["status"] == "skipped" and "budget" in checks["third"]["detail"]
+    assert checks["hangs"]["status"] == "timeout" and f"cap of {budget:.0f} s" in checks["hangs"]["detail"]
+    assert checks["passes"]["status"] == "skipped" and "budget" in checks["passes"]["detail"]
+    assert seen and not any(s["complete"] for s in seen)
+    assert {len(s["checks"]) for s in seen} >= {0, 1}, "written before the first check and after each"
 
 
 def fake_commands(monkeypatch, write) -> list[list[str]]:
@@ -334,14 +376,39 @@ def test_the_quick_grid_is_timed_one_and_k_cells_at_a_time(tmp_path, monkeypatch
             )
 
     commands = fake_commands(monkeypatch, write)
-    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3)
+    out = tmp_path / "summary.json"
+    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3, out=out)
     one = run_check("quick-grid", lambda: gpu_check.CHECKS["quick-grid"](args))
+    # each check runs in its own process: the second reads the first's time from the summary on disk
+    gpu_check.write_json_atomic(out, gpu_check.summary([one], 2, "cpu"))
     many = run_check("quick-grid-k", lambda: gpu_check.CHECKS["quick-grid-k"](args))
     assert one.status == many.status == "pass", (one.detail, many.detail)
     assert not any("launcher" in a for a in commands[0])  # one cell at a time: the basic launcher
     assert {"hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "jobs_per_gpu=3"} <= set(commands[1])
     assert commands[0][-1] != commands[1][-1], "each grid in its own folder, or the second would skip its cells"
     assert many.data["speedup"] == pytest.approx(one.data["wall_seconds"] / many.data["wall_seconds"])
+
+
+def test_a_quick_grid_cut_by_its_timeout_keeps_the_cells_that_finished(tmp_path, monkeypatch) -> None:
+    def cut(command, out_dir, timeout):
+        sweep = Path(next(a for a in command if a.startswith("hydra.sweep.dir=")).split("=", 1)[1])
+        cells = {"soft+none": "completed", "local+rope": "completed", "soft+t5": None}  # the third was running
+        for cell, status in cells.items():
+            attention, position = cell.split("+")
+            (sweep / cell).mkdir(parents=True, exist_ok=True)
+            if status:
+                result = {"status": status, "attention": attention, "position": position}
+                (sweep / cell / "result.json").write_text(json.dumps({**result, "metrics": {"test/token_acc": 0.5}}))
+            else:
+                (sweep / cell / "result.json").write_text('{"status": "compl')  # cut while writing
+        raise gpu_check.CommandTimedOut(f"did not finish in {timeout:.0f} s: {' '.join(command)}")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu_check, "run_command", cut)
+    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3)
+    outcome = run_check("quick-grid", lambda: gpu_check.CHECKS["quick-grid"](args))
+    assert outcome.status == "fail" and outcome.detail.endswith("; 2 cells had completed")
+    assert outcome.data["cut"] is True and outcome.data["cells"] == {"soft+none": 0.5, "local+rope": 0.5}
 
 
 def test_cpu_flex_forward_equals_the_math_path_for_every_flex_pair() -> None:

@@ -119,6 +119,31 @@ def test_learned_adds_one_row_per_position_and_refuses_longer_inputs():
         pos.embed(torch.randn(B, 1, D_MODEL), torch.tensor([11]))
 
 
+def test_a_table_as_long_as_the_target_generates_it_and_refuses_one_token_more():
+    """The model declares each forward's length from its shapes, so the table's check reads nothing from
+    the device; generation declares prompt + new tokens, one more than it feeds back, and still fits."""
+    from experiments.model import ModelSpec, Transformer, VariantSpec
+
+    T = 6
+    spec = ModelSpec(
+        arch="seq2seq",
+        vocab_size=20,
+        attention=VariantSpec("multihead", {"num_heads": 2}),
+        position=VariantSpec("learned", {"max_len": T}),
+        d_model=16,
+        ffn_dim=32,
+        encoder_layers=1,
+        decoder_layers=1,
+    )
+    model = Transformer(spec).eval()
+    src = torch.randint(4, 20, (2, T))
+    assert model(src, torch.randint(4, 20, (2, T))).shape == (2, T, 20)  # training at the table's length
+    for use_cache in (True, False):  # positions 0 .. T-1 fed back: the whole table, never past it
+        assert model.generate(torch.ones(2, 1, dtype=torch.long), T, src=src, use_cache=use_cache).shape == (2, T)
+    with pytest.raises(SequenceTooLongError, match=f"max_len={T} but saw a sequence of length {T + 1}"):
+        model(src, torch.randint(4, 20, (2, T + 1)))
+
+
 # -- the relative encodings' own definitions -------------------------------------------------------------------
 def test_alibi_slopes_follow_the_paper():
     assert alibi_slopes(8).tolist() == [2.0**-i for i in range(1, 9)]

@@ -6,10 +6,14 @@ own dropout masks). Each member's loss is its separate run's loss; the
 sum of the live members' losses is backpropagated, and since no parameter is shared, each
 gradient is exactly that member's. Everything that would otherwise mix members is done per
 member: gradient clipping by each member's own norm, divergence (a member whose loss is
-not finite is marked, its weights stop changing, the others go on) and early stopping (a member
-stopped by its own validation, ``experiments.ensemble.validation``, is frozen the same way, as
-completed). AdamW and the schedule
+not finite is marked at that step, leaves the summed loss and the token count, and is never
+evaluated; the others go on) and early stopping (a member stopped by its own validation,
+``experiments.ensemble.validation``, is frozen, as completed). AdamW and the schedule
 act elementwise, so one optimiser over the stacked weights steps each member as its own would.
+
+A step reads nothing from the device: divergence is marked on the device and read at the
+logging steps (as a separate run reads its own, ``Seq2SeqModule._watch_divergence``), where a
+diverged member is reported and the fit stops once no member trains.
 """
 
 from __future__ import annotations
@@ -85,7 +89,9 @@ class EnsembleModule(L.LightningModule):
         self.register_buffer("tokens_seen", torch.zeros(n, dtype=torch.long))
         #: each member's training loss every ``log_every`` steps: [(step, [loss or None per member])]
         self.loss_history: list[tuple[int, list[float | None]]] = []
-        self._frozen: dict[int, list[Tensor]] = {}  # a diverged member's weights at its divergence
+        self._frozen: dict[int, list[Tensor]] = {}  # a member's weights when it was seen to stop training
+        self._bad_loss: Tensor | None = None  # (N,) each member's first non-finite loss, kept on the device
+        self._reported: set[int] = set()  # diverged members already reported
 
     @property
     def template(self) -> Seq2SeqModule:
@@ -136,6 +142,8 @@ class EnsembleModule(L.LightningModule):
     def on_fit_start(self) -> None:
         self.template.to(self.device)
         self._freeze_dead()
+        # a resumed fit reports again only the divergences it has not reported before
+        self._reported = {i for i, step in enumerate(self.diverged_at.tolist()) if step >= 0}
 
     # -- the batched step -------------------------------------------------------------------------
     def member_losses(self, inputs: dict[str, Tensor], targets: Tensor) -> Tensor:
@@ -159,34 +167,50 @@ class EnsembleModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
         losses = self.member_losses(batch["inputs"], batch["targets"])  # (N,)
-        finite = torch.isfinite(losses.detach())
-        newly = self.updating & ~finite
-        if bool(newly.any()):
-            for i in newly.nonzero().flatten().tolist():
+        detached = losses.detach()
+        # Marked on the device, exactly at this step; read at the logging steps (``_read_members``).
+        newly = self.updating & ~torch.isfinite(detached)
+        self.diverged_at.masked_fill_(newly, self.global_step)
+        self.alive &= ~newly
+        if self._bad_loss is None:
+            self._bad_loss = torch.zeros_like(detached)
+        self._bad_loss = torch.where(newly, detached, self._bad_loss)
+        updating = self.updating
+        self.tokens_seen += batch["tokens"].to(self.tokens_seen.device) * updating
+        live = torch.where(updating, losses, torch.zeros_like(losses))
+        # Not a progress-bar metric: Lightning turns those into numbers after every step (a GPU stall);
+        # the progress line reads ``callback_metrics`` at the logging steps.
+        self.log("train/loss", live.sum() / updating.sum().clamp(min=1))
+        done = self.global_step + 1
+        if done % self.log_every == 0 or done >= self.max_steps:
+            self._read_members(detached, updating)
+        return live.sum()
+
+    def _read_members(self, losses: Tensor, updating: Tensor) -> None:
+        """At a logging step: record each member's loss, report the members that diverged since the last
+        read (at the step each did) and stop the fit when no member trains any more."""
+        # the steps a separate run logs its training loss at (Lightning: every n-th batch, its index)
+        if (self.global_step + 1) % self.log_every == 0:
+            values = losses.tolist()
+            self.loss_history.append(
+                (int(self.global_step), [v if a else None for v, a in zip(values, updating.tolist())])
+            )
+        steps = self.diverged_at.tolist()
+        newly = [i for i, step in enumerate(steps) if step >= 0 and i not in self._reported]
+        if newly:
+            bad = self._bad_loss.tolist()
+            for i in newly:
                 log.warning(
                     "member %d (seed=%d): loss became %s at step %d; it stops, the others go on",
                     i,
                     self.seeds[i],
-                    float(losses[i].detach()),
-                    self.global_step,
+                    bad[i],
+                    steps[i],
                 )
-            self.diverged_at[newly] = self.global_step
-            self.alive &= finite
+            self._reported.update(newly)
             self._freeze_dead()
-        updating = self.updating
         if not bool(updating.any()):
             self.trainer.should_stop = True
-            return None
-        self.tokens_seen += batch["tokens"].to(self.tokens_seen.device) * updating
-        live = torch.where(updating, losses, torch.zeros_like(losses))
-        self.log("train/loss", live.sum() / updating.sum(), prog_bar=True)
-        # the steps a separate run logs its training loss at (Lightning: every n-th batch, its index)
-        if (self.global_step + 1) % self.log_every == 0:
-            values = losses.detach().tolist()
-            self.loss_history.append(
-                (int(self.global_step), [v if a else None for v, a in zip(values, updating.tolist())])
-            )
-        return live.sum()
 
     # -- what would mix members, done per member ---------------------------------------------------
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
@@ -194,8 +218,11 @@ class EnsembleModule(L.LightningModule):
         grads = [p.grad for p in self.stacked if p.grad is not None]
         if not grads:
             return
-        dead = ~self.updating
-        if bool(dead.any()):  # most steps have none: no masked write into every gradient
+        # Members seen to stop (early stopping, or a divergence read at a logging step), by host indices:
+        # no read here. A divergence not read yet keeps its NaN gradient in its own slices (clipping,
+        # AdamW and the schedule act per member), and that member is never evaluated.
+        dead = sorted(self._frozen)
+        if dead:
             for g in grads:
                 g[dead] = 0.0  # a diverged member's gradient may hold NaN; a frozen member takes no step anyway
         if self.grad_clip is None:

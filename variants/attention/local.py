@@ -35,7 +35,15 @@ from torch.autograd.function import once_differentiable
 from variants.attention.layer import AttentionLayer
 from variants.attention.scores import SCORES
 from variants.checks import VariantConfigError, one_of, positive
-from variants.flex import KeyIntervals, cached_block_mask, flex_attend, window_intervals
+from variants.flex import (
+    KeyIntervals,
+    block_mask_from_intervals,
+    cached_block_mask,
+    flex_attend,
+    window_intervals,
+    with_padding,
+)
+from variants.host_reads import reads_host
 from variants.kernels import auto_backend
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
@@ -189,31 +197,37 @@ class LocalAttention(AttentionLayer):
         position: PositionEncoding | None,
     ) -> Tensor:
         """The window as a block-sparse mask: q, q_fused (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D)."""
-        B, _, Tq, _ = q.shape
-        Tk = k.shape[2]
-        key: tuple[Hashable, ...]
+        Tq, Tk = q.shape[2], k.shape[2]
         if masking.causal:
-            # Self attention, whose keys end at the last query: the window around each query's own position.
-            key = ("window", Tq, Tk, True, self.window, str(q.device))
+            # Self attention, whose keys end at the last query: the window around each query's own
+            # position, a function of the shapes alone, so one cached mask serves every step.
+            key: tuple[Hashable, ...] = ("window", Tq, Tk, True, self.window, str(q.device))
 
             def build() -> KeyIntervals:
                 return window_intervals(masking.q_pos[None], masking.k_pos, self.window, causal_q_pos=masking.q_pos)
+
+            block_mask = cached_block_mask(key, build, masking.key_padding_mask)
         else:
-            # Centres round(ratio * i), clamped to each element's last real key: the lengths join the key.
-            padded = masking.key_padding_mask is not None
-            lengths = tuple(masking.key_lengths(B).tolist()) if padded else None
-            offset = int(masking.q_pos[0] - masking.k_pos[0]) if Tq else 0
-            key = ("window", Tq, Tk, False, self.window, self.ratio, offset, lengths, str(q.device))
-            rows = B if padded else 1
-
-            def build() -> KeyIntervals:
-                return window_intervals(
-                    self.centres(q[:rows], masking)[:, 0], masking.k_pos, self.window, causal_q_pos=None
-                )
-
-        block_mask = cached_block_mask(key, build, masking.key_padding_mask)
+            block_mask = self._centred_block_mask(q, masking)
         score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
         return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale)
+
+    @torch.compiler.disable  # built eagerly, like every block mask; a compiled model takes it as an input
+    def _centred_block_mask(self, q: Tensor, masking: Masking):
+        """The non-causal windows' mask, built on the device on every call, never cached.
+
+        Centres round(ratio * i) are clamped to each element's last real key, so the mask follows
+        the batch's lengths and the offset between query and key positions. A cache keyed by them
+        would read both back to the host on every call (a GPU stall) and miss on almost every batch;
+        built from the device tensors it costs O(Tq + blocks) small kernels and no read.
+        """
+        padded = masking.key_padding_mask is not None
+        rows = q.shape[0] if padded else 1
+        intervals = window_intervals(
+            self.centres(q[:rows], masking)[:, 0], masking.k_pos, self.window, causal_q_pos=None
+        )
+        block_mask = block_mask_from_intervals(intervals, full_blocks=not padded)
+        return with_padding(block_mask, masking.key_padding_mask) if padded else block_mask
 
     def _banded(
         self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking, position: PositionEncoding | None
@@ -234,6 +248,7 @@ class LocalAttention(AttentionLayer):
         ]  # each (B, H, tq, D)
         return torch.cat(outs, dim=2)  # (B, H, Tq, D)
 
+    @reads_host("the banded kernel slices keys by where each block's windows reach: one read per call")
     def _block_ranges(self, centre: Tensor, masking: Masking, Tk: int) -> list[tuple[slice, slice]]:
         """(query slice, key slice) per block of queries; the key slice covers every window in the block.
 

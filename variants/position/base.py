@@ -8,7 +8,7 @@ of incremental decoding (``q_pos = [t]``, ``k_pos = [0..t]``).
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
 from torch import Tensor, nn
@@ -48,8 +48,9 @@ class PositionEncoding(nn.Module):
     def sequence_length(self, length: int) -> Iterator[None]:
         """Declare the length of the sequence every call inside the block belongs to.
 
-        An encoding whose terms depend on the length (rope ``scaling``) otherwise takes it from
-        each call: its last position + 1. Incremental decoding calls the hooks with one new
+        An encoding whose terms depend on the length (rope ``scaling``), or that checks it (a
+        learned table, xPos's range), otherwise takes it from each call: its last position + 1,
+        read from the device (on a GPU a stall per call). Incremental decoding calls the hooks with one new
         position at a time and keeps keys as they were rotated then, so a generation loop
         declares its final length (prompt + new tokens) once, and every step, cached or
         recomputed, sees the same length. Encodings that ignore the length ignore this.
@@ -60,8 +61,14 @@ class PositionEncoding(nn.Module):
         finally:
             self.declared_length = before
 
+    def known_length(self, length: int):
+        """``sequence_length(length)`` unless a caller has declared a length already (a generation loop
+        declares its final one): the owner of the positions declares what it knows from shapes, so no
+        hook reads a position back from the device (on a GPU each read waits for every queued kernel)."""
+        return nullcontext() if self.declared_length is not None else self.sequence_length(length)
+
     def length_of(self, *positions: Tensor) -> int:
-        """The declared sequence length, or the last of ``positions`` + 1."""
+        """The declared sequence length, or the last of ``positions`` + 1 (a read from the device)."""
         if self.declared_length is not None:
             return self.declared_length
         return max((int(p.max()) + 1 for p in positions if p.numel()), default=0)

@@ -38,7 +38,11 @@ class Learned(PositionEncoding):
             # Compiled runs rely on the up-front check of the training app, which holds
             # max_len against the longest sequence the task can produce.
             return x + factor * self.table(positions)[None].to(x.dtype)
-        longest = int(positions.max()) + 1 if positions.numel() else 0
+        # The length the model declares from shapes: no read from the device. Past the table, the positions
+        # themselves decide: generation declares prompt + new tokens, one more than it ever feeds back.
+        longest = self.declared_length
+        if longest is None or longest > self.max_len:
+            longest = int(positions.max()) + 1 if positions.numel() else 0
         if longest > self.max_len:
             raise SequenceTooLongError(
                 f"position=learned has max_len={self.max_len} but saw a sequence of length {longest}; "

@@ -22,7 +22,9 @@ the sequence length T alone, in training and evaluation alike:
     (alpha = 1, beta = 32), theta'_d = (1 - gamma_d) * theta_d / s + gamma_d * theta_d; q and k are
     both multiplied by 0.1 ln(s) + 1, so the logits are by its square.
 
-T is each call's last position + 1 unless a caller declares it with ``sequence_length``. Keys are
+T is each call's last position + 1 unless a caller declares it with ``sequence_length`` (the
+Transformer declares each forward's length from its shapes, so no call reads a position back from
+the device). Keys are
 cached after rotation, and a key rotated for length t cannot be re-rotated for t + 1, so cached
 decoding that crosses L must declare its final length: ``Transformer.generate`` declares prompt +
 new tokens, and every step, cached or recomputing the prefix, then uses the same s. Within one

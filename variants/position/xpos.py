@@ -53,17 +53,23 @@ class XPos(PositionEncoding):
         self.register_buffer("inv_freq", rope_frequencies(self.head_dim, base), persistent=False)  # (D/2,)
         log_zeta = xpos_decay(self.head_dim).log()
         self.register_buffer("log_zeta", torch.cat((log_zeta, log_zeta)), persistent=False)  # (D,), < 0
+        # the fastest decay, kept on the host: the range check then reads nothing from the device
+        self.steepest = -float(log_zeta[0])
 
     def _check_range(self, pos: Tensor, dtype: torch.dtype) -> None:
         info = torch.finfo(dtype)
         limit = min(math.log(info.max), -math.log(info.tiny)) / 2
-        last = int(pos.abs().max()) if pos.numel() else 0
-        exponent = -float(self.log_zeta[0]) * last / self.scale_base
+        # The length the model declares from shapes bounds the positions without a read from the device;
+        # past the limit, the positions themselves decide (generation declares one more than it feeds back).
+        last = self.declared_length - 1 if self.declared_length is not None else None
+        if last is None or self.steepest * last / self.scale_base > limit:
+            last = int(pos.abs().max()) if pos.numel() else 0
+        exponent = self.steepest * last / self.scale_base
         if exponent > limit:
             raise VariantConfigError(
                 f"position=xpos: position {last} with scale_base={self.scale_base:g} needs the factor "
                 f"e^{exponent:.1f}, beyond e^{limit:.1f} for {dtype}; raise scale_base above "
-                f"{-float(self.log_zeta[0]) * last / limit:.0f} or shorten the sequence"
+                f"{self.steepest * last / limit:.0f} or shorten the sequence"
             )
 
     def _scale(self, pos: Tensor, sign: float) -> Tensor:
