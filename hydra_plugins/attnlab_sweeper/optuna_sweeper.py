@@ -1,0 +1,224 @@
+"""``hydra/sweeper=optuna`` (and ``hparams_search=optuna|optuna_grid``): an Optuna study whose trials are
+attnlab runs, on current Optuna (>= 4).
+
+    python -m experiments.train -m hparams_search=optuna attention=local position=rope
+    python -m experiments.train -m hparams_search=optuna hydra/sweeper/pruner=median hydra.sweeper.n_jobs=2 \\
+        hydra/launcher=joblib
+
+- The study lives in the sweep folder (``optuna.journal``, Optuna's journal file) unless
+  ``hydra.sweeper.storage`` names another (``sqlite:///study.db``, a journal path). Re-running the command
+  loads it: finished trials count against ``n_trials`` and are not run again; a trial a killed sweep left
+  running is failed as interrupted and run again with the same parameters.
+- Trials run through the configured launcher, ``n_jobs`` at a time.
+- Each trial's job reports ``pruning_metric`` after every validation to its trial (experiments/pruning.py),
+  through the storage; the pruner (``hydra/sweeper/pruner=median``) stops it, and the trial is PRUNED in
+  Optuna and ``status: pruned`` with its step in result.json.
+- A failed or diverged run is a FAIL trial, not a score; the study's best is over completed trials.
+- A seeded sampler replays: trial i is asked by the sampler seeded ``seed + i``, resumed or not.
+
+It lives here because Hydra instantiates sweepers only from the ``hydra_plugins`` package.
+"""
+
+# No `from __future__ import annotations`: Hydra's plugin scan executes this module outside
+# sys.modules, where dataclasses cannot resolve string annotations.
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+class OptunaSweeper(Sweeper):
+    def __init__(
+        self,
+        direction: str = "minimize",
+        study_name: Optional[str] = None,
+        storage: Optional[str] = None,
+        n_trials: int = 20,
+        n_jobs: int = 1,
+        sampler: Any = None,
+        pruner: Any = None,
+        pruning_metric: Optional[str] = None,
+        params: Any = None,
+    ) -> None:
+        self.direction = direction
+        self.study_name = study_name
+        self.storage = storage
+        self.n_trials = n_trials
+        self.n_jobs = n_jobs
+        self.sampler = OmegaConf.to_container(sampler, resolve=True) if sampler is not None else None
+        self.pruner = OmegaConf.to_container(pruner, resolve=True) if pruner is not None else None
+        self.pruning_metric = pruning_metric
+        self.params = dict(params or {})
+        self.config: Optional[DictConfig] = None
+        self.launcher: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from experiments.optuna_study import StudyError
+
+        try:
+            study, space, fixed = self._open(arguments)
+        except StudyError as err:  # one line and exit code 2, before any trial
+            print(f"attnlab: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        return self._run(study, space, fixed)
+
+    # -- the study -----------------------------------------------------------------------------------
+    def _open(self, arguments: list[str]) -> tuple[Any, dict[str, Any], list[str]]:
+        import optuna
+
+        from experiments import optuna_study as s
+
+        assert self.config is not None
+        space, fixed = s.search_space(self.params, arguments)
+        if self.direction not in ("minimize", "maximize"):
+            raise s.StudyError(f"hydra.sweeper.direction={self.direction!r}; choose minimize or maximize")
+        metric = (self.pruning_metric or str(self.config.objective)) if self.pruner else None
+        s.check_study(self.config, space, self.n_trials, self.n_jobs, metric)
+        sampler = self.sampler or {"_target_": "optuna.samplers.TPESampler", "seed": None}
+        self.sampler = sampler
+        if str(sampler.get("_target_", "")).endswith("GridSampler"):
+            self.n_trials = min(self.n_trials, s.grid_size(space))  # the grid sampler stops at the grid's size
+        # Alembic's migration lines (an RDB storage) and Optuna's per-trial lines say nothing the sweep does not
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.spec = s.storage_spec(self.storage, self.config.hydra.sweep.dir)
+        study = optuna.create_study(
+            study_name=self.study_name,
+            storage=s.open_storage(self.spec),
+            direction=self.direction,
+            load_if_exists=True,
+        )
+        study.set_user_attr(s.PRUNER_ATTR, self.pruner)
+        study.set_user_attr(s.METRIC_ATTR, metric)
+        return study, space, fixed
+
+    def _run(self, study: Any, space: dict[str, Any], fixed: list[str]) -> Any:
+        import optuna
+
+        from experiments import optuna_study as s
+
+        retried = s.recover_interrupted(study)
+        done = s.finished(study)
+        log.info(
+            "study %s in %s: %d of %d trials finished%s",
+            study.study_name,
+            self.spec,
+            done,
+            self.n_trials,
+            f"; running interrupted trials {retried} again" if retried else "",
+        )
+        began = time.perf_counter()
+        while done < self.n_trials:
+            trials = []
+            for _ in range(min(self.n_jobs, self.n_trials - done)):
+                study.sampler = s.sampler_for(self.sampler, space, s.asked_index(study))
+                trials.append(study.ask(space))
+            # telling uses a sampler with no stopping rule: the grid sampler's study.stop() works only in optimize()
+            study.sampler = optuna.samplers.RandomSampler()
+            overrides = [self._overrides(study, trial, fixed) for trial in trials]
+            returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
+            for trial, ret in zip(trials, returns):
+                self._tell(study, trial, ret)
+            done = s.finished(study)
+        self._write_results(study, time.perf_counter() - began)
+        return study
+
+    def _overrides(self, study: Any, trial: Any, fixed: list[str]) -> list[str]:
+        params = [f"{key}={value}" for key, value in trial.params.items()]
+        where = [f"trial.number={trial.number}", f"trial.study={study.study_name}", f"trial.storage='{self.spec}'"]
+        return [*fixed, *params, *where]
+
+    def _tell(self, study: Any, trial: Any, ret: JobReturn) -> None:
+        """The trial's state from its run's result.json: completed (the objective), pruned, or failed."""
+        from optuna.trial import TrialState
+
+        assert self.config is not None
+        result: dict[str, Any] = {}
+        folder = None
+        if ret.hydra_cfg is not None:
+            folder = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
+            try:
+                result = json.loads((folder / "result.json").read_text())
+            except (OSError, ValueError):
+                result = {}
+        if folder is not None:
+            trial.set_user_attr("folder", str(folder))
+        status = result.get("status", "failed")
+        trial.set_user_attr("status", status)
+        value = (result.get("metrics") or {}).get(str(self.config.objective))
+        if ret.status == JobStatus.COMPLETED and status == "completed" and value is not None:
+            study.tell(trial, float(value))
+        elif status == "pruned":
+            trial.set_user_attr("pruned_step", (result.get("pruned") or {}).get("step"))
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            error = result.get("error") or (str(ret._return_value) if ret.status == JobStatus.FAILED else None)
+            trial.set_user_attr("error", str(error)[:500] if error else f"{self.config.objective} missing")
+            study.tell(trial, state=TrialState.FAIL)
+
+    def _write_results(self, study: Any, seconds: float) -> None:
+        """``optimization_results.yaml`` (best parameters and value) and ``study.json`` (every trial) in the
+        sweep folder."""
+        from optuna.trial import TrialState
+
+        from experiments.optuna_study import INTERRUPTED_ATTR
+        from experiments.result import write_json_atomic
+
+        assert self.config is not None
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(INTERRUPTED_ATTR)]
+        counts = {state.name.lower(): sum(t.state == state for t in trials) for state in TrialState}
+        record = {
+            "study": study.study_name,
+            "storage": self.spec,
+            "direction": self.direction,
+            "objective": str(self.config.objective),
+            "counts": {k: v for k, v in counts.items() if v},
+            "seconds_this_sweep": seconds,
+            "trials": [
+                {
+                    "number": t.number,
+                    "state": t.state.name.lower(),
+                    "params": t.params,
+                    "value": t.value,
+                    "pruned_step": t.user_attrs.get("pruned_step"),
+                    "folder": t.user_attrs.get("folder"),
+                }
+                for t in trials
+            ],
+        }
+        write_json_atomic(sweep_dir / "study.json", record)
+        completed = [t for t in trials if t.state == TrialState.COMPLETE]
+        summary = ", ".join(f"{n} {k}" for k, n in record["counts"].items())
+        if not completed:
+            log.warning("study %s: no trial completed (%s); no best parameters", study.study_name, summary)
+            return
+        best = study.best_trial
+        OmegaConf.save(
+            OmegaConf.create({"name": "optuna", "best_params": best.params, "best_value": best.value}),
+            sweep_dir / "optimization_results.yaml",
+        )
+        log.info(
+            "study %s: %s; best %s=%.4f with %s",
+            study.study_name,
+            summary,
+            self.config.objective,
+            best.value,
+            best.params,
+        )
