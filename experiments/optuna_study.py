@@ -175,10 +175,10 @@ def sampler_for(sampler_cfg: Mapping[str, Any], space: Mapping[str, Any], index:
 
     node = dict(sampler_cfg)
     seed = node.pop("seed", None)
-    extra: dict[str, Any] = {"seed": None if seed is None else int(seed) + index}
     if str(node.get("_target_", "")).endswith("GridSampler"):
-        extra["search_space"] = grid(space)
-    return instantiate(node, **extra)
+        # the grid sampler shuffles its grid by the seed and records grid ids: one seed for every trial
+        return instantiate(node, seed=seed, search_space=grid(space))
+    return instantiate(node, seed=None if seed is None else int(seed) + index)
 
 
 def asked_index(study: Any) -> int:
