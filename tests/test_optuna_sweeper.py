@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
@@ -110,20 +110,15 @@ def test_an_objective_the_task_never_logs_stops_the_sweep_in_one_line(tmp_path: 
 
 
 # -- resume ----------------------------------------------------------------------------------------
-def asked_params(n: int) -> list[dict]:
-    """What a seeded random sampler asks for trials 0..n-1, from Optuna alone (no training)."""
+def asked_params(n: int) -> list[float]:
+    """The learning rates a random sampler seeded 7 + i asks for trial i, from Optuna alone: the replay contract."""
     import optuna
+    from optuna.distributions import FloatDistribution
 
-    from experiments.optuna_study import sampler_for, search_space
-
-    space, _ = search_space({}, [LR])
-    study = optuna.create_study()
     out = []
     for i in range(n):
-        study.sampler = sampler_for({"_target_": "optuna.samplers.RandomSampler", "seed": 7}, space, i)
-        trial = study.ask(space)
-        study.tell(trial, 0.0)
-        out.append(trial.params)
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=7 + i))
+        out.append(study.ask({"optim.lr": FloatDistribution(1e-4, 1e-2, log=True)}).params["optim.lr"])
     return out
 
 
@@ -153,7 +148,8 @@ def test_a_killed_study_resumes_without_repeating_a_finished_trial(tmp_path: Pat
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(done) == 4
     # the same trials as an uninterrupted seeded study: the interrupted one again with its parameters
-    assert sorted(t.params["optim.lr"] for t in done) == sorted(p["optim.lr"] for p in asked_params(4))
+    assert sorted(t.params["optim.lr"] for t in done) == pytest.approx(sorted(asked_params(4)))
+    assert len({t.params["optim.lr"] for t in done}) == 4
     assert killed.params in [t.params for t in done[2:]]
     record = json.loads((sweep_dir / "study.json").read_text())
     assert record["counts"] == {"complete": 4}
