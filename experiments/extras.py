@@ -20,6 +20,8 @@ NEEDS = {
     ("hydra/sweeper", "optuna"): "optuna",
     ("hparams_search", "optuna"): "optuna",
     ("hparams_search", "optuna_grid"): "optuna",
+    ("hydra/sweeper", "tuned"): "optuna",
+    ("hparams_search", "tuned"): "optuna",
 }
 
 

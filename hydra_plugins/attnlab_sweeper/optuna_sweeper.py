@@ -61,6 +61,7 @@ class OptunaSweeper(Sweeper):
         self.params = dict(params or {})
         self.config: Optional[DictConfig] = None
         self.launcher: Any = None
+        self.job_idx = 0
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
@@ -80,16 +81,23 @@ class OptunaSweeper(Sweeper):
 
     # -- the study -----------------------------------------------------------------------------------
     def _open(self, arguments: list[str]) -> tuple[Any, dict[str, Any], list[str]]:
+        from experiments import optuna_study as s
+
+        space, fixed = s.search_space(self.params, arguments)
+        self._prepare(space)
+        return self._study(self.study_name), space, fixed
+
+    def _prepare(self, space: dict[str, Any]) -> None:
+        """Check the study before any trial (one line each) and settle its sampler, budget and storage."""
         import optuna
 
         from experiments import optuna_study as s
 
         assert self.config is not None
-        space, fixed = s.search_space(self.params, arguments)
         if self.direction not in ("minimize", "maximize"):
             raise s.StudyError(f"hydra.sweeper.direction={self.direction!r}; choose minimize or maximize")
-        metric = (self.pruning_metric or str(self.config.objective)) if self.pruner else None
-        s.check_study(self.config, space, self.n_trials, self.n_jobs, metric)
+        self.metric = (self.pruning_metric or str(self.config.objective)) if self.pruner else None
+        s.check_study(self.config, space, self.n_trials, self.n_jobs, self.metric)
         sampler = self.sampler or {"_target_": "optuna.samplers.TPESampler", "seed": None}
         self.sampler = sampler
         if str(sampler.get("_target_", "")).endswith("GridSampler"):
@@ -98,17 +106,31 @@ class OptunaSweeper(Sweeper):
         logging.getLogger("alembic").setLevel(logging.WARNING)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.spec = s.storage_spec(self.storage, self.config.hydra.sweep.dir)
+
+    def _study(self, name: Optional[str]) -> Any:
+        """The study of that name in the storage, created or loaded (a resumed sweep)."""
+        import optuna
+
+        from experiments import optuna_study as s
+
         study = optuna.create_study(
-            study_name=self.study_name,
-            storage=s.open_storage(self.spec),
-            direction=self.direction,
-            load_if_exists=True,
+            study_name=name, storage=s.open_storage(self.spec), direction=self.direction, load_if_exists=True
         )
         study.set_user_attr(s.PRUNER_ATTR, self.pruner)
-        study.set_user_attr(s.METRIC_ATTR, metric)
-        return study, space, fixed
+        study.set_user_attr(s.METRIC_ATTR, self.metric)
+        return study
 
     def _run(self, study: Any, space: dict[str, Any], fixed: list[str]) -> Any:
+        began = time.perf_counter()
+        self._tune(study, space, fixed)
+        self._write_results(study, time.perf_counter() - began)
+        return study
+
+    def _tune(
+        self, study: Any, space: dict[str, Any], fixed: list[str], seeds: Optional[list[int]] = None, role: str = ""
+    ) -> None:
+        """Ask, launch and tell until ``n_trials`` trials of ``study`` have finished; each trial runs once per
+        seed of ``seeds`` (its value: the mean over them), or once at the config's seed when None."""
         import optuna
 
         from experiments import optuna_study as s
@@ -123,7 +145,6 @@ class OptunaSweeper(Sweeper):
             self.n_trials,
             f"; running interrupted trials {retried} again" if retried else "",
         )
-        began = time.perf_counter()
         while done < self.n_trials:
             trials = []
             for _ in range(min(self.n_jobs, self.n_trials - done)):
@@ -131,45 +152,55 @@ class OptunaSweeper(Sweeper):
                 trials.append(study.ask(space))
             # telling uses a sampler with no stopping rule: the grid sampler's study.stop() works only in optimize()
             study.sampler = optuna.samplers.RandomSampler()
-            overrides = [self._overrides(study, trial, fixed) for trial in trials]
-            returns = self.launcher.launch(overrides, initial_job_idx=trials[0].number)
-            for trial, ret in zip(trials, returns):
-                self._tell(study, trial, ret)
+            jobs = [(t, self._overrides(study, t, fixed, seed, role)) for t in trials for seed in (seeds or [None])]
+            returns = self.launcher.launch([o for _, o in jobs], initial_job_idx=self.job_idx)
+            self.job_idx += len(jobs)
+            for trial in trials:
+                self._tell(study, trial, [r for (t, _), r in zip(jobs, returns) if t.number == trial.number])
             done = s.finished(study)
-        self._write_results(study, time.perf_counter() - began)
-        return study
 
-    def _overrides(self, study: Any, trial: Any, fixed: list[str]) -> list[str]:
+    def _overrides(
+        self, study: Any, trial: Any, fixed: list[str], seed: Optional[int] = None, role: str = ""
+    ) -> list[str]:
         params = [f"{key}={value}" for key, value in trial.params.items()]
         where = [f"trial.number={trial.number}", f"trial.study={study.study_name}", f"trial.storage='{self.spec}'"]
-        return [*fixed, *params, *where]
+        return [*fixed, *params, *([f"seed={seed}"] if seed is not None else []), *where,
+                *([f"trial.role={role}"] if role else [])]  # fmt: skip
 
-    def _tell(self, study: Any, trial: Any, ret: JobReturn) -> None:
-        """The trial's state from its run's result.json: completed (the objective), pruned, or failed."""
+    def _tell(self, study: Any, trial: Any, returns: list[JobReturn]) -> None:
+        """The trial's state from its runs' result.json: completed (the objective, averaged over its seeds),
+        pruned, or failed."""
         from optuna.trial import TrialState
 
         assert self.config is not None
-        result: dict[str, Any] = {}
-        folder = None
-        if ret.hydra_cfg is not None:
-            folder = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
-            try:
-                result = json.loads((folder / "result.json").read_text())
-            except (OSError, ValueError):
-                result = {}
-        if folder is not None:
-            trial.set_user_attr("folder", str(folder))
-        status = result.get("status", "failed")
-        trial.set_user_attr("status", status)
-        value = (result.get("metrics") or {}).get(str(self.config.objective))
-        if ret.status == JobStatus.COMPLETED and status == "completed" and value is not None:
-            study.tell(trial, float(value))
-        elif status == "pruned":
-            trial.set_user_attr("pruned_step", (result.get("pruned") or {}).get("step"))
+        results, folders = [], []
+        for ret in returns:
+            result: dict[str, Any] = {}
+            if ret.hydra_cfg is not None:
+                folder = Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
+                folders.append(str(folder))
+                try:
+                    result = json.loads((folder / "result.json").read_text())
+                except (OSError, ValueError):
+                    result = {}
+            if ret.status != JobStatus.COMPLETED and result.get("status") == "completed":
+                result = {**result, "status": "failed"}
+            results.append(result)
+        trial.set_user_attr("folder", folders[0] if len(folders) == 1 else folders)
+        statuses = [r.get("status", "failed") for r in results]
+        trial.set_user_attr("status", statuses[0] if len(statuses) == 1 else statuses)
+        values = [(r.get("metrics") or {}).get(str(self.config.objective)) for r in results]
+        if statuses and all(s == "completed" for s in statuses) and all(v is not None for v in values):
+            study.tell(trial, sum(float(v) for v in values) / len(values))
+        elif "pruned" in statuses:
+            pruned = next(r for r in results if r.get("status") == "pruned")
+            trial.set_user_attr("pruned_step", (pruned.get("pruned") or {}).get("step"))
             study.tell(trial, state=TrialState.PRUNED)
         else:
-            error = result.get("error") or (str(ret._return_value) if ret.status == JobStatus.FAILED else None)
-            trial.set_user_attr("error", str(error)[:500] if error else f"{self.config.objective} missing")
+            errors = [r.get("error") for r in results if r.get("error")]
+            failed = [str(r._return_value) for r in returns if r.status == JobStatus.FAILED]
+            error = (errors or failed or [f"{self.config.objective} missing"])[0]
+            trial.set_user_attr("error", str(error)[:500])
             study.tell(trial, state=TrialState.FAIL)
 
     def _write_results(self, study: Any, seconds: float) -> None:
