@@ -92,7 +92,8 @@ def distribution(key: str, spec: str) -> Any | None:
 def search_space(params: Mapping[str, Any], arguments: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     """The study's distributions by key, and the fixed overrides: the sweeper's ``params``, then the
     command line (a sweep there joins the space, a single value there overrides and leaves it)."""
-    specs = {str(k): str(v) for k, v in params.items()}
+    # a preset's null leaves a key it inherits out of the space (a mapping merge cannot delete it)
+    specs = {str(k): str(v) for k, v in params.items() if v is not None}
     fixed: list[str] = []
     for arg in arguments:
         key, _, spec = arg.partition("=")

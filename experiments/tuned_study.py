@@ -15,10 +15,10 @@ from experiments.optuna_study import StudyError, distribution
 
 
 def split_cells(params: Mapping[str, Any], arguments: Sequence[str]) -> tuple[list[str], list[list[str]], list[str]]:
-    """(the command-line overrides that join the search space, the cells, the fixed overrides).
+    """(the overrides that join the search space ``params``, the cells, the fixed overrides).
 
-    A swept key of the search space joins it; any other swept key (``attention=soft,local``) is an axis of
-    the grid of cells; a single value is fixed for every run.
+    A key of the search space joins it; any other swept key (``attention=soft,local``) is an axis of the
+    grid of cells; a single value is fixed for every run.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -26,7 +26,7 @@ def split_cells(params: Mapping[str, Any], arguments: Sequence[str]) -> tuple[li
     parser = OverridesParser.create()
     for arg in arguments:
         key = arg.split("=", 1)[0].lstrip("+~")
-        if key in params:
+        if params.get(key) is not None:
             space_args.append(arg)
             continue
         if key == "seed":
@@ -41,6 +41,14 @@ def split_cells(params: Mapping[str, Any], arguments: Sequence[str]) -> tuple[li
         values = [str(v) for v in override.sweep_string_iterator()]
         axes.append([f"{arg.split('=', 1)[0]}={v}" for v in values])
     return space_args, [list(cell) for cell in itertools.product(*axes)], fixed
+
+
+def grid_arguments(params: Mapping[str, Any], arguments: Sequence[str]) -> list[str]:
+    """The grid as overrides: a preset's ``hydra.sweeper.params`` (its seed list aside: a tuned comparison
+    has its own seeds), then the command line, whose value of a key wins over the preset's."""
+    given = {arg.split("=", 1)[0].lstrip("+~") for arg in arguments}
+    preset = [f"{k}={v}" for k, v in params.items() if v is not None and k != "seed" and k not in given]
+    return [*preset, *arguments]
 
 
 def check_seeds(tuning: Sequence[Any], final: Sequence[Any]) -> tuple[list[int], list[int]]:

@@ -80,3 +80,13 @@ def test_a_tuned_grid_tests_each_cells_best_configuration_on_fresh_seeds(tmp_pat
     leaked.write_text(json.dumps(result))
     with pytest.raises(TunedError, match=r"seed\(s\) \[1000\] both tuned and tested"):
         load(sweep_dir)
+
+
+def test_a_presets_grid_makes_the_cells_and_its_seeds_give_way() -> None:
+    from experiments.tuned_study import grid_arguments
+
+    preset = {"attention.num_heads": "1,8,32", "seed": "0,1,2", "optim.lr": None}
+    args = grid_arguments(preset, ["attention.num_heads=1,8", "trainer.max_steps=10"])
+    _, cells, fixed = split_cells({"optim.lr": "interval(1e-4, 1e-2)"}, args)
+    assert cells == [["attention.num_heads=1"], ["attention.num_heads=8"]] and fixed == ["trainer.max_steps=10"]
+    assert split_cells({}, grid_arguments(preset, []))[1] == [[f"attention.num_heads={h}"] for h in (1, 8, 32)]

@@ -16,13 +16,14 @@ from pathlib import Path
 from statistics import mean, stdev
 from typing import Any
 
+from analysis.command.errors import ReportError
 from analysis.report.document import Figure, Paragraph, Section, Table, fmt
 from analysis.stats.expected_max import expected_best, expected_best_curve
 
 RECORD = "tuned.json"
 
 
-class TunedError(ValueError):
+class TunedError(ReportError):
     """A tuned sweep whose records cannot be compared; one line naming what is wrong."""
 
 

@@ -2,9 +2,11 @@
 
     python -m experiments.train -m hparams_search=tuned attention=soft,local,linear
     python -m analysis.report.tuned multirun/default/tuned_reverse
+    python -m experiments.train -m experiment=study/vaswani_heads hparams_search=tuned attention.num_heads=1,8
 
-Each cell of the command line's grid gets a study of its own with the same budget (``n_trials``) over the
-declared search space (learning rate and warm-up), each trial trained on ``tuning_seeds`` and scored on
+Each cell of the grid (the preset's ``hydra.sweeper.params`` and the command line's sweeps, seeds
+aside) gets a study of its own with the same budget (``n_trials``) over the declared search space
+(``hydra.sweeper.space``: learning rate and warm-up), each trial trained on ``tuning_seeds`` and scored on
 validation; then each cell's best configuration, and the shared defaults beside it, are trained on
 ``final_seeds`` (never a tuning seed) and tested. ``tuned.json`` in the sweep folder records the studies;
 the runs are ordinary result.json folders (``trial.role``: tuning, tuned or default). Re-running the
@@ -33,9 +35,12 @@ class TunedSweeper(OptunaSweeper):
         final_seeds: Any = (1000, 1001, 1002),
         compare_on: str = "test/loss",
         compare_direction: str = "minimize",
+        space: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        # the search space; ``params`` (a preset's grid, e.g. study/vaswani_heads' heads) are the cells
+        self.space = {str(k): v for k, v in dict(space or {}).items() if v is not None}
         self.tuning_seeds = list(tuning_seeds)
         self.final_seeds = list(final_seeds)
         self.compare_on = compare_on
@@ -48,8 +53,8 @@ class TunedSweeper(OptunaSweeper):
 
         assert self.config is not None
         try:
-            space_args, cells, fixed = t.split_cells(self.params, arguments)
-            space, _ = s.search_space(self.params, space_args)
+            space_args, cells, fixed = t.split_cells(self.space, t.grid_arguments(self.params, arguments))
+            space, _ = s.search_space(self.space, space_args)
             tuning, final = t.check_seeds(self.tuning_seeds, self.final_seeds)
             if self.pruner is not None and len(tuning) > 1:
                 raise s.StudyError(
