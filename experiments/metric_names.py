@@ -16,7 +16,8 @@ def logged_metrics(cfg: Any) -> tuple[set[str], set[str]]:
     from experiments.task_adapters import adapter_for
     from experiments.tasks import TASKS
 
-    kind = TASKS.get(str(cfg.task.name)).kind
+    task: Any = TASKS.get(str(cfg.task.name))  # the datamodule's class; its kind is a class attribute
+    kind = task.kind
     adapter = adapter_for(kind, str(cfg.model.arch), pad_id=0, bos_id=1, sep_id=3)
     one = torch.tensor(1.0)
     # the adapter names its metrics from any values; the values here are placeholders

@@ -17,7 +17,7 @@ from statistics import mean, stdev
 from typing import Any
 
 from analysis.command.errors import ReportError
-from analysis.report.document import Figure, Paragraph, Section, Table, fmt
+from analysis.report.document import Cell, Figure, Paragraph, Section, Table, fmt
 from analysis.stats.expected_max import expected_best, expected_best_curve
 
 RECORD = "tuned.json"
@@ -177,7 +177,7 @@ def tuned_section(sweep_dir: str | Path, out: str | Path) -> Section:
     default_rank = ranking(cells, "default", maximize_final)
     tuned_rank = ranking(cells, "tuned", maximize_final)
     maximize = record["direction"] == "maximize"
-    rows = []
+    rows: list[list[Cell | str]] = []
     for cell in cells:
         values = [t["value"] for t in cell.trials if t["state"] == "complete"]
         ev = expected_best(values, len(values), maximize=maximize) if values else None
@@ -228,7 +228,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"attnlab: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     (out / "tuned.md").write_text(to_markdown(Document("Tuned comparison", [section]), out))
-    print(section.blocks[0].text)  # type: ignore[union-attr] - the ranking sentence
+    first = section.blocks[0]
+    if isinstance(first, Paragraph):
+        print(first.text)  # the ranking sentence
     print(out / "tuned.md")
 
 
