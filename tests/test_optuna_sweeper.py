@@ -202,3 +202,18 @@ def test_sweeper_config_keeps_the_meaning_of_the_shipped_searches() -> None:
     assert grid.sampler._target_ == "optuna.samplers.GridSampler" and dict(grid.params) == {
         "optim.lr": "choice(3e-4, 1e-3, 3e-3)"
     }
+
+
+@pytest.mark.parametrize("kind", ["journal", "sqlite"])
+def test_a_study_in_either_storage_survives_reopening(tmp_path: Path, kind: str) -> None:
+    """optuna 2.10's storage ended in an AssertionError under SQLAlchemy 2; a study must outlive its process."""
+    import optuna
+
+    from experiments.optuna_study import open_storage, storage_spec
+
+    spec = f"sqlite:///{tmp_path / 'study.db'}" if kind == "sqlite" else storage_spec(None, tmp_path)
+    study = optuna.create_study(study_name="s", storage=open_storage(spec))
+    trial = study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    study.tell(trial, 0.25)
+    again = optuna.load_study(study_name="s", storage=open_storage(spec))  # a fresh storage object, as a resume
+    assert [(t.state.name, t.value, t.params) for t in again.trials] == [("COMPLETE", 0.25, trial.params)]
