@@ -26,6 +26,7 @@ NOISE_PREFIXES = (
     "claims",  # what the analysis tests (analysis/claims/), not what a run computes
     "ensemble",  # how the seeds were trained (alone or batched): a member is its seed's run
     "jobs_per_gpu",
+    "trial",  # which study trial the run reports to: where its metrics go, not what it computes
 )  # how many cells shared a GPU: where, not what, a run computed
 # The result's own columns for the registry groups; config.<group>.name is the same value.
 GROUP_COLUMNS = ("task", "attention", "position")

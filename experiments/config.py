@@ -133,6 +133,18 @@ class EnsembleConf:
 
 
 @dataclass
+class TrialConf:
+    # set by the Optuna sweeper (hydra_plugins/attnlab_sweeper) for the jobs it runs as trials, not by
+    # hand: where this run reports its validation metrics for pruning (experiments/pruning.py)
+    number: Optional[int] = None
+    study: Optional[str] = None
+    storage: Optional[str] = None
+    # a tuned comparison's run (hparams_search=tuned): tuning (a trial), tuned (a cell's best configuration
+    # on a fresh seed) or default (the shared defaults on a fresh seed); read by analysis/report/tuned.py
+    role: Optional[str] = None
+
+
+@dataclass
 class Config:
     task: Any = None
     attention: Any = None
@@ -149,6 +161,7 @@ class Config:
     own_callbacks: list[str] = field(default_factory=lambda: ["progress", "last_validation", "step_timer"])
     eval: EvalConf = field(default_factory=EvalConf)
     ensemble: EnsembleConf = field(default_factory=EnsembleConf)
+    trial: TrialConf = field(default_factory=TrialConf)
     name: str = "default"
     seed: int = 0
     backend: str = "auto"

@@ -9,7 +9,7 @@ from experiments.errors import ConfigError
 # each extra, and the modules it brings that attnlab imports
 EXTRAS = {
     "slurm": ("hydra_plugins.hydra_submitit_launcher", "submitit"),
-    "optuna": ("hydra_plugins.hydra_optuna_sweeper", "optuna"),
+    "optuna": ("optuna",),
     "tensorboard": ("tensorboard",),
 }
 # command-line choices that need an extra: (override key, value) -> extra
@@ -20,6 +20,8 @@ NEEDS = {
     ("hydra/sweeper", "optuna"): "optuna",
     ("hparams_search", "optuna"): "optuna",
     ("hparams_search", "optuna_grid"): "optuna",
+    ("hydra/sweeper", "tuned"): "optuna",
+    ("hparams_search", "tuned"): "optuna",
 }
 
 

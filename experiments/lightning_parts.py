@@ -183,6 +183,11 @@ def build_callbacks(cfg: DictConfig, run_dir: Path) -> list[Any]:
             extra["dirpath"] = str(run_dir / "checkpoints")
         callbacks.append(instantiate(node, **extra))
     callbacks.extend(OWN_CALLBACKS[name](cfg) for name in cfg.get("own_callbacks") or [])
+    from experiments.pruning import pruning_callback
+
+    pruning = pruning_callback(cfg)  # a trial of an Optuna study: reports to it, stops when pruned
+    if pruning is not None:
+        callbacks.append(pruning)
     return callbacks
 
 

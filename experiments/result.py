@@ -18,7 +18,8 @@ from common.bibliography import lookup
 from common.flatten import flatten  # noqa: F401  (experiments.result.flatten stays importable; train.py uses it)
 
 SCHEMA = 1
-STATUSES = ("completed", "diverged", "failed")
+# pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)
+STATUSES = ("completed", "diverged", "failed", "pruned")
 # Keys that do not change what is computed: left out of the config hash.
 HASH_EXCLUDE_PREFIXES = (
     "logger.",
@@ -31,6 +32,7 @@ HASH_EXCLUDE_PREFIXES = (
     "jobs_per_gpu",
     "claims",
     "ensemble.",
+    "trial.",  # the study trial the run reports to (experiments/pruning.py)
 )
 PACKAGES = (
     "torch",

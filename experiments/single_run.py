@@ -175,6 +175,16 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
+        from experiments.pruning import pruned_step
+
+        pruned = pruned_step(trainer.callbacks)
+        if pruned is not None:  # the study's pruner stopped it: no test, a pruned trial
+            result.update(status="pruned", pruned=pruned, error=f"pruned at step {pruned['step']}")
+            result["metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+            result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
+            build.release_ddp_ranks(trainer)
+            _finish(result, trainer, wandb, run_dir, began)
+            return result
         tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
         evaluate(cfg, result, parts, run_dir, tested, lambda: build.final_validation(trainer, module, datamodule))
         result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too

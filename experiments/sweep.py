@@ -289,7 +289,7 @@ class SweepSummary(Callback):
                 result = {}
             status = result.get("status", "failed")
             counts[status] = counts.get(status, 0) + 1
-            if status != "completed":
+            if status not in ("completed", "pruned"):  # a pruned trial is the study's decision, not a fault
                 bad.append(f"{path.parent.name}: {status}")
             cells.append(cell_line(result, status, metric, path.parent))
         from experiments.slurm import LOST

@@ -80,7 +80,7 @@ def hydra_entry(cfg: DictConfig) -> float:
         # Lightning's watchdog kill rank 0 before it writes the result.
         return objective(result, cfg.objective)
     status = result["status"]
-    if status != "completed" or result.get("result_unwritten"):
+    if status not in ("completed", "pruned") or result.get("result_unwritten"):  # pruned: the study's own stop
         if result.get("result_unwritten"):
             message = f"{status}, but the result could not be written: {result['result_unwritten']}"
             if result.get("error"):

@@ -47,7 +47,8 @@ from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_
 from common.flatten import flatten
 
 SCHEMA = 1
-STATUSES = ("completed", "diverged", "failed")
+# pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)
+STATUSES = ("completed", "diverged", "failed", "pruned")
 RESULT_FILE = "result.json"
 SUMMARY_KEY = "attnlab_result"  # where the training app puts the result dict in the W&B summary
 ID_COLUMNS = ["run_id", "sweep", "status", "error", "task", "attention", "position", "seed", "arch"]

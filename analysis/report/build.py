@@ -561,6 +561,12 @@ def _build_report(
         doc.sections.append(Section("Failed and diverged runs", [failures]))
     if bench_data is not None:
         doc.sections.append(bench_section(bench_data, figures_dir, colors))
+    from analysis.report.tuned import RECORD, tuned_section
+
+    # a tuned sweep (hparams_search=tuned): its cells at their own best settings against the shared defaults
+    for path in paths:
+        if (Path(path) / RECORD).is_file():
+            doc.sections.append(tuned_section(path, figures_dir))
     doc.sections.append(provenance_section(frame))
     fold(doc.sections[1:])  # everything after the overview opens on demand in the HTML
 

@@ -1,0 +1,238 @@
+"""The tuned comparison of a ``hparams_search=tuned`` sweep: each cell at its own best configuration.
+
+Reads the sweep's ``tuned.json`` (each cell's study: trials, best parameters) and the ``result.json`` of the
+runs on fresh seeds (``trial.role``: ``tuned`` at the cell's best configuration, ``default`` at the shared
+defaults). Shows the cells compared at their tuned settings, each cell's learning-rate sensitivity, its
+expected best validation score against the number of trials (Dodge et al. 2019, with its spread), and says
+where the ranking at the shared defaults differs from the tuned ranking. A test seed used in tuning (a leak)
+is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean, stdev
+from typing import Any
+
+from analysis.command.errors import ReportError
+from analysis.report.document import Cell, Figure, Paragraph, Section, Table, fmt
+from analysis.stats.expected_max import expected_best, expected_best_curve
+
+RECORD = "tuned.json"
+
+
+class TunedError(ReportError):
+    """A tuned sweep whose records cannot be compared; one line naming what is wrong."""
+
+
+@dataclass
+class CellResult:
+    cell: str
+    best_params: dict[str, Any]
+    trials: list[dict[str, Any]]  # number, state, params, value
+    tuned: list[float]  # the comparison metric of each final seed at the best configuration
+    default: list[float]  # ... at the shared defaults
+    tuned_seeds: list[int]
+    default_seeds: list[int]
+
+
+def _runs(sweep_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(sweep_dir.rglob("result.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue  # an unreadable result is the collector's to report; here it is a missing seed
+    return out
+
+
+def check_no_leak(record: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """Raise TunedError when a seed that tested a cell also tuned it: its test score would be selected on."""
+    for cell in record["cells"]:
+        study = cell["study"]
+        own = [r for r in runs if (r.get("config") or {}).get("trial.study") == study]
+        tuning = {r["seed"] for r in own if (r.get("config") or {}).get("trial.role") == "tuning"}
+        final = {r["seed"] for r in own if (r.get("config") or {}).get("trial.role") in ("tuned", "default")}
+        if tuning & final:
+            raise TunedError(
+                f"cell {cell['cell']}: seed(s) {sorted(tuning & final)} both tuned and tested it; "
+                "hydra.sweeper.final_seeds must be disjoint from hydra.sweeper.tuning_seeds"
+            )
+
+
+def load(sweep_dir: str | Path) -> tuple[dict[str, Any], list[CellResult]]:
+    """The sweep's record and each cell's tuning trials and final scores; refuses a leak."""
+    sweep_dir = Path(sweep_dir)
+    try:
+        record = json.loads((sweep_dir / RECORD).read_text())
+    except (OSError, ValueError) as err:
+        raise TunedError(f"{sweep_dir / RECORD}: not a tuned sweep's record ({err})") from None
+    runs = _runs(sweep_dir)
+    check_no_leak(record, runs)
+    metric = record["compare_on"]
+    cells = []
+    for cell in record["cells"]:
+        own = [r for r in runs if (r.get("config") or {}).get("trial.study") == cell["study"]]
+
+        def scores(role: str, own: list[dict[str, Any]] = own) -> tuple[list[float], list[int]]:
+            done = [
+                r
+                for r in own
+                if r["config"].get("trial.role") == role
+                and r.get("status") == "completed"
+                and metric in (r.get("metrics") or {})
+            ]
+            done.sort(key=lambda r: r["seed"])
+            return [float(r["metrics"][metric]) for r in done], [int(r["seed"]) for r in done]
+
+        tuned, tuned_seeds = scores("tuned")
+        default, default_seeds = scores("default")
+        cells.append(
+            CellResult(cell["cell"], cell.get("best_params") or {}, cell["trials"], tuned, default, tuned_seeds,
+                       default_seeds)
+        )  # fmt: skip
+    return record, cells
+
+
+def ranking(cells: list[CellResult], which: str, maximize: bool) -> list[str]:
+    """The cells ordered best first by their mean final score at ``which`` (tuned | default) settings."""
+    scored = [(mean(getattr(c, which)), c.cell) for c in cells if getattr(c, which)]
+    return [cell for _, cell in sorted(scored, reverse=maximize)]
+
+
+def ranking_sentence(default: list[str], tuned: list[str]) -> str:
+    """Where the ranking at the shared defaults differs from the tuned one, in one sentence."""
+    if not default or not tuned:
+        return "No ranking to compare: a cell has no completed final seed at one of the two settings."
+    if default == tuned:
+        return f"Tuning each cell leaves the ranking as at the shared defaults: {' ≻ '.join(tuned)}."
+    moved = [f"{c} {default.index(c) + 1} → {tuned.index(c) + 1}" for c in tuned if c in default
+             and default.index(c) != tuned.index(c)]  # fmt: skip
+    return (
+        f"Tuning each cell changes the ranking: at the shared defaults {' ≻ '.join(default)}, tuned "
+        f"{' ≻ '.join(tuned)} (rank at defaults → tuned: {'; '.join(moved)})."
+    )
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "–"
+    return f"{fmt(mean(values))} ± {fmt(stdev(values))}" if len(values) > 1 else f"{fmt(values[0])} (1 seed)"
+
+
+def figures(record: dict[str, Any], cells: list[CellResult], out: Path) -> list[Figure]:
+    """The learning-rate sensitivity of each cell and its expected best validation score against trials."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    maximize = record["direction"] == "maximize"
+    fig, (lr_ax, ev_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for cell in cells:
+        done = sorted(
+            (t["params"]["optim.lr"], t["value"]) for t in cell.trials
+            if t["state"] == "complete" and "optim.lr" in t["params"]
+        )  # fmt: skip
+        if done:
+            lr_ax.plot([x for x, _ in done], [y for _, y in done], "o-", label=cell.cell, alpha=0.8)
+        values = [t["value"] for t in cell.trials if t["state"] == "complete"]
+        if values:
+            curve = expected_best_curve(values, maximize=maximize)
+            n = [c[0] for c in curve]
+            m = [c[1] for c in curve]
+            sd = [c[2] for c in curve]
+            ev_ax.plot(n, m, label=cell.cell)
+            ev_ax.fill_between(n, [a - b for a, b in zip(m, sd)], [a + b for a, b in zip(m, sd)], alpha=0.2)
+    lr_ax.set_xscale("log")
+    lr_ax.set_xlabel("learning rate (optim.lr)")
+    lr_ax.set_ylabel(f"{record['objective']} (tuning seeds)")
+    lr_ax.set_title("learning-rate sensitivity")
+    ev_ax.set_xlabel("trials")
+    ev_ax.set_ylabel(f"expected best {record['objective']}")
+    ev_ax.set_title("expected best vs budget (±1 sd)")
+    for ax in (lr_ax, ev_ax):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "tuned_sensitivity.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [
+        Figure(
+            path,
+            "Left: each cell's validation objective at the learning rates its study tried (tuning seeds). "
+            "Right: the expected best validation score after n trials (Dodge et al. 2019), ±1 standard deviation.",
+        )
+    ]
+
+
+def tuned_section(sweep_dir: str | Path, out: str | Path) -> Section:
+    """The section of the report for a tuned sweep (``tuned.json`` in ``sweep_dir``)."""
+    record, cells = load(sweep_dir)
+    metric = record["compare_on"]
+    maximize_final = record["compare_direction"] == "maximize"
+    default_rank = ranking(cells, "default", maximize_final)
+    tuned_rank = ranking(cells, "tuned", maximize_final)
+    maximize = record["direction"] == "maximize"
+    rows: list[list[Cell | str]] = []
+    for cell in cells:
+        values = [t["value"] for t in cell.trials if t["state"] == "complete"]
+        ev = expected_best(values, len(values), maximize=maximize) if values else None
+        states = {s: sum(t["state"] == s for t in cell.trials) for s in ("complete", "pruned", "fail")}
+        rows.append(
+            [
+                cell.cell,
+                ", ".join(f"{k}={fmt(v) if isinstance(v, float) else v}" for k, v in cell.best_params.items()) or "–",
+                _spread(cell.tuned),
+                _spread(cell.default),
+                str(tuned_rank.index(cell.cell) + 1) if cell.cell in tuned_rank else "–",
+                str(default_rank.index(cell.cell) + 1) if cell.cell in default_rank else "–",
+                ", ".join(f"{n} {s}" for s, n in states.items() if n),
+                f"{fmt(ev[0])} ± {fmt(ev[1])}" if ev else "–",
+            ]
+        )
+    table = Table(
+        ["cell", "best configuration", f"{metric} tuned", f"{metric} defaults", "rank tuned", "rank defaults",
+         "trials", f"expected best {record['objective']}"],
+        rows,
+        caption=(
+            f"Each cell tuned with the same budget ({record['n_trials']} trials on tuning seeds "
+            f"{record['tuning_seeds']}, {record['objective']}), then its best configuration and the shared "
+            f"defaults trained on fresh seeds {record['final_seeds']} and tested; mean ± sd over those seeds."
+        ),
+    )  # fmt: skip
+    return Section(
+        "Tuned comparison",
+        [Paragraph(ranking_sentence(default_rank, tuned_rank)), table, *figures(record, cells, Path(out))],
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m analysis.report.tuned SWEEP_DIR --out DIR``: the tuned comparison as Markdown."""
+    import argparse
+    import sys
+
+    from analysis.report.document import Document, to_markdown
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.report.tuned", description=main.__doc__)
+    parser.add_argument("sweep_dir")
+    parser.add_argument("--out", default=None, help="folder for tuned.md and its figure (default: SWEEP_DIR/report)")
+    args = parser.parse_args(argv)
+    out = Path(args.out or Path(args.sweep_dir) / "report")
+    try:
+        section = tuned_section(args.sweep_dir, out)
+    except TunedError as err:
+        print(f"attnlab: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    (out / "tuned.md").write_text(to_markdown(Document("Tuned comparison", [section]), out))
+    first = section.blocks[0]
+    if isinstance(first, Paragraph):
+        print(first.text)  # the ranking sentence
+    print(out / "tuned.md")
+
+
+if __name__ == "__main__":
+    main()

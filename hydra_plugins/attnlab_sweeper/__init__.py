@@ -1,0 +1,1 @@
+"""attnlab's Hydra sweeper: hydra/sweeper=optuna (optuna_sweeper.py)."""

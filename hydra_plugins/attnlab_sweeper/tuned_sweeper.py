@@ -1,0 +1,132 @@
+"""``hparams_search=tuned``: each cell of a grid at its own tuned settings.
+
+    python -m experiments.train -m hparams_search=tuned attention=soft,local,linear
+    python -m analysis.report.tuned multirun/default/tuned_reverse
+    python -m experiments.train -m experiment=study/vaswani_heads hparams_search=tuned attention.num_heads=1,8
+
+Each cell of the grid (the preset's ``hydra.sweeper.params`` and the command line's sweeps, seeds
+aside) gets a study of its own with the same budget (``n_trials``) over the declared search space
+(``hydra.sweeper.space``: learning rate and warm-up), each trial trained on ``tuning_seeds`` and scored on
+validation; then each cell's best configuration, and the shared defaults beside it, are trained on
+``final_seeds`` (never a tuning seed) and tested. ``tuned.json`` in the sweep folder records the studies;
+the runs are ordinary result.json folders (``trial.role``: tuning, tuned or default). Re-running the
+command resumes every study and skips finished runs.
+
+It lives here because Hydra instantiates sweepers only from the ``hydra_plugins`` package.
+"""
+
+# No `from __future__ import annotations`: Hydra's plugin scan executes this module outside
+# sys.modules, where dataclasses cannot resolve string annotations.
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra_plugins.attnlab_sweeper.optuna_sweeper import OptunaSweeper
+
+log = logging.getLogger(__name__)
+
+
+class TunedSweeper(OptunaSweeper):
+    def __init__(
+        self,
+        tuning_seeds: Any = (0,),
+        final_seeds: Any = (1000, 1001, 1002),
+        compare_on: str = "test/loss",
+        compare_direction: str = "minimize",
+        space: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        # the search space; ``params`` (a preset's grid, e.g. study/vaswani_heads' heads) are the cells
+        self.space = {str(k): v for k, v in dict(space or {}).items() if v is not None}
+        self.tuning_seeds = list(tuning_seeds)
+        self.final_seeds = list(final_seeds)
+        self.compare_on = compare_on
+        self.compare_direction = compare_direction
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from experiments import optuna_study as s
+        from experiments import tuned_study as t
+        from experiments.metric_names import logged_metrics
+
+        assert self.config is not None
+        try:
+            space_args, cells, fixed = t.split_cells(self.space, t.grid_arguments(self.params, arguments))
+            space, _ = s.search_space(self.space, space_args)
+            tuning, final = t.check_seeds(self.tuning_seeds, self.final_seeds)
+            if self.pruner is not None and len(tuning) > 1:
+                raise s.StudyError(
+                    "hydra.sweeper.pruner: a trial trained on several tuning_seeds reports from several runs; "
+                    "prune with one tuning seed"
+                )
+            final_metrics, _ = logged_metrics(self.config)
+            if self.compare_on not in final_metrics:
+                raise s.StudyError(
+                    f"hydra.sweeper.compare_on={self.compare_on!r}: the task never logs it; "
+                    f"choose one of {sorted(final_metrics)}"
+                )
+            if self.compare_direction not in ("minimize", "maximize"):
+                raise s.StudyError(
+                    f"hydra.sweeper.compare_direction={self.compare_direction!r}; choose minimize or maximize"
+                )
+            self._prepare(space)
+        except s.StudyError as err:  # one line and exit code 2, before any trial
+            print(f"attnlab: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        began = time.perf_counter()
+        base = str(self.study_name or "tuned")
+        record: dict[str, Any] = {
+            "objective": str(self.config.objective),
+            "direction": self.direction,
+            "compare_on": self.compare_on,
+            "compare_direction": self.compare_direction,
+            "n_trials": self.n_trials,
+            "tuning_seeds": tuning,
+            "final_seeds": final,
+            "search_space": {k: str(v) for k, v in space.items()},
+            "cells": [],
+        }
+        finals: list[list[str]] = []
+        for cell in cells:
+            study = self._study(t.study_name(base, cell))
+            self._tune(study, space, [*fixed, *cell], seeds=tuning, role="tuning")
+            record["cells"].append(self._cell_record(study, cell))
+            best = record["cells"][-1]["best_params"]
+            where = [f"trial.study={study.study_name}"]
+            for seed in final:
+                if best is not None:
+                    params = [f"{k}={v}" for k, v in best.items()]
+                    finals.append([*fixed, *cell, *params, f"seed={seed}", *where, "trial.role=tuned"])
+                finals.append([*fixed, *cell, f"seed={seed}", *where, "trial.role=default"])
+        log.info("tuned: %d cells tuned; training %d final runs on seeds %s", len(cells), len(finals), final)
+        self.launcher.launch(finals, initial_job_idx=self.job_idx)
+        record["seconds_this_sweep"] = time.perf_counter() - began
+        from experiments.result import write_json_atomic
+
+        write_json_atomic(Path(str(self.config.hydra.sweep.dir)) / "tuned.json", record)
+        return record
+
+    def _cell_record(self, study: Any, cell: list[str]) -> dict[str, Any]:
+        from optuna.trial import TrialState
+
+        from experiments.optuna_study import INTERRUPTED_ATTR
+        from experiments.tuned_study import cell_label
+
+        trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(INTERRUPTED_ATTR)]
+        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        best: Optional[Any] = study.best_trial if complete else None
+        if best is None:
+            log.warning("tuned: cell %s has no completed trial; only its defaults are tested", cell_label(cell))
+        return {
+            "cell": cell_label(cell),
+            "overrides": cell,
+            "study": study.study_name,
+            "best_params": best.params if best is not None else None,
+            "best_value": best.value if best is not None else None,
+            "trials": [
+                {"number": t.number, "state": t.state.name.lower(), "params": t.params, "value": t.value}
+                for t in trials
+            ],
+        }
