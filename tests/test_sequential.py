@@ -114,3 +114,14 @@ def test_planted_effect_is_decided_early_and_the_fixed_design_has_the_power_it_i
     a, b = anytime.draw(REPS, n - 1, 1.0, 1.0, 1.0, seed=8)
     _, p = stats.ttest_ind(a, b, axis=1, equal_var=False)
     assert float((p < 0.05).mean()) <= found.power + 3 * math.sqrt(found.power * (1 - found.power) / REPS)
+
+
+@pytest.mark.parametrize("effect", [8.0, 3.0, 0.8])
+def test_the_fixed_design_is_the_fewest_seeds_with_the_power_even_for_a_huge_effect(effect):
+    n = anytime.fixed_design(effect, 0.05, 1.0)  # a simulated power of 1 stands for POWER_CAP
+    # the power by simulated Welch tests (scipy), independent of the power formula
+    a, b = anytime.draw(REPS, n, effect, 1.0, 1.0, seed=11)
+    assert float((stats.ttest_ind(a, b, axis=1, equal_var=False)[1] < 0.05).mean()) >= anytime.POWER_CAP - 0.01
+    if n > 2:
+        a, b = anytime.draw(REPS, n - 1, effect, 1.0, 1.0, seed=12)
+        assert float((stats.ttest_ind(a, b, axis=1, equal_var=False)[1] < 0.05).mean()) < anytime.POWER_CAP + 0.01

@@ -106,7 +106,25 @@ def fixed_design(effect: float, alpha: float, power: float) -> int | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         n = float(TTestIndPower().solve_power(effect_size=abs(effect), alpha=alpha, power=power))
-    return max(2, math.ceil(n))
+    if math.isfinite(n):
+        return max(2, math.ceil(n))
+    # an effect so large that the solver finds no root: the fewest seeds, counted up, whose power reaches it
+    n = 2
+    while welch_power(effect, n, alpha) < power:
+        n += 1
+    return n
+
+
+def welch_power(effect: float, n: int, alpha: float) -> float:
+    """Power of the two-sided two-sample t-test with n seeds a side (statsmodels); where its noncentral t gives
+    no number (a noncentrality far past the critical value), the normal approximation, then close to 1."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = float(TTestIndPower().power(effect_size=abs(effect), nobs1=n, alpha=alpha))
+    if math.isfinite(found):
+        return found
+    critical, shift = stats.t.ppf(1 - alpha / 2, 2 * n - 2), abs(effect) * math.sqrt(n / 2)
+    return float(stats.norm.sf(critical - shift) + stats.norm.cdf(-critical - shift))
 
 
 def savings(effect: float, alpha: float, reps: int, budget: int, seed: int = 0) -> Savings:
