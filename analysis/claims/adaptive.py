@@ -145,12 +145,18 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
 
 
 def section_text(path: Path, state: Mapping[str, Any], details: Sequence[Mapping[str, Any]]) -> str:
+    """How the sweep decided, for a terminal: the heading line, then one indented line per fact."""
+    head, *rest = section_lines(path, state, details)
+    return "\n".join([head, *(f"    {line}" for line in rest)])
+
+
+def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mapping[str, Any]]) -> list[str]:
     """How the sweep decided: rule and parameters, seeds per cell, each claim's decision and interval at stopping."""
     plan = state["plan"]
     k = len(details)
     lines = [
         f"Adaptive seeds ({path}): {state.get('rule')}",
-        f"    alpha {plan['alpha']:g} over {k} claim(s), {plan['alpha_per_claim']:g} each; mixture c = "
+        f"alpha {plan['alpha']:g} over {k} claim(s), {plan['alpha_per_claim']:g} each; mixture c = "
         f"{plan['mixture']:g}; first round seeds {', '.join(map(str, plan['first']))}, then {plan['step']} per "
         f"round, budget {plan['budget']} per cell; {len(state.get('rounds', []))} round(s)"
         + ("" if state.get("finished") else "; the sweep has not finished (resume it with the same command)"),
@@ -162,7 +168,7 @@ def section_text(path: Path, state: Mapping[str, Any], details: Sequence[Mapping
     shared = set.intersection(*(set(k.split(",")) for k in cells)) if len(cells) > 1 else set()
     for key, seeds in cells.items():
         name = ",".join(part for part in key.split(",") if part not in shared)  # what tells the cells apart
-        lines.append(f"    cell {name or key}: {len(seeds)} seeds ({', '.join(map(str, sorted(seeds)))})")
+        lines.append(f"cell {name or key}: {len(seeds)} seeds ({', '.join(map(str, sorted(seeds)))})")
     for item in details:
         decision, claim = item["decision"], item["claim"]
         interval = f"[{fmt(decision.low)}, {fmt(decision.high)}]"
@@ -173,5 +179,5 @@ def section_text(path: Path, state: Mapping[str, Any], details: Sequence[Mapping
         )
         fixed = item["fixed"]
         priced = f"; a fixed design of equal power: {fixed} seeds per side" if fixed is not None else ""
-        lines.append(f"    {claim.name}: {said}, interval {interval}{priced}")
-    return "\n".join(lines)
+        lines.append(f"{claim.name}: {said}, interval {interval}{priced}")
+    return lines
