@@ -318,6 +318,25 @@ ENTRIES = (
   publisher = {Lawrence Erlbaum Associates},
   year      = {1988}
 }""",
+    # Anytime-valid decisions: seeds added until a claim is decided (common/sequential.py)
+    r"""@article{lai1976confidence,
+  author    = {Lai, Tze Leung},
+  title     = {On Confidence Sequences},
+  journal   = {The Annals of Statistics},
+  volume    = {4},
+  number    = {2},
+  pages     = {265--280},
+  year      = {1976}
+}""",
+    r"""@article{howard2021time,
+  author    = {Howard, Steven R. and Ramdas, Aaditya and McAuliffe, Jon and Sekhon, Jasjeet},
+  title     = {Time-uniform, Nonparametric, Nonasymptotic Confidence Sequences},
+  journal   = {The Annals of Statistics},
+  volume    = {49},
+  number    = {2},
+  pages     = {1055--1080},
+  year      = {2021}
+}""",
 )
 
 _HEAD = re.compile(r"^\s*@\s*([A-Za-z]+)\s*\{\s*([^,\s{}]+)\s*,", re.S)

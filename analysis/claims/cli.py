@@ -27,6 +27,11 @@ seeds that would decide an inconclusive claim comes from the power of the test
 that decides it (80%, at alpha / number of claims, Holm's strictest step), with
 the observed difference and spread taken as the truth.
 
+A sweep run with adaptive seeds (``hydra/sweeper=adaptive``, its ``adaptive.json`` in the
+sweep folder) is decided as the sweep decided it: its claims, replayed seed by seed through
+the anytime-valid confidence sequence at the sweep's alpha (analysis/claims/adaptive.py),
+followed by how it decided.
+
 Exit codes: 0 every claim supported, 1 any contradicted or inconclusive, 2 bad input.
 """
 
@@ -67,18 +72,25 @@ def _write_csv(results: pd.DataFrame, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from analysis.claims import adaptive
     from analysis.data.collect import collect
 
     args = _parser().parse_args(argv)
+    section: list[str] = []
 
     def evaluate_sweeps() -> pd.DataFrame:
         if args.csv is not None:
             check_out_file(args.csv, "--csv")  # a bad place fails before any result is read
         if args.claims is not None:
             load_claims_file(args.claims)  # a malformed file fails before any result is read
+        found = adaptive.find_state(args.paths)
         runs = collect(args.paths)
         if runs.runs.empty:
             raise ClaimError(f"no readable result.json under {', '.join(args.paths)}")
+        if found is not None:
+            results, details = adaptive.evaluate_adaptive(runs, found[1], str(found[0]))
+            section.append(adaptive.section_text(found[0], found[1], details))
+            return results
         results = evaluate(runs, args.claims)
         if results.empty:
             raise ClaimError("no claims: the runs carry none (a preset's claims: key) and no --claims FILE was given")
@@ -88,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results is None:  # a user error, printed as one line
         return code
     print(format_text(results))
+    for text in section:
+        print(text)
     if args.csv is not None:
         _, code = run_cli(lambda: _write_csv(results, args.csv))
         if code != 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -78,12 +78,24 @@ METHOD = (
 )
 
 
-def report_claims(runs, claims_file: str | Path | None = None) -> tuple[Section | None, pd.DataFrame | None]:
+def report_claims(
+    runs, claims_file: str | Path | None = None, paths: Sequence[str | Path] = ()
+) -> tuple[Section | None, pd.DataFrame | None]:
     """The report's "Claims" section and the results behind it; (None, None) when no claim was tested.
 
     A claim carried by the runs that does not fit them becomes a note in the section (the rest
     of the report still stands); with ``claims_file`` the user asked for claims, so it is an error.
+    An adaptive-seed sweep among ``paths`` is decided as it decided (analysis/claims/adaptive.py).
     """
+    from analysis.claims import adaptive
+
+    found = adaptive.find_state(paths)
+    if found is not None:
+        results, details = adaptive.evaluate_adaptive(runs, found[1], str(found[0]))
+        head, *facts = adaptive.section_lines(found[0], found[1], details)
+        section = _section(results)
+        section.add(Paragraph(head), Bullets(facts))
+        return section, results
     try:
         results = evaluate(runs, claims_file)
     except ClaimError as err:

@@ -1,0 +1,183 @@
+"""Claims of an adaptive-seed sweep (``hydra/sweeper=adaptive``): decided as the sweep decided them.
+
+The sweep records its plan and claims in ``<sweep dir>/adaptive.json``. Here each claim's seeds are
+read back from the result files, paired by seed and replayed through the same anytime-valid
+confidence sequence (common.sequential, at the sweep's alpha per claim), so ``python -m
+analysis.claims`` on the finished sweep gives the sweep's decisions. The section says how it decided:
+the rule and its parameters, the seeds each cell used, each claim's decision and its interval at
+stopping, and the seeds per side a fixed Welch design of the same power would have spent
+(analysis.stats.anytime, simulated at the observed standardised effect).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.claims.evaluate import COLUMNS, _expectation
+from analysis.claims.sides import check_metric, metric_values, run_factors, select_side
+from analysis.report.document import fmt
+from analysis.stats import anytime, inference
+from common.claims import Claim, ClaimError, parse_claims, split_metric
+from common.sequential import replay
+
+STATE = "adaptive.json"  # written by experiments/adaptive.py; analysis reads files only
+SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power
+
+
+def find_state(paths: Sequence[str | Path]) -> tuple[Path, dict[str, Any]] | None:
+    """The adaptive sweep's state among the given folders (one at most), or None."""
+    found = [Path(p) / STATE for p in paths if (Path(p) / STATE).is_file()]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ClaimError(
+            f"{len(found)} adaptive sweeps given ({', '.join(str(p.parent) for p in found)}); "
+            "their claims are decided one sweep at a time"
+        )
+    try:
+        return found[0], json.loads(found[0].read_text())
+    except (OSError, ValueError) as err:
+        raise ClaimError(f"{found[0]} cannot be read ({err})") from None
+
+
+def _side_summary(values: Sequence[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return (float(values[0]) if values else math.nan), math.nan
+    mean, half, _ = inference.mean_ci(np.asarray(values, float))
+    return mean, half
+
+
+def _by_seed(side, runs, metric: str) -> dict[int, float]:
+    values = metric_values(side.runs, runs.by_length, metric)
+    seeds = side.runs.set_index("run_id")["seed"]
+    return {int(seeds[run_id]): float(v) for run_id, v in values.items()}
+
+
+def observations(runs, claim: Claim) -> tuple[list[float], dict[str, Any]]:
+    """The claim's sequence, as the sweep built it (paired differences by seed, or side a's per-seed ratios), and
+    the sides' labels and per-seed values."""
+    frame, factors = runs.runs, run_factors(runs)
+    check_metric(runs, frame, claim)
+    a = select_side(frame, factors, claim, "a")
+    top = _by_seed(a, runs, claim.metric)
+    sides = {"a": a.label, "a_values": list(top.values()), "b": None, "b_values": None}
+    if claim.expect == "ratio":
+        name, _ = split_metric(claim.metric)
+        bottom = _by_seed(a, runs, f"{name}@{claim.over}")
+        return [top[s] / bottom[s] for s in sorted(top) if bottom.get(s)], sides
+    b = select_side(frame, factors, claim, "b")
+    other = _by_seed(b, runs, claim.metric)
+    sides.update(b=b.label, b_values=list(other.values()))
+    return [top[s] - other[s] for s in sorted(top) if s in other], sides
+
+
+def _boundary(claim: Claim, mean: float) -> float:
+    """The edge the claim is decided against, nearest to the estimate."""
+    if claim.expect == "greater":
+        return claim.margin
+    if claim.expect == "less":
+        return -claim.margin
+    if claim.expect == "equivalent":
+        return claim.margin if mean >= 0 else -claim.margin
+    return min((e for e in claim.bounds if e is not None), key=lambda e: abs(mean - e))
+
+
+def fixed_equivalent(values: Sequence[float], claim: Claim, plan: Mapping[str, Any]) -> int | None:
+    """Seeds per side of the two-sided Welch test of the same power as the adaptive rule at the observed effect
+    (difference to the deciding edge over the per-cell spread, sd of the differences / sqrt 2); None for a ratio
+    claim or when the spread or the distance is zero."""
+    if claim.expect == "ratio" or len(values) < 2:
+        return None
+    d = np.asarray(values, float)
+    spread = float(d.std(ddof=1)) / math.sqrt(2)
+    distance = float(d.mean()) - _boundary(claim, float(d.mean()))
+    if spread == 0 or distance == 0:
+        return None
+    effect = distance / spread
+    a, b = anytime.draw(SIMULATED, int(plan["budget"]), effect, 1.0, 1.0, seed=0)
+    out = anytime.run_rule("anytime", a, b, float(plan["alpha_per_claim"]), c=float(plan["mixture"]))
+    power = float((out.decision == np.sign(effect)).mean())
+    return anytime.fixed_design(effect, float(plan["alpha_per_claim"]), power)
+
+
+def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The claims table of an adaptive sweep (COLUMNS, the verdicts of its confidence sequences) and per claim
+    what the section reports."""
+    claims = parse_claims(state.get("claims_raw"), f"{origin}: claims")
+    plan = state["plan"]
+    rows, details = [], []
+    for claim in claims:
+        values, sides = observations(runs, claim)
+        decision = replay(
+            values, claim.expect, claim.margin, claim.bounds, float(plan["alpha_per_claim"]), float(plan["mixture"])
+        )
+        row: dict[str, Any] = {c: math.nan for c in COLUMNS}
+        row.update(
+            claim=claim.name,
+            metric=claim.metric,
+            expect=_expectation(claim),
+            a=sides["a"],
+            b=sides["b"],
+            diff=decision.mean,
+            diff_low=decision.low,
+            diff_high=decision.high,
+            test="anytime CS (Lai t-mixture)",
+            verdict=decision.verdict or "inconclusive",
+            lacked="" if decision.verdict else f"undecided at the budget of {plan['budget']} seeds per cell",
+            source=claim.source,
+            paper=claim.paper,
+        )
+        for tag in ("a", "b"):
+            if sides[f"{tag}_values"] is not None:
+                row[f"{tag}_n"] = len(sides[f"{tag}_values"])
+                row[f"{tag}_mean"], row[f"{tag}_ci"] = _side_summary(sides[f"{tag}_values"])
+        rows.append(row)
+        details.append(
+            {"claim": claim, "decision": decision, "pairs": len(values), "fixed": fixed_equivalent(values, claim, plan)}
+        )
+    return pd.DataFrame(rows, columns=COLUMNS), details
+
+
+def section_text(path: Path, state: Mapping[str, Any], details: Sequence[Mapping[str, Any]]) -> str:
+    """How the sweep decided, for a terminal: the heading line, then one indented line per fact."""
+    head, *rest = section_lines(path, state, details)
+    return "\n".join([head, *(f"    {line}" for line in rest)])
+
+
+def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mapping[str, Any]]) -> list[str]:
+    """How the sweep decided: rule and parameters, seeds per cell, each claim's decision and interval at stopping."""
+    plan = state["plan"]
+    k = len(details)
+    lines = [
+        f"Adaptive seeds ({path}): {state.get('rule')}",
+        f"alpha {plan['alpha']:g} over {k} claim(s), {plan['alpha_per_claim']:g} each; mixture c = "
+        f"{plan['mixture']:g}; first round seeds {', '.join(map(str, plan['first']))}, then {plan['step']} per "
+        f"round, budget {plan['budget']} per cell; {len(state.get('rounds', []))} round(s)"
+        + ("" if state.get("finished") else "; the sweep has not finished (resume it with the same command)"),
+    ]
+    cells: dict[str, list[int]] = {}
+    for done in state.get("rounds", []):
+        for key, seeds in (done.get("folders") or {}).items():
+            cells.setdefault(key, []).extend(int(s) for s in seeds)
+    shared = set.intersection(*(set(k.split(",")) for k in cells)) if len(cells) > 1 else set()
+    for key, seeds in cells.items():
+        name = ",".join(part for part in key.split(",") if part not in shared)  # what tells the cells apart
+        lines.append(f"cell {name or key}: {len(seeds)} seeds ({', '.join(map(str, sorted(seeds)))})")
+    for item in details:
+        decision, claim = item["decision"], item["claim"]
+        interval = f"[{fmt(decision.low)}, {fmt(decision.high)}]"
+        said = (
+            f"{decision.verdict} after {decision.n} seed pair(s)"
+            if decision.verdict
+            else f"undecided at the budget ({decision.n} seed pair(s))"
+        )
+        fixed = item["fixed"]
+        priced = f"; a fixed design of equal power: {fixed} seeds per side" if fixed is not None else ""
+        lines.append(f"{claim.name}: {said}, interval {interval}{priced}")
+    return lines

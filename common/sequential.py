@@ -1,0 +1,115 @@
+"""Anytime-valid decisions on claims: a confidence sequence that may be looked at after every seed.
+
+A fixed-n test (Welch, TOST) keeps its error rate only when it is run once, at a number of seeds chosen
+in advance; re-running it after every new seed and stopping at the first p < alpha does not. A
+confidence sequence (CS) is a sequence of intervals that all cover the true mean at once with
+probability at least 1 − alpha, so a sweep may add seeds until the interval decides a claim.
+
+The boundary is Lai's (1976) t-mixture CS for a Gaussian mean with unknown variance, as presented by
+Wang and Ramdas (2025, "Anytime-valid t-tests and confidence sequences for Gaussian means with unknown
+variance"; bibliography: lai1976confidence, and howard2021time for confidence sequences in general): the
+scale-invariant likelihood ratio of the standardised mean, mixed over N(0, 1/c),
+
+    M_n(m) = sqrt(c / (n + c)) * (1 − S_n(m)² / ((n + c) V_n(m)))^(−n/2),
+    S_n(m) = Σ (x_i − m),  V_n(m) = Σ (x_i − m)²,
+
+is a nonnegative martingale with M_1 = 1 under mean m, so by Ville's inequality {m : M_n(m) < 1/alpha}
+is a (1 − alpha) CS. Solved for m it is x̄_n ± s_n * radius_factor(n) with s_n the biased (1/n) standard
+deviation. Assumption: the observations are independent and Gaussian (the assumption behind the t-test).
+
+A two-sided claim's observations are the paired differences a_i − b_i of the two cells' seed i (seeds
+are independent runs, paired by seed number, fixed before any result is seen); a ratio claim's are the
+per-seed ratios. The running intersection of the intervals is reported (a CS's intersection is still a
+CS), so a decision once reached is kept, and replaying the seeds one by one gives the same decision
+whatever the rounds were. Several claims share alpha by Bonferroni, which holds at every time.
+
+Standard library only: the sweep driver (experiments) and ``python -m analysis.claims`` both decide here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+RULE = "Lai (1976) t-mixture confidence sequence, running intersection, Bonferroni over claims"
+MIXTURE = 1.0  # c: the prior precision of the standardised effect; 1 puts the prior's spread at Cohen's d = 1
+EXPECTS = ("greater", "less", "equivalent", "ratio")
+VERDICTS = ("supported", "contradicted")
+
+
+def radius_factor(n: int, alpha: float, c: float = MIXTURE) -> float:
+    """The CS half-width at n observations in units of their biased standard deviation (inf: not yet bounded).
+
+    From M_n(m) < 1/alpha with S²/V = n u / (s² + u), u = (x̄ − m)²: u < s² R / (n − R),
+    R = (n + c) (1 − (alpha² c / (n + c))^(1/n)).
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} is not allowed; it must lie in (0, 1)")
+    if not c > 0:
+        raise ValueError(f"mixture c={c!r} is not allowed; it must be > 0")
+    if n < 2:
+        return math.inf
+    r = (n + c) * (1 - (alpha * alpha * c / (n + c)) ** (1 / n))
+    return math.sqrt(r / (n - r)) if r < n else math.inf
+
+
+def intervals(values: Sequence[float], alpha: float, c: float = MIXTURE) -> list[tuple[float, float]]:
+    """The running intersection of the CS after each observation: [(low_1, high_1), ..., (low_n, high_n)]."""
+    out: list[tuple[float, float]] = []
+    low, high, total, squares = -math.inf, math.inf, 0.0, 0.0
+    for n, x in enumerate(values, start=1):
+        if not math.isfinite(x):
+            raise ValueError(f"observation {n} is {x!r}; a confidence sequence needs finite values")
+        total += x
+        mean = total / n
+        squares += x * x
+        sd = math.sqrt(max(squares / n - mean * mean, 0.0))
+        half = sd * radius_factor(n, alpha, c)
+        if math.isfinite(half):
+            low, high = max(low, mean - half), min(high, mean + half)
+        out.append((low, high))
+    return out
+
+
+def verdict(low: float, high: float, expect: str, margin: float = 0.0, bounds=None) -> str | None:
+    """What an interval of a − b (or of the ratio) says of a claim: supported, contradicted, or None (continue).
+
+    greater: a − b > margin; less: a − b < −margin; equivalent: |a − b| < margin; ratio: inside bounds.
+    """
+    if expect not in EXPECTS:
+        raise ValueError(f"expect={expect!r} is not allowed; choose one of {list(EXPECTS)}")
+    if expect == "greater":
+        return "supported" if low > margin else "contradicted" if high < margin else None
+    if expect == "less":
+        return "supported" if high < -margin else "contradicted" if low > -margin else None
+    if expect == "equivalent":
+        if -margin < low and high < margin:
+            return "supported"
+        return "contradicted" if low > margin or high < -margin else None
+    lo, hi = bounds
+    if (lo is None or low > lo) and (hi is None or high < hi):
+        return "supported"
+    return "contradicted" if (lo is not None and high < lo) or (hi is not None and low > hi) else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A claim replayed seed by seed: its verdict (None: undecided), the seeds it took, the interval then."""
+
+    verdict: str | None
+    n: int  # observations when decided, or all of them when undecided
+    low: float
+    high: float
+    mean: float
+
+
+def replay(values: Sequence[float], expect: str, margin: float, bounds, alpha: float, c: float = MIXTURE) -> Decision:
+    """The first observation count at which the running CS decides the claim, or the last one if none does."""
+    seq = intervals(values, alpha, c)
+    for n, (low, high) in enumerate(seq, start=1):
+        found = verdict(low, high, expect, margin, bounds)
+        if found is not None:
+            return Decision(found, n, low, high, sum(values[:n]) / n)
+    low, high = seq[-1] if seq else (-math.inf, math.inf)
+    return Decision(None, len(seq), low, high, sum(values) / len(values) if values else math.nan)

@@ -1,0 +1,225 @@
+"""``hydra/sweeper=adaptive``: the grid's seeds added in rounds until every claim is decided.
+
+    python -m experiments.train -m experiment=study/vaswani_pe hydra/sweeper=adaptive \\
+        hydra.sweeper.budget=10 hydra/launcher=ensemble
+
+The grid is the basic sweeper's (``hydra.sweeper.params`` and the command line's sweeps); its
+``seed=`` values, when swept, are the first round, else ``first_round`` seeds 0, 1, .... After
+each round the claims (the config's ``claims:``, or ``claims_file``) are decided by their
+anytime-valid confidence sequences (experiments/adaptive.py); the cells of undecided claims get
+``step`` more seeds, as one ensemble per cell under ``hydra/launcher=ensemble``, until every claim
+is decided or ``budget`` seeds per cell are spent. Rounds are recorded in
+``<sweep dir>/adaptive.json``: the same command resumes a killed sweep at its last round.
+
+It lives here because Hydra instantiates sweepers only from the ``hydra_plugins`` package.
+"""
+
+# No `from __future__ import annotations`: Hydra's plugin scan executes this module outside
+# sys.modules, where dataclasses cannot resolve string annotations.
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+class AdaptiveSeedSweeper(BasicSweeper):
+    def __init__(
+        self,
+        params: Optional[Dict[str, str]] = None,
+        first_round: int = 3,
+        step: int = 2,
+        budget: int = 20,
+        alpha: float = 0.05,
+        mixture: float = 1.0,
+        claims_file: Optional[str] = None,
+    ) -> None:
+        super().__init__(max_batch_size=None, params=params)
+        self.first_round, self.step, self.budget = first_round, step, budget
+        self.alpha, self.mixture, self.claims_file = alpha, mixture, claims_file
+
+    def _grid(self, arguments: List[str]) -> tuple:
+        """The cells (overrides without the seed) in sweep order, and the swept seeds (None when not swept)."""
+        assert self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        overrides = parser.parse_overrides([*self._parse_config(), *arguments])
+        seeds = None
+        kept = []
+        for override in overrides:
+            if override.get_key_element().lstrip("+~") == "seed":
+                seeds = [int(v) for v in override.sweep_string_iterator()] if override.is_sweep_override() else None
+                if seeds is None:
+                    seeds = [int(override.get_value_element_as_str())]
+                continue
+            kept.append(override)
+        jobs = self.split_arguments(kept, None)[0]
+        return jobs, seeds
+
+    def _claims(self) -> tuple:
+        """The claims as written (kept in the state for the analysis) and parsed."""
+        from common.claims import parse_claims
+
+        assert self.config is not None
+        if self.claims_file:
+            path = Path(str(self.claims_file))
+            if not path.is_file():
+                raise ValueError(f"hydra.sweeper.claims_file={self.claims_file} is not a file; give a claims YAML")
+            raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+            raw = raw.get("claims") if isinstance(raw, dict) else raw
+            return raw, parse_claims(raw, str(path))
+        raw = OmegaConf.to_container(self.config.claims, resolve=True) if self.config.get("claims") else None
+        return raw, parse_claims(raw, "claims")
+
+    def _cells(self, grid: List[List[str]]) -> list:
+        from common.flatten import flatten
+        from experiments.adaptive import Cell
+
+        assert self.hydra_context is not None and self.config is not None
+        cells = []
+        for overrides in grid:
+            composed = self.hydra_context.config_loader.load_sweep_config(self.config, [*overrides, "seed=0"])
+            OmegaConf.set_struct(composed, False)
+            composed.pop("hydra", None)
+            config = flatten(OmegaConf.to_container(composed, resolve=False))
+            cells.append(Cell(",".join(overrides), tuple(overrides), config))
+        return cells
+
+    def sweep(self, arguments: List[str]) -> Any:
+        from common.claims import ClaimError
+        from experiments import adaptive
+
+        assert self.config is not None and self.launcher is not None
+        try:
+            grid, seeds = self._grid(arguments)
+            first = tuple(seeds) if seeds is not None else tuple(range(int(self.first_round)))
+            plan = adaptive.Plan(first, self.step, self.budget, self.alpha, self.mixture)
+            plan.check()
+            raw, claims = self._claims()
+            adaptive.require_claims(claims)  # before the cells are composed
+            cells = self._cells(grid)
+            sides = adaptive.claim_cells(cells, claims)
+            sweep_dir = Path(str(self.config.hydra.sweep.dir))
+            state = adaptive.load_state(sweep_dir, adaptive.new_state(cells, claims, plan, raw))
+        except (adaptive.AdaptiveError, ClaimError, ValueError) as err:
+            print(f"attnlab: {err}", file=sys.stderr)  # one line, before any seed trains
+            raise SystemExit(2) from None
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        return self._rounds(state, sweep_dir, plan, claims, cells, sides)
+
+    def _rounds(self, state: dict, sweep_dir: Path, plan, claims: list, cells: list, sides: list) -> list:
+        from experiments import adaptive
+
+        assert self.launcher is not None
+        returns = []
+        while True:
+            folders = _folders(state, sweep_dir)
+            decisions = _decide(plan, claims, sides, folders)
+            state["decisions"] = [_decision_row(c, d) for c, d in zip(claims, decisions)]
+            pending = state["rounds"][-1] if state["rounds"] and not state["rounds"][-1]["done"] else None
+            if pending is None:
+                active = _active_cells(cells, sides, decisions) if state["rounds"] else list(cells)
+                new = {
+                    c.key: (plan.next_seeds(_used(folders, c.key)) if state["rounds"] else list(plan.first))
+                    for c in active
+                }
+                new = {k: v for k, v in new.items() if v}
+                if not new:
+                    state["finished"] = True
+                    adaptive.save_state(sweep_dir, state)
+                    break
+                pending = {"round": len(state["rounds"]) + 1, "first_job": state["jobs"], "seeds": new, "done": False}
+                state["rounds"].append(pending)
+                state["jobs"] += sum(len(v) for v in new.values())
+                adaptive.save_state(sweep_dir, state)  # the round is planned before any of it trains
+            by_key = {c.key: c for c in cells}
+            batch = [[*by_key[k].overrides, f"seed={s}"] for k, seeds in pending["seeds"].items() for s in seeds]
+            log.info(
+                "Adaptive seeds: round %d, %d runs over %d cells", pending["round"], len(batch), len(pending["seeds"])
+            )
+            results = self.launcher.launch(batch, initial_job_idx=pending["first_job"])
+            pending["folders"] = {}
+            for job, result in zip(batch, results):
+                key, seed = ",".join(job[:-1]), job[-1].split("=", 1)[1]
+                folder = os.path.relpath(_job_folder(result, sweep_dir), sweep_dir)  # the sweep folder may move
+                pending["folders"].setdefault(key, {})[seed] = folder
+            pending["done"] = True
+            adaptive.save_state(sweep_dir, state)
+            returns.append(results)
+        for row in state["decisions"]:
+            log.info("Claim %r: %s", row["claim"], row["verdict"] or "undecided at the budget")
+        return returns
+
+
+def _folders(state: dict, sweep_dir: Path) -> Dict[str, Dict[int, str]]:
+    """Each cell's finished seeds and their folders, over the rounds done."""
+    out: Dict[str, Dict[int, str]] = {}
+    for done in state["rounds"]:
+        for key, seeds in (done.get("folders") or {}).items():
+            for seed, folder in seeds.items():
+                out.setdefault(key, {})[int(seed)] = str(sweep_dir / folder)
+    return out
+
+
+def _job_folder(result: Any, sweep_dir: Path) -> str:
+    """The folder a job wrote: its working dir where that lies in the sweep (a member of an ensemble, or a job
+    run with hydra.job.chdir=true), else its Hydra output dir (the basic launcher runs jobs in the launch dir)."""
+    working = Path(str(result.working_dir)).resolve()
+    if working.is_relative_to(sweep_dir.resolve()) and working != sweep_dir.resolve():
+        return str(working)
+    return str(OmegaConf.select(result.hydra_cfg, "hydra.runtime.output_dir"))
+
+
+def _used(folders: Dict[str, Dict[int, str]], key: str) -> List[int]:
+    return sorted(folders.get(key, {}))
+
+
+def _results(folders: Dict[int, str]) -> Dict[int, dict]:
+    import json
+
+    out = {}
+    for seed, folder in folders.items():
+        try:
+            out[seed] = json.loads((Path(folder) / "result.json").read_text())
+        except (OSError, ValueError):
+            out[seed] = {"status": "failed"}  # no result: the seed has no value, as a failed run
+    return out
+
+
+def _decide(plan, claims: list, sides: list, folders: Dict[str, Dict[int, str]]) -> list:
+    from experiments import adaptive
+
+    out = []
+    for claim, (a, b) in zip(claims, sides):
+        values = adaptive.claim_values(
+            claim, _results(folders.get(a.key, {})), None if b is None else _results(folders.get(b.key, {}))
+        )
+        out.append(adaptive.decide(claim, values, plan, len(claims)))
+    return out
+
+
+def _active_cells(cells: list, sides: list, decisions: Sequence) -> list:
+    """The cells of the claims not yet decided, in grid order."""
+    wanted = {c.key for (a, b), d in zip(sides, decisions) if d.verdict is None for c in (a, b) if c is not None}
+    return [c for c in cells if c.key in wanted]
+
+
+def _decision_row(claim, decision) -> dict:
+    def finite(x: float) -> Optional[float]:
+        return x if math.isfinite(x) else None  # JSON has no infinity: an unbounded edge is null
+
+    return {
+        "claim": claim.name,
+        "verdict": decision.verdict,
+        "n": decision.n,
+        "low": finite(decision.low),
+        "high": finite(decision.high),
+        "mean": finite(decision.mean),
+    }
