@@ -151,6 +151,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
+        # The kernel each layer trains on where the run trains, and why where flex could not serve it.
+        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(cfg))
         record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
         result["references"] = variant_references(used_variants(cfg, result["unused"]))
         ckpt = run_dir / "checkpoints" / "last.ckpt"

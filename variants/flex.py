@@ -35,6 +35,10 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 #: query and key rows of one block; flex's default sparse block size
 BLOCK = 128
 
+#: Inductor's CUDA flex kernel refuses a narrower head: ``tl.dot`` needs 16 columns
+#: (torch/_inductor/kernel/flex/flex_attention.py, "embedding dimension ... must be at least 16")
+MIN_CUDA_HEAD_DIM = 16
+
 #: kernel options tried in order until one builds on the device; the defaults overflow shared
 #: memory for some head dims and dtypes (a bf16 head dim 64 backward on an H200 needs 245760 bytes)
 KERNEL_OPTION_CANDIDATES: tuple[FlexKernelOptions, ...] = (
@@ -52,6 +56,13 @@ class FlexSettings:
 
 
 SETTINGS = FlexSettings()
+
+
+def head_dim_problem(head_dim: int, *, cuda: bool) -> str | None:
+    """Why flex cannot run heads of ``head_dim`` on the device (CUDA or CPU), or None when it can."""
+    if cuda and head_dim < MIN_CUDA_HEAD_DIM:
+        return f"head dim {head_dim} < {MIN_CUDA_HEAD_DIM}, the narrowest flex's CUDA kernel builds"
+    return None
 
 
 # -- masks ---------------------------------------------------------------------------------------------

@@ -55,15 +55,23 @@ class _GlobalSoft(AttentionLayer):
         )
         return out, None
 
-    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
-        values_need_weights = position is not None and position.needs_weights_for_values
-        if self.backend == "math" or not self.score.has_fused_form or need_weights or values_need_weights:
-            return "math"
-        backend = super().plan(position, cuda=cuda)
-        dropping = self.training and self.dropout_p > 0
-        if backend == "flex" and (dropping or (position is not None and not position.flex_ready)):
-            return "sdpa"  # flex takes no dropout: the dense bias on SDPA
-        return backend
+    def explain(
+        self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False
+    ) -> tuple[str, str | None]:
+        if self.backend == "math":
+            return "math", None
+        if not self.score.has_fused_form:
+            return "math", f"the {type(self.score).__name__} score has no fused form"
+        if need_weights:
+            return "math", "the weights were asked for"
+        if position is not None and position.needs_weights_for_values:
+            return "math", f"{type(position).__name__} mixes the weights into the values"
+        backend, _ = super().explain(position, cuda=cuda)
+        problem = self.flex_problem(position, cuda=cuda) if backend == "flex" else None
+        if problem is not None:
+            # SDPA's fused kernel with the dense bias: the fastest path left, T x T bias included.
+            return "sdpa", problem
+        return backend, None
 
     def _flex(
         self,

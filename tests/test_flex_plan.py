@@ -1,0 +1,117 @@
+"""Every layer's plan names a path that runs, and trains, on the device it is planned for.
+
+CUDA is mocked: each registered attention type (every declared variation) × encoding × head width
+{8, 16, 64} × role (self attention with the encoding, cross attention without) is planned, in
+training and in evaluation. The head width flex's CUDA kernel needs is read from torch's own source,
+not from the code under test.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from unittest import mock
+
+import pytest
+import torch
+import torch._inductor.kernel.flex.flex_attention as inductor_flex
+
+from variants import ATTENTION, POSITION
+from variants.checks import VariantConfigError
+from variants.pairs import pair_problem
+
+D_MODEL = 64
+HEAD_DIMS = (8, 16, 64)
+ROLES = ("self", "cross")
+
+
+def inductor_min_head_dim() -> int:
+    """The narrowest head Inductor's CUDA flex lowering accepts: its ``sympy.Lt(query..., N)`` check."""
+    found = re.search(r"sympy\.Lt\(query\.get_size\(\)\[-1\], (\d+)\)", inspect.getsource(inductor_flex))
+    assert found, "torch's flex lowering no longer states its head-width check; read it again"
+    return int(found.group(1))
+
+
+def plans(attention: str, a_params: dict, head_dim: int, position: str, p_params: dict, training: bool):
+    """(role, plan, reason) of every role of the pair, or [] where the pair cannot be built."""
+    heads = D_MODEL // head_dim
+    try:
+        with mock.patch.object(torch.cuda, "is_available", return_value=True):
+            layer = ATTENTION.build(attention, d_model=D_MODEL, num_heads=heads, **a_params).train(training)
+        encoding = POSITION.build(position, d_model=D_MODEL, num_heads=heads, **p_params)
+    except VariantConfigError:
+        return []  # e.g. rotary encodings at an odd head width
+    if pair_problem(layer, encoding) is not None:
+        return []
+    out = []
+    for role in ROLES:
+        given = encoding if role == "self" else None
+        backend, reason = layer.explain(given, cuda=True)
+        assert layer.plan(given, cuda=True) == backend
+        out.append((role, backend, reason, given))
+    return out
+
+
+GRID = [
+    pytest.param(a, ap, p, pp, id="-".join([a, *map(str, ap.values()), p, *map(str, pp.values())]))
+    for a in ATTENTION.names()
+    for ap in ATTENTION.variations(a)
+    for p in POSITION.names()
+    for pp in POSITION.variations(p)
+]
+
+
+@pytest.mark.parametrize("attention, a_params, position, p_params", GRID)
+def test_no_cuda_plan_names_flex_where_it_cannot_run_or_train(attention, a_params, position, p_params):
+    minimum = inductor_min_head_dim()
+    for head_dim in HEAD_DIMS:
+        for training in (True, False):
+            for role, backend, reason, given in plans(attention, a_params, head_dim, position, p_params, training):
+                where = f"{attention} {a_params} + {position} {p_params}, head dim {head_dim}, {role}, train={training}"
+                if backend == "flex":
+                    assert head_dim >= minimum, f"flex planned below head dim {minimum}: {where}"
+                    if training and given is not None and given.has_score_mod:
+                        assert given.flex_trains, f"flex planned to train a score_mod it has no backward for: {where}"
+                if head_dim < minimum and backend != "flex" and reason is not None:
+                    assert "head dim" in reason or "weights" in reason or "score" in reason, where
+
+
+def test_the_fallback_is_visible_and_flex_stays_where_it_runs():
+    """The narrow-head fallback says why; wide heads and FIRE in evaluation keep flex."""
+    rows = plans("multihead", {}, 8, "alibi", {}, True)
+    assert [(r[1], "head dim 8 < 16" in (r[2] or "")) for r in rows if r[0] == "self"] == [("sdpa", True)]
+    assert [r[1] for r in plans("multihead", {}, 64, "alibi", {}, True) if r[0] == "self"] == ["flex"]
+    assert [r[1] for r in plans("local", {}, 8, "none", {}, True)] == ["banded", "banded"]
+    fire_train = [r for r in plans("soft", {}, 64, "fire", {}, True) if r[0] == "self"]
+    assert fire_train[0][1] == "sdpa" and "backward" in fire_train[0][2]
+    assert [r[1] for r in plans("soft", {}, 64, "fire", {}, False) if r[0] == "self"] == ["flex"]
+
+
+def test_every_layer_of_a_model_records_its_kernel_and_why():
+    """A model of narrow heads on CUDA plans SDPA for its biased self attention and says why, layer by layer."""
+    from experiments.model import ModelSpec, Transformer, VariantSpec
+
+    spec = ModelSpec(
+        arch="seq2seq",
+        vocab_size=20,
+        attention=VariantSpec("multihead", {"num_heads": 8}),
+        position=VariantSpec("t5"),
+        d_model=64,
+        ffn_dim=32,
+        encoder_layers=1,
+        decoder_layers=2,
+        dropout=0.0,
+    )
+    with mock.patch.object(torch.cuda, "is_available", return_value=True):
+        model = Transformer(spec).eval()
+    plan = model.kernel_plan(cuda=True)
+    layers = {f"encoder.layers.{i}.self_attn" for i in range(1)} | {
+        f"decoder.layers.{i}.{role}" for i in range(2) for role in ("self_attn", "cross_attn")
+    }
+    assert set(plan) == layers
+    for name, kernel in plan.items():
+        # cross attention carries no bias: SDPA's flash kernel is its first pick, no fallback to explain
+        want = "sdpa" if name.endswith("cross_attn") else f"sdpa (head dim 8 < {inductor_min_head_dim()}"
+        assert kernel.startswith(want), (name, kernel)
+    assert not model.training  # planning leaves the model's mode as it was
+    assert model.kernel_plan(cuda=False) == {name: "sdpa" for name in layers}
