@@ -115,3 +115,29 @@ def test_every_layer_of_a_model_records_its_kernel_and_why():
         assert kernel.startswith(want), (name, kernel)
     assert not model.training  # planning leaves the model's mode as it was
     assert model.kernel_plan(cuda=False) == {name: "sdpa" for name in layers}
+
+
+def test_a_mask_cached_in_validation_never_reaches_a_training_call():
+    """Lightning validates under inference_mode; the same mask key asked for afterwards with gradients on
+    gets tensors a backward may save (no inference tensors), and validation gets its own cached mask."""
+    from variants.flex import BLOCK_MASKS, cached_block_mask, prefix_intervals
+
+    BLOCK_MASKS.clear()
+    positions = torch.arange(300)
+    key = ("prefix", 300, 300, True, "cpu", "inference-mask-test")
+
+    def build():
+        return prefix_intervals(positions, positions, causal=True)
+
+    def tensors(mask):
+        return [mask.kv_num_blocks, mask.kv_indices, mask.full_kv_num_blocks, mask.full_kv_indices]
+
+    with torch.inference_mode():
+        validating = cached_block_mask(key, build, None)
+    assert all(t.is_inference() for t in tensors(validating))  # the mode this test is about
+    training = cached_block_mask(key, build, None)
+    assert not any(t.is_inference() for t in tensors(training))
+    assert all(torch.equal(a, b) for a, b in zip(tensors(training), tensors(validating)))
+    with torch.inference_mode():
+        assert cached_block_mask(key, build, None) is validating  # each mode still reuses its own
+    assert cached_block_mask(key, build, None) is training

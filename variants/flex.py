@@ -164,7 +164,9 @@ class BlockMaskCache:
         self.builds = 0
 
     def get(self, key: Hashable, build: Callable[[], KeyIntervals], *, full_blocks: bool):
-        key = (key, full_blocks)
+        # A mask built under inference mode (Lightning validates there) holds inference tensors, which a
+        # training call cannot save for backward: each mode keeps its own masks.
+        key = (key, full_blocks, torch.is_inference_mode_enabled())
         if key in self.entries:
             self.entries.move_to_end(key)
             return self.entries[key]
