@@ -141,3 +141,44 @@ def test_a_mask_cached_in_validation_never_reaches_a_training_call():
     with torch.inference_mode():
         assert cached_block_mask(key, build, None) is validating  # each mode still reuses its own
     assert cached_block_mask(key, build, None) is training
+
+
+def dense_score_mod(score_mod, heads: int, Tq: int, Tk: int) -> torch.Tensor:
+    """The score_mod on every (head, query, key) at once, on zero scores: its bias, (1, H, Tq, Tk)."""
+    h = torch.arange(heads)[:, None, None]
+    q_idx, kv_idx = torch.arange(Tq)[None, :, None], torch.arange(Tk)[None, None, :]
+    return score_mod(torch.zeros(heads, Tq, Tk), torch.tensor(0), h, q_idx, kv_idx)[None]
+
+
+SCORE_MOD_ENCODINGS = [n for n in POSITION.names() if getattr(POSITION.get(n), "has_score_mod", False)]
+
+
+@pytest.mark.parametrize("position", SCORE_MOD_ENCODINGS)
+@pytest.mark.parametrize("offset, Tq, Tk", [(0, 150, 150), (40, 1, 41), (37, 20, 20), (0, 9, 300)])
+def test_score_mod_bias_and_gradients_equal_the_dense_reference(position, offset, Tq, Tk):
+    """Each score_mod (T5's per-distance vector included) gives the dense score_bias's values and the same
+    gradients in every parameter and in q, at distances past T5's max_distance and at shifted positions."""
+    heads = 2
+    torch.manual_seed(0)
+    encoding = POSITION.build(position, d_model=32, num_heads=heads)
+    for p in encoding.parameters():
+        p.data.normal_()  # away from an initialisation that could hide a swapped index
+    q = torch.randn(1, heads, Tq, 16, requires_grad=True)
+    q_pos = torch.arange(offset + Tk - Tq, offset + Tk)  # the last query sees the last key
+    k_pos = torch.arange(offset, offset + Tk)
+    weight = torch.randn(1, heads, Tq, Tk)
+
+    inputs = [q, *encoding.parameters()]
+
+    def grads(bias):
+        # a term that needs no gradient (ALiBi's fixed slopes) has zero gradient everywhere
+        if not bias.requires_grad:
+            return [torch.zeros_like(x) for x in inputs]
+        found = torch.autograd.grad((bias * weight).sum(), inputs, allow_unused=True)
+        return [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, found)]
+
+    want = encoding.score_bias(q, q_pos, k_pos).expand(1, heads, Tq, Tk)
+    got = dense_score_mod(encoding.score_mod(q, q_pos, k_pos), heads, Tq, Tk)
+    assert torch.allclose(got, want, atol=1e-5)
+    for g, w in zip(grads(got), grads(want)):
+        assert torch.allclose(g, w, atol=1e-4, rtol=1e-4)
