@@ -94,6 +94,25 @@ def prefix_intervals(q_pos: Tensor, k_pos: Tensor, *, causal: bool, batch: int =
     return KeyIntervals(lo.expand(batch, Tq), hi.expand(batch, Tq), Tk)
 
 
+def bucket_length(length: int) -> int:
+    """The length a flex call is padded to: a power of two of blocks (BLOCK, 2 BLOCK, 4 BLOCK, ...).
+
+    The compiled kernel is specialised to every tensor's shape, so each new length would compile
+    again and, past Dynamo's recompile limit, run eager (the full T x T scores). Padded to these
+    buckets, lengths up to 128 share one shape and up to 16384 eight; padded queries see no key and
+    padded keys lie outside every query's interval, so no block of padding is computed."""
+    blocks = max(-(-length // BLOCK), 1)
+    return BLOCK * (1 << (blocks - 1).bit_length())
+
+
+def within(intervals: KeyIntervals, queries: int, keys: int) -> KeyIntervals:
+    """``intervals`` of padded positions cut to the first ``queries`` queries and ``keys`` keys: padded
+    keys are outside every interval and padded queries see nothing."""
+    real = torch.arange(intervals.lo.shape[1], device=intervals.lo.device) < queries  # (Tq_padded,)
+    hi = torch.where(real, intervals.hi.clamp(max=keys), intervals.lo)
+    return KeyIntervals(intervals.lo, torch.maximum(hi, intervals.lo), intervals.num_keys)
+
+
 def window_intervals(centre: Tensor, k_pos: Tensor, window: int, *, causal_q_pos: Tensor | None) -> KeyIntervals:
     """Keys at positions |j - c_i| <= ``window`` around integer centres ``centre`` (B, Tq), inside the
     causal prefix of ``causal_q_pos`` (Tq,) when given."""
@@ -275,6 +294,31 @@ def flex_attend(
     if not compiled:
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
     options = kernel_options(q.device, q.dtype, q.shape[-1], needs_grad)
-    return _compiled_flex()(
-        q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa, kernel_options=options
-    )
+    try:
+        # Past Dynamo's recompile limit the call would run eager, materialising the T x T scores: an
+        # error instead, naming the cause (bucketed lengths keep the number of compiles small).
+        with torch._dynamo.config.patch(**{_FAIL_ON_LIMIT: True}):
+            return _compiled_flex()(
+                q,
+                k,
+                v,
+                score_mod=score_mod,
+                block_mask=block_mask,
+                scale=scale,
+                enable_gqa=enable_gqa,
+                kernel_options=options,
+            )
+    except torch._dynamo.exc.FailOnRecompileLimitHit as error:
+        raise RuntimeError(
+            f"flex_attention compiled {torch._dynamo.config.recompile_limit} times (Dynamo's recompile_limit) "
+            f"and would now run eager, building the full scores; this call: q {tuple(q.shape)}, k "
+            f"{tuple(k.shape)}, {q.dtype}, grad={needs_grad}, score_mod={getattr(score_mod, '__name__', None)}. "
+            "Pad lengths with variants.flex.bucket_length or raise torch._dynamo.config.recompile_limit"
+        ) from error
+
+
+#: the Dynamo setting that turns a hit recompile limit into an error (renamed across torch versions)
+_FAIL_ON_LIMIT = next(
+    (n for n in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit") if hasattr(torch._dynamo.config, n)),
+    "fail_on_recompile_limit_hit",
+)
