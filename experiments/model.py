@@ -328,6 +328,21 @@ class Transformer(nn.Module):
                     plan[f"{name}.layers.{i}.{role}"] = backend if why is None else f"{backend} ({why})"
         return plan
 
+    def flex_head_dims(self, *, cuda: bool) -> set[int]:
+        """The head widths of the layers whose plan runs flex, in training or in evaluation."""
+        dims = set()
+        for stack in (self.encoder, self.decoder):
+            for layer in stack.layers if stack is not None else ():
+                for attention, position in ((layer.self_attn, stack.position), (layer.cross_attn, None)):
+                    if attention is None:
+                        continue
+                    was = attention.training
+                    for training in (True, False):
+                        if attention.train(training).plan(position, cuda=cuda) == "flex":
+                            dims.add(attention.head_dim)
+                    attention.train(was)
+        return dims
+
     def unused_settings(self) -> dict[str, str]:
         """{spec field: why it is unused} for the fields no built part reads, e.g. on a decoder-only model
         ``{"cross_attention": "this model builds no cross attention", ...}``: a run records them as unused, and

@@ -181,6 +181,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         evaluate(cfg, result, parts, run_dir, tested, lambda: build.final_validation(trainer, module, datamodule))
         result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
         result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
+        if getattr(module, "flex_options", None):
+            result["kernel_options"] = module.flex_options  # chosen on the device at fit start
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
         build.release_ddp_ranks(trainer)
         result.update(build.describe_failure(err, trainer, run_dir))

@@ -263,6 +263,29 @@ def kernel_options(
     return _OPTIONS[key]
 
 
+def shared_memory(device: torch.device) -> int | None:
+    """The shared memory one block may opt in to on ``device`` (bytes), what flex's kernels must fit in."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return int(getattr(props, "shared_memory_per_block_optin", 0) or props.shared_memory_per_block)
+
+
+def choose_kernel_options(
+    device: torch.device, dtype: torch.dtype, head_dims: set[int], probe: Callable[..., None] = _probe
+) -> dict[str, object]:
+    """Choose the kernel options of every head width a model runs on flex, forward and backward, when the
+    model is built on ``device``, before anything traces it: a compiled model (``model.compile=true``)
+    takes its options from here, as it never makes the eager call that would probe them. Returns what
+    to record: the device's shared memory per block and the options of each (head dim, backward)."""
+    chosen: dict[str, object] = {"shared_memory_per_block_optin": shared_memory(device)}
+    for head_dim in sorted(head_dims):
+        for backward in (True, False):
+            options = kernel_options(device, dtype, head_dim, backward, probe=probe)
+            chosen[f"{dtype} head dim {head_dim} {'backward' if backward else 'forward'}"] = options or "defaults"
+    return chosen
+
+
 def flex_attend(
     q: Tensor, k: Tensor, v: Tensor, *, block_mask, score_mod: ScoreMod | None, scale: float, enable_gqa: bool = False
 ) -> Tensor:
@@ -278,7 +301,7 @@ def flex_attend(
         )
     if torch.compiler.is_compiling():
         # Inside a compiled model the outer compile builds the kernel: no probe runs while tracing, so
-        # the options are those an eager call on this device found, or flex's defaults.
+        # the options are those chosen when the model was built on the device (choose_kernel_options).
         options = _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad))
         return flex_attention(
             q,
