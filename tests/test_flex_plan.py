@@ -205,3 +205,17 @@ def test_kernel_options_are_chosen_at_build_time_and_a_compiled_model_reads_them
         # the key flex_attend's compiled branch reads: (str(q.device), q.dtype, head dim, backward)
         assert flex._OPTIONS[(str(device), dtype, 64, True)] == flex.KERNEL_OPTION_CANDIDATES[1]
         assert flex._OPTIONS[(str(device), dtype, 64, False)] is None
+
+
+def test_the_report_reads_each_runs_kernels_once_per_kind():
+    """collect keeps result.json's per-layer kernels as one cell per run: each distinct kernel once, sorted."""
+    from analysis.data.collect import result_rows
+
+    base = {"schema": 1, "run_id": "r", "status": "completed", "task": "reverse", "attention": "multihead"}
+    base |= {"position": "t5", "seed": 0}
+    narrow = "sdpa (head dim 8 < 16, the narrowest flex's CUDA kernel builds)"
+    kernels = {"encoder.layers.0.self_attn": narrow, "decoder.layers.0.cross_attn": "sdpa"}
+    kernels |= {"decoder.layers.0.self_attn": narrow}
+    row, _ = result_rows({**base, "kernels": kernels}, None, "result.json")
+    assert row["kernels"] == f"sdpa; {narrow}"
+    assert result_rows(base, None, "result.json")[0]["kernels"] is None  # a run from before kernels were recorded
