@@ -82,6 +82,12 @@ def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
     )
 
 
+def trains_on_cuda(cfg: DictConfig) -> bool:
+    """Whether the Trainer of ``cfg`` runs on a CUDA device (what each layer's kernel is planned for)."""
+    accelerator = cfg.trainer.accelerator
+    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+
+
 def assemble(
     cfg: DictConfig, run_dir: Path, *, run_id: str, flat_config: dict[str, Any], overrides: list[str] | None = None
 ) -> Parts:
@@ -104,10 +110,7 @@ def assemble(
     module.alignment = datamodule.alignment
     module.stats_examples = cfg.eval.attention_stats_examples
     if cfg.model.compile:
-        on_cpu = cfg.trainer.accelerator == "cpu" or (
-            cfg.trainer.accelerator == "auto" and not torch.cuda.is_available()
-        )
-        compile_model(module.model, "cpu" if on_cpu else "cuda", cfg.model.compile_mode)
+        compile_model(module.model, "cuda" if trains_on_cuda(cfg) else "cpu", cfg.model.compile_mode)
         # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
         datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
     # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).

@@ -129,3 +129,170 @@ def flex_timings(
             }
         )
     return rows
+
+
+# -- the flex probe: python -m experiments.flex_check ------------------------------------------------------
+#: lengths of the compile-count check: within two length buckets (variants.flex.bucket_length)
+PROBE_LENGTHS = (9, 24, 60, 100, 130, 200)
+#: compiles the compile-count check allows: one per (mask_mod, score_mod) signature of a seq2seq model
+#: (encoder self, causal decoder self, cross) per grad mode, per length bucket
+PROBE_SIGNATURES = 3
+
+
+def quick_cells() -> list[tuple[str, str]]:
+    """The (attention, position) cells of ``experiment=quick``, read from its sweep."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf/experiment/quick.yaml").hydra.sweeper.params
+    return [(a, p) for a in str(params.attention).split(",") for p in str(params.position).split(",")]
+
+
+def _tiny_model(attention: str, position: str, device: torch.device, backend: str = "auto", **params):
+    from experiments.model import ModelSpec, Transformer, VariantSpec
+    from experiments.roles import attention_defaults
+
+    defaults = {k: v for k, v in attention_defaults(attention).items() if k != "name"}
+    spec = ModelSpec(
+        arch="seq2seq",
+        vocab_size=32,
+        attention=VariantSpec(attention, {**defaults, **params}),
+        position=VariantSpec(position),
+        d_model=64,
+        ffn_dim=128,
+        encoder_layers=1,
+        decoder_layers=1,
+        dropout=0.0,
+        backend=backend,
+    )
+    torch.manual_seed(0)
+    return spec, Transformer(spec).to(device)
+
+
+def _batch(spec, B: int, T: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    src = torch.randint(4, spec.vocab_size, (B, T), device=device)
+    src[1, T // 2 :] = spec.pad_id  # padding reaches the encoder and cross-attention masks
+    return src, torch.randint(4, spec.vocab_size, (B, T + 1), device=device)
+
+
+def _train_step(model, spec, device: torch.device, T: int) -> float:
+    from variants.flex import choose_kernel_options
+
+    dims = model.flex_head_dims(cuda=True)
+    if dims:
+        choose_kernel_options(device, torch.bfloat16, dims)  # as Seq2SeqModule.on_fit_start does
+    optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    src, tgt = _batch(spec, 4, T, device)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(src, tgt).float().logsumexp(-1).mean()
+    loss.backward()
+    optimiser.step()
+    return float(loss)
+
+
+def probe_plans(device: torch.device, deadline: float) -> list[dict[str, Any]]:
+    """Every quick-grid cell as its plan says: one training step at T 150, a validation under inference_mode,
+    one more training step (a validation mask must not reach it)."""
+    import time
+
+    rows = []
+    for attention, position in quick_cells():
+        row: dict[str, Any] = {"cell": f"{attention}+{position}"}
+        if time.monotonic() > deadline:
+            rows.append({**row, "status": "skipped (budget)"})
+            continue
+        try:
+            spec, model = _tiny_model(attention, position, device)
+            row["kernels"] = sorted(set(model.kernel_plan(cuda=True).values()))
+            _train_step(model, spec, device, 150)
+            model.eval()
+            with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+                model(*_batch(spec, 4, 150, device))
+            row["loss"] = _train_step(model, spec, device, 150)
+            row["status"] = "ok"
+        except Exception as err:  # noqa: BLE001 - one cell's failure is reported, the rest still run
+            row["status"] = f"failed: {type(err).__name__}: {(str(err).splitlines() or [''])[0][:160]}"
+        rows.append(row)
+    return rows
+
+
+def probe_compiles(device: torch.device) -> dict[str, Any]:
+    """Dynamo compiles of multihead (2 heads of 32) + T5 on flex over evaluation at several lengths, a
+    generation and training steps at two lengths: within PROBE_SIGNATURES x grad modes x buckets."""
+    from torch._dynamo.utils import counters
+
+    from variants.flex import bucket_length
+
+    spec, model = _tiny_model("multihead", "t5", device, backend="flex", num_heads=2)
+    before = counters["stats"]["unique_graphs"]
+    model.eval()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        for T in PROBE_LENGTHS:
+            model(*_batch(spec, 4, T, device))
+        model.generate(torch.full((4, 1), spec.bos_id, device=device), 6, src=_batch(spec, 4, 12, device)[0])
+    for T in (PROBE_LENGTHS[0], PROBE_LENGTHS[-1]):
+        _train_step(model, spec, device, T)
+    buckets = len({bucket_length(T + extra) for T in PROBE_LENGTHS for extra in (0, 1)})
+    bound = PROBE_SIGNATURES * 2 * buckets
+    compiles = counters["stats"]["unique_graphs"] - before
+    return {"compiles": compiles, "bound": bound, "status": "ok" if compiles <= bound else "over the bound"}
+
+
+def probe_options(device: torch.device) -> dict[str, Any]:
+    """The kernel options chosen for head dim 64 in bf16, and a training step of a model at that width."""
+    from variants.flex import choose_kernel_options
+
+    chosen = choose_kernel_options(device, torch.bfloat16, {64})
+    spec, model = _tiny_model("multihead", "alibi", device, backend="flex", num_heads=1)
+    loss = _train_step(model, spec, device, 300)
+    return {**{k: str(v) for k, v in chosen.items()}, "train_step_loss": loss, "status": "ok"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the three checks on CUDA, each failing alone, and print a one-screen summary (JSON with --out)."""
+    import argparse
+    import json
+    import time
+
+    parser = argparse.ArgumentParser(prog="python -m experiments.flex_check", description=main.__doc__)
+    parser.add_argument("--budget", type=float, default=300.0, help="seconds for the quick-grid cells")
+    parser.add_argument("--out", default=None, help="also write the results here as JSON")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("flex_check: no CUDA device visible; the probe checks CUDA only")
+        return 2
+    device = torch.device("cuda", torch.cuda.current_device())
+    started = time.monotonic()
+    results: dict[str, Any] = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__}
+    for name, check in (
+        ("options", lambda: probe_options(device)),
+        ("compiles", lambda: probe_compiles(device)),
+        ("plans", lambda: probe_plans(device, started + args.budget)),
+    ):
+        try:
+            results[name] = check()
+        except Exception as err:  # noqa: BLE001 - a failed check is reported; the others still run
+            results[name] = {"status": f"failed: {type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"}
+    results["seconds"] = round(time.monotonic() - started, 1)
+    print(f"flex_check on {results['device']} (torch {results['torch']}), {results['seconds']} s")
+    print(f"options  {json.dumps(results['options'])}")
+    print(f"compiles {json.dumps(results['compiles'])}")
+    plans = results["plans"]
+    for row in plans if isinstance(plans, list) else [plans]:
+        print(f"  {row.get('cell', 'plans'):24} {row['status']:10} {', '.join(row.get('kernels', []))}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    failed = [k for k in ("options", "compiles") if results[k].get("status") != "ok"]
+    failed += (
+        [r["cell"] for r in plans if isinstance(plans, list) and r["status"] != "ok"]
+        if isinstance(plans, list)
+        else ["plans"]
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -307,6 +307,42 @@ class Transformer(nn.Module):
         }
         return {part for part, built in parts.items() if built}
 
+    def kernel_plan(self, *, cuda: bool) -> dict[str, str]:
+        """{layer path: the kernel a training call runs, with why where it is not the type's first
+        pick}, e.g. ``{"decoder.layers.0.self_attn": "sdpa (head dim 8 < 16, ...)"}``: what
+        ``AttentionLayer.explain`` says for each layer on the device (``cuda``), recorded with the run."""
+        plan = {}
+        for name, stack in (("encoder", self.encoder), ("decoder", self.decoder)):
+            if stack is None:
+                continue
+            for i, layer in enumerate(stack.layers):
+                # Only self attention takes the stack's encoding; cross attention gets no position hooks.
+                roles = (("self_attn", stack.position), ("cross_attn", None))
+                for role, position in roles:
+                    attention = getattr(layer, role)
+                    if attention is None:
+                        continue
+                    was = attention.training
+                    backend, why = attention.train().explain(position, cuda=cuda)
+                    attention.train(was)
+                    plan[f"{name}.layers.{i}.{role}"] = backend if why is None else f"{backend} ({why})"
+        return plan
+
+    def flex_head_dims(self, *, cuda: bool) -> set[int]:
+        """The head widths of the layers whose plan runs flex, in training or in evaluation."""
+        dims = set()
+        for stack in (self.encoder, self.decoder):
+            for layer in stack.layers if stack is not None else ():
+                for attention, position in ((layer.self_attn, stack.position), (layer.cross_attn, None)):
+                    if attention is None:
+                        continue
+                    was = attention.training
+                    for training in (True, False):
+                        if attention.train(training).plan(position, cuda=cuda) == "flex":
+                            dims.add(attention.head_dim)
+                    attention.train(was)
+        return dims
+
     def unused_settings(self) -> dict[str, str]:
         """{spec field: why it is unused} for the fields no built part reads, e.g. on a decoder-only model
         ``{"cross_attention": "this model builds no cross attention", ...}``: a run records them as unused, and

@@ -28,6 +28,7 @@ from experiments.model import ModelSpec, Transformer
 from experiments.reinforce import Baseline, mean_entropy, repeat_batch, returns, stack_log_probs, surrogate
 from experiments.task_adapters import TaskAdapter, adapter_for
 from variants.attention.hard import reinforce_layers
+from variants.flex import choose_kernel_options
 
 
 class DivergedError(RuntimeError):
@@ -75,6 +76,9 @@ def adamw_with_schedule(
 
 class Seq2SeqModule(L.LightningModule):
     """Trains any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
+
+    #: flex's kernel options chosen on the device at fit start (``choose_kernel_options``), or None
+    flex_options: dict[str, object] | None = None
 
     def __init__(
         self,
@@ -158,6 +162,16 @@ class Seq2SeqModule(L.LightningModule):
     def _losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
         """Mean loss and the per-example loss (B,)."""
         return self.adapter.losses(logits, targets, smoothing)
+
+    def on_fit_start(self) -> None:
+        # Flex's kernel options are chosen here, on the device and before a compiled model traces flex
+        # (which never makes the eager probe that would choose them); result.json records them.
+        if self.device.type == "cuda":
+            dims = self.model.flex_head_dims(cuda=True)
+            if dims:
+                precision = str(self.trainer.precision)
+                dtype = torch.bfloat16 if "bf16" in precision else torch.float16 if "16" in precision else torch.float32
+                self.flex_options = choose_kernel_options(self.device, dtype, dims)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         if self.cudagraph_steps:

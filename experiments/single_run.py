@@ -151,6 +151,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
+        # The kernel each layer trains on where the run trains, and why where flex could not serve it.
+        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(cfg))
         record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
         result["references"] = variant_references(used_variants(cfg, result["unused"]))
         ckpt = run_dir / "checkpoints" / "last.ckpt"
@@ -189,6 +191,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         evaluate(cfg, result, parts, run_dir, tested, lambda: build.final_validation(trainer, module, datamodule))
         result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
         result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
+        if getattr(module, "flex_options", None):
+            result["kernel_options"] = module.flex_options  # chosen on the device at fit start
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
         build.release_ddp_ranks(trainer)
         result.update(build.describe_failure(err, trainer, run_dir))

@@ -35,6 +35,10 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 #: query and key rows of one block; flex's default sparse block size
 BLOCK = 128
 
+#: Inductor's CUDA flex kernel refuses a narrower head: ``tl.dot`` needs 16 columns
+#: (torch/_inductor/kernel/flex/flex_attention.py, "embedding dimension ... must be at least 16")
+MIN_CUDA_HEAD_DIM = 16
+
 #: kernel options tried in order until one builds on the device; the defaults overflow shared
 #: memory for some head dims and dtypes (a bf16 head dim 64 backward on an H200 needs 245760 bytes)
 KERNEL_OPTION_CANDIDATES: tuple[FlexKernelOptions, ...] = (
@@ -52,6 +56,13 @@ class FlexSettings:
 
 
 SETTINGS = FlexSettings()
+
+
+def head_dim_problem(head_dim: int, *, cuda: bool) -> str | None:
+    """Why flex cannot run heads of ``head_dim`` on the device (CUDA or CPU), or None when it can."""
+    if cuda and head_dim < MIN_CUDA_HEAD_DIM:
+        return f"head dim {head_dim} < {MIN_CUDA_HEAD_DIM}, the narrowest flex's CUDA kernel builds"
+    return None
 
 
 # -- masks ---------------------------------------------------------------------------------------------
@@ -81,6 +92,25 @@ def prefix_intervals(q_pos: Tensor, k_pos: Tensor, *, causal: bool, batch: int =
     lo = torch.zeros(1, Tq, dtype=torch.long, device=q_pos.device)
     hi = (q_pos - k_pos[0] + 1).clamp(0, Tk)[None] if causal else torch.full_like(lo, Tk)
     return KeyIntervals(lo.expand(batch, Tq), hi.expand(batch, Tq), Tk)
+
+
+def bucket_length(length: int) -> int:
+    """The length a flex call is padded to: a power of two of blocks (BLOCK, 2 BLOCK, 4 BLOCK, ...).
+
+    The compiled kernel is specialised to every tensor's shape, so each new length would compile
+    again and, past Dynamo's recompile limit, run eager (the full T x T scores). Padded to these
+    buckets, lengths up to 128 share one shape and up to 16384 eight; padded queries see no key and
+    padded keys lie outside every query's interval, so no block of padding is computed."""
+    blocks = max(-(-length // BLOCK), 1)
+    return BLOCK * (1 << (blocks - 1).bit_length())
+
+
+def within(intervals: KeyIntervals, queries: int, keys: int) -> KeyIntervals:
+    """``intervals`` of padded positions cut to the first ``queries`` queries and ``keys`` keys: padded
+    keys are outside every interval and padded queries see nothing."""
+    real = torch.arange(intervals.lo.shape[1], device=intervals.lo.device) < queries  # (Tq_padded,)
+    hi = torch.where(real, intervals.hi.clamp(max=keys), intervals.lo)
+    return KeyIntervals(intervals.lo, torch.maximum(hi, intervals.lo), intervals.num_keys)
 
 
 def window_intervals(centre: Tensor, k_pos: Tensor, window: int, *, causal_q_pos: Tensor | None) -> KeyIntervals:
@@ -153,7 +183,9 @@ class BlockMaskCache:
         self.builds = 0
 
     def get(self, key: Hashable, build: Callable[[], KeyIntervals], *, full_blocks: bool):
-        key = (key, full_blocks)
+        # A mask built under inference mode (Lightning validates there) holds inference tensors, which a
+        # training call cannot save for backward: each mode keeps its own masks.
+        key = (key, full_blocks, torch.is_inference_mode_enabled())
         if key in self.entries:
             self.entries.move_to_end(key)
             return self.entries[key]
@@ -231,6 +263,29 @@ def kernel_options(
     return _OPTIONS[key]
 
 
+def shared_memory(device: torch.device) -> int | None:
+    """The shared memory one block may opt in to on ``device`` (bytes), what flex's kernels must fit in."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return int(getattr(props, "shared_memory_per_block_optin", 0) or props.shared_memory_per_block)
+
+
+def choose_kernel_options(
+    device: torch.device, dtype: torch.dtype, head_dims: set[int], probe: Callable[..., None] = _probe
+) -> dict[str, object]:
+    """Choose the kernel options of every head width a model runs on flex, forward and backward, when the
+    model is built on ``device``, before anything traces it: a compiled model (``model.compile=true``)
+    takes its options from here, as it never makes the eager call that would probe them. Returns what
+    to record: the device's shared memory per block and the options of each (head dim, backward)."""
+    chosen: dict[str, object] = {"shared_memory_per_block_optin": shared_memory(device)}
+    for head_dim in sorted(head_dims):
+        for backward in (True, False):
+            options = kernel_options(device, dtype, head_dim, backward, probe=probe)
+            chosen[f"{dtype} head dim {head_dim} {'backward' if backward else 'forward'}"] = options or "defaults"
+    return chosen
+
+
 def flex_attend(
     q: Tensor, k: Tensor, v: Tensor, *, block_mask, score_mod: ScoreMod | None, scale: float, enable_gqa: bool = False
 ) -> Tensor:
@@ -246,7 +301,7 @@ def flex_attend(
         )
     if torch.compiler.is_compiling():
         # Inside a compiled model the outer compile builds the kernel: no probe runs while tracing, so
-        # the options are those an eager call on this device found, or flex's defaults.
+        # the options are those chosen when the model was built on the device (choose_kernel_options).
         options = _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad))
         return flex_attention(
             q,
@@ -262,6 +317,31 @@ def flex_attend(
     if not compiled:
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
     options = kernel_options(q.device, q.dtype, q.shape[-1], needs_grad)
-    return _compiled_flex()(
-        q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa, kernel_options=options
-    )
+    try:
+        # Past Dynamo's recompile limit the call would run eager, materialising the T x T scores: an
+        # error instead, naming the cause (bucketed lengths keep the number of compiles small).
+        with torch._dynamo.config.patch(**{_FAIL_ON_LIMIT: True}):
+            return _compiled_flex()(
+                q,
+                k,
+                v,
+                score_mod=score_mod,
+                block_mask=block_mask,
+                scale=scale,
+                enable_gqa=enable_gqa,
+                kernel_options=options,
+            )
+    except torch._dynamo.exc.FailOnRecompileLimitHit as error:
+        raise RuntimeError(
+            f"flex_attention compiled {torch._dynamo.config.recompile_limit} times (Dynamo's recompile_limit) "
+            f"and would now run eager, building the full scores; this call: q {tuple(q.shape)}, k "
+            f"{tuple(k.shape)}, {q.dtype}, grad={needs_grad}, score_mod={getattr(score_mod, '__name__', None)}. "
+            "Pad lengths with variants.flex.bucket_length or raise torch._dynamo.config.recompile_limit"
+        ) from error
+
+
+#: the Dynamo setting that turns a hit recompile limit into an error (renamed across torch versions)
+_FAIL_ON_LIMIT = next(
+    (n for n in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit") if hasattr(torch._dynamo.config, n)),
+    "fail_on_recompile_limit_hit",
+)

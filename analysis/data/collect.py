@@ -63,6 +63,7 @@ TRAILING_COLUMNS = [
     "train_lengths",
     "references",
     "unused",
+    "kernels",
 ]
 DROPPED_COLUMNS = ["source", "run_id", "status", "reason"]
 BY_LENGTH_COLUMNS = ["run_id", "task", "attention", "position", "seed", "length", "metric", "value"]
@@ -182,6 +183,9 @@ def result_rows(
         # runs recorded them
         references=result.get("references"),
         unused=unused,
+        # the kernels the run's attention layers trained on, each once ("sdpa (head dim 8 < 16, ...)"
+        # where flex could not serve a layer); None before runs recorded them
+        kernels="; ".join(sorted(set(map(str, (result.get("kernels") or {}).values())))) or None,
     )
 
     by_length = []

@@ -315,17 +315,22 @@ def cost_table(runs: pd.DataFrame, grid: Grid) -> Table | None:
     present = [(col, label) for col, label in COST_COLUMNS if col in runs.columns]
     if not present:
         return None
+    # the kernels each cell's layers trained on (result.json's ``kernels``), where runs recorded them
+    kernels = "kernels" in runs.columns and bool(runs["kernels"].notna().any())
     rows = []
     for r in grid.cells.sort_values("cell_label").itertuples(index=False):
         cell = _cell_runs(runs, r.cell)
         done = cell[cell["status"] == "completed"]
         if done.empty:
-            rows.append([r.cell_label, _gap(_status_counts(cell)), *[Cell("—") for _ in present]])
+            width = len(present) + kernels
+            rows.append([r.cell_label, _gap(_status_counts(cell)), *[Cell("—") for _ in range(width)]])
             continue
         values = [Cell(fmt(float(pd.to_numeric(done[col], errors="coerce").mean()))) for col, _ in present]
+        if kernels:
+            values.append(Cell(_counted(done["kernels"]) if done["kernels"].notna().any() else "—"))
         rows.append([r.cell_label, Cell(str(len(done))), *values])
     return Table(
-        ["cell", "seeds", *[label for _, label in present]],
+        ["cell", "seeds", *[label for _, label in present], *(["kernels"] if kernels else [])],
         rows,
         caption=f"Cost{_in(grid)}: mean over completed seeds; steady: the training steps after "
         "warm-up; whole: the fit, with compiling, validation and checkpoints",

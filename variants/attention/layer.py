@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from variants.attention.scores import SCORES, Dot, ScaledDot, Score, build_score
 from variants.checks import heads_divide, kv_heads_divide, probability
+from variants.flex import head_dim_problem
 from variants.kernels import auto_backend, check_backend
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
@@ -113,8 +114,32 @@ class AttentionLayer(nn.Module):
 
     def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
         """The path a call with ``position`` runs on (a backend name), before it runs; a type whose
-        paths fall back (no fused form, dropout) says so here, and its ``attend`` follows this."""
-        return self.call_backend(cuda=cuda, biased=position is not None and position.has_score_bias)
+        paths fall back (no fused form, dropout, a layer flex cannot run) says so here, and its
+        ``attend`` follows this. ``explain`` gives the reason of a fallback."""
+        return self.explain(position, cuda=cuda, need_weights=need_weights)[0]
+
+    def explain(
+        self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False
+    ) -> tuple[str, str | None]:
+        """(the path ``plan`` names, why it is not the one asked for or ``auto``'s first pick, or None)."""
+        return self.call_backend(cuda=cuda, biased=position is not None and position.has_score_bias), None
+
+    def flex_problem(self, position: PositionEncoding | None, *, cuda: bool) -> str | None:
+        """Why this layer's call with ``position`` cannot run (or train) on flex on the device, or None.
+
+        Checked from declarations when the plan is made, so a layer flex cannot run never reaches
+        the kernel: the head width on CUDA, dropout in training (flex has none), an encoding whose
+        terms flex does not carry, and one whose score_mod flex's backward cannot compile."""
+        problem = head_dim_problem(self.head_dim, cuda=cuda)
+        if problem is not None:
+            return problem
+        if self.training and self.dropout_p > 0:
+            return "dropout in training, which flex does not apply"
+        if position is not None and not position.flex_ready:
+            return f"{type(position).__name__} adds a term flex does not carry"
+        if position is not None and self.training and position.has_score_mod and not position.flex_trains:
+            return f"{type(position).__name__}'s score_mod has no flex backward"
+        return None
 
     # -- head split -------------------------------------------------------------------------
     def _split(self, x: Tensor) -> Tensor:

@@ -175,16 +175,21 @@ class LocalAttention(AttentionLayer):
         out = self.mix(self.weight_dropout(weights), v, q_pos, k_pos, position)
         return out, weights
 
-    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+    def explain(
+        self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False
+    ) -> tuple[str, str | None]:
         backend = self.call_backend(cuda=cuda, biased=True)  # every call is windowed
-        if backend == "math" or need_weights:
-            return "math"
-        dropping = self.training and self.dropout_p > 0
-        if backend == "flex" and (
-            not self.score.has_fused_form or dropping or (position is not None and not position.flex_ready)
-        ):
-            return "banded"
-        return backend
+        if backend == "math":
+            return "math", None
+        if need_weights:
+            return "math", "the weights were asked for"
+        if backend != "flex":
+            return backend, None
+        problem = self.flex_problem(position, cuda=cuda)
+        if problem is None and not self.score.has_fused_form:
+            problem = f"the {type(self.score).__name__} score has no fused form"
+        # The banded kernel computes only the window's blocks: the fastest path left.
+        return ("banded", problem) if problem is not None else ("flex", None)
 
     def _flex(
         self,

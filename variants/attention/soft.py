@@ -9,10 +9,12 @@ training call with dropout runs SDPA with the dense bias instead.
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from variants.attention.layer import AttentionLayer
-from variants.flex import cached_block_mask, flex_attend, prefix_intervals
+from variants.flex import bucket_length, cached_block_mask, flex_attend, prefix_intervals, within
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
@@ -55,15 +57,23 @@ class _GlobalSoft(AttentionLayer):
         )
         return out, None
 
-    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
-        values_need_weights = position is not None and position.needs_weights_for_values
-        if self.backend == "math" or not self.score.has_fused_form or need_weights or values_need_weights:
-            return "math"
-        backend = super().plan(position, cuda=cuda)
-        dropping = self.training and self.dropout_p > 0
-        if backend == "flex" and (dropping or (position is not None and not position.flex_ready)):
-            return "sdpa"  # flex takes no dropout: the dense bias on SDPA
-        return backend
+    def explain(
+        self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False
+    ) -> tuple[str, str | None]:
+        if self.backend == "math":
+            return "math", None
+        if not self.score.has_fused_form:
+            return "math", f"the {type(self.score).__name__} score has no fused form"
+        if need_weights:
+            return "math", "the weights were asked for"
+        if position is not None and position.needs_weights_for_values:
+            return "math", f"{type(position).__name__} mixes the weights into the values"
+        backend, _ = super().explain(position, cuda=cuda)
+        problem = self.flex_problem(position, cuda=cuda) if backend == "flex" else None
+        if problem is not None:
+            # SDPA's fused kernel with the dense bias: the fastest path left, T x T bias included.
+            return "sdpa", problem
+        return backend, None
 
     def _flex(
         self,
@@ -75,19 +85,32 @@ class _GlobalSoft(AttentionLayer):
         masking: Masking,
         position: PositionEncoding | None,
     ) -> Tensor:
-        """q, q_fused (B, H, Tq, D); k, v (B, H, Tk, D) -> (B, H, Tq, D) on FlexAttention."""
+        """q, q_fused (B, H, Tq, D); k, v (B, H, Tk, D) -> (B, H, Tq, D) on FlexAttention.
+
+        Lengths are padded to ``bucket_length`` so the compiled kernel sees a few shapes, not one per
+        batch, evaluation length or decoding step; the padding is outside every mask and sliced off."""
         Tq, Tk = q.shape[2], k.shape[2]
+        Tq_b, Tk_b = bucket_length(Tq), bucket_length(Tk)
+        q, q_fused = (F.pad(x, (0, 0, 0, Tq_b - Tq)) for x in (q, q_fused))  # (B, H, Tq_b, D)
+        k, v = (F.pad(x, (0, 0, 0, Tk_b - Tk)) for x in (k, v))  # (B, H, Tk_b, D)
+        # The layer's positions are consecutive: the padded ones continue them.
+        q_pos = masking.q_pos[:1] + torch.arange(Tq_b, device=q.device)
+        k_pos = masking.k_pos[:1] + torch.arange(Tk_b, device=q.device)
+        pad = masking.key_padding_mask
+        if pad is not None:
+            pad = F.pad(pad, (0, Tk_b - Tk), value=True)  # (B, Tk_b)
         # Causal calls are self attention, whose keys end at the last query: (Tq, Tk) fixes the mask.
         block_mask = cached_block_mask(
-            ("prefix", Tq, Tk, masking.causal, str(q.device)),
-            lambda: prefix_intervals(masking.q_pos, masking.k_pos, causal=masking.causal),
-            masking.key_padding_mask,
+            ("prefix", Tq, Tk, Tq_b, Tk_b, masking.causal, str(q.device)),
+            lambda: within(prefix_intervals(q_pos, k_pos, causal=masking.causal), Tq, Tk),
+            pad,
         )
-        score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
+        score_mod = position.score_mod(q, q_pos, k_pos) if position is not None else None
         group = self.num_heads // self.num_kv_heads
         # The kernel shares each key/value head among its group itself (enable_gqa): hand it one copy.
-        k, v = (k, v) if group == 1 else (k[:, ::group], v[:, ::group])  # (B, H_kv, Tk, D)
-        return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale, enable_gqa=group > 1)
+        k, v = (k, v) if group == 1 else (k[:, ::group], v[:, ::group])  # (B, H_kv, Tk_b, D)
+        out = flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale, enable_gqa=group > 1)
+        return out[:, :, :Tq]
 
 
 @ATTENTION.register("soft", references=("bahdanau2015neural", "luong2015effective", "vaswani2017attention"))

@@ -26,6 +26,10 @@ class PositionEncoding(nn.Module):
     #: True when ``score_mod`` offers the score bias as a function of (head, query index, key index),
     #: so a FlexAttention kernel adds it without a (Tq, Tk) tensor; ``score_bias`` stays the reference
     has_score_mod: bool = False
+    #: False when flex's backward cannot compile ``score_mod`` while its captured tensors need
+    #: gradients (a training call then runs the dense bias); True for an encoding whose score_mod
+    #: indexes each captured tensor with a gradient once, the form Inductor's backward takes
+    flex_trains: bool = True
     #: discrete constructor choices, for sweeps and tests (see ``Registry.variations``)
     options: dict[str, tuple] = {}
     #: True when ``embed`` adds a term to the token embeddings (an absolute encoding)

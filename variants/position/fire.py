@@ -51,6 +51,10 @@ class FunctionalInterpolation(PositionEncoding):
     has_score_bias = True
     #: the MLP runs per (i, j) inside the kernel, unrolled over its hidden units
     has_score_mod = True
+    #: the unrolled MLP indexes its weights once per hidden unit, and c and L are captured 0-d tensors
+    #: with gradients: Inductor's flex backward rejects both ("multiple indexing operations on the same
+    #: tensor that requires gradients"), so training runs the dense bias and inference runs flex
+    flex_trains = False
     translation_invariant = False
     threshold_init: Tensor  # buffer (), the L the learned scale multiplies
 

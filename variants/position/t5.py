@@ -64,11 +64,21 @@ class T5Bias(PositionEncoding):
         return self.bias(buckets).permute(2, 0, 1)[None].to(q.dtype)  # (1, H, Tq, Tk)
 
     def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
-        table = self.bias.weight  # (num_buckets, H): looked up per (i, j), never expanded to (Tq, Tk)
-        buckets = (self.num_buckets, self.max_distance, self.bidirectional)
+        # The table looked up once per distance j - i outside the kernel: (H, Tq + Tk - 1). Inside, each
+        # (i, j) reads its distance's slot, so flex's backward spreads its atomic adds over Tq + Tk - 1
+        # slots per head instead of num_buckets (every pair of a bucket hitting one), and autograd
+        # carries the gradient from the distances into the table densely. Positions are consecutive
+        # (the layer's aranges), so the distance of (q_idx, kv_idx) sits at kv_idx - q_idx + Tq - 1.
+        Tq, Tk = q_pos.numel(), k_pos.numel()
+        distances = torch.arange(max(Tq + Tk - 1, 0), device=k_pos.device)
+        if Tq and Tk:
+            distances = distances + (k_pos[0] - q_pos[-1])  # the first is the most negative j - i
+        buckets = t5_bucket(distances, self.num_buckets, self.max_distance, self.bidirectional)
+        per_distance = self.bias(buckets).t().to(q.dtype)  # (H, Tq + Tk - 1)
+        # a tensor, not an int: a compiled kernel guards on a captured int and would recompile per length
+        last_query = torch.full((), Tq - 1, device=k_pos.device)
 
         def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            bucket = t5_bucket(k_pos[kv_idx] - q_pos[q_idx], *buckets)
-            return score + table[bucket, h].to(score.dtype)
+            return score + per_distance[h, kv_idx - q_idx + last_query].to(score.dtype)
 
         return t5
