@@ -267,6 +267,8 @@ def build_trainer(
         node["val_check_interval"] = max(1, min(interval, max_steps))  # a short run still validates
     return instantiate(
         node,
+        # plain dicts and lists, as the Trainer's keywords take them (+trainer.max_time={hours:1})
+        _convert_="all",
         logger=loggers or False,
         callbacks=callbacks,
         plugins=plugins,

@@ -18,6 +18,8 @@ from typing import Any, Callable
 from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
+from common.stops import describe as describe_stop
+from experiments import stops
 from experiments.files import OutputError, check_free_space
 from experiments.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.result import (
@@ -175,6 +177,10 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
+        # the budget reached, or the limit that ended the fit first (max_time, early stopping, ...)
+        result["stop"] = stops.stop_after_fit(trainer, stops.budget(cfg))
+        if result["stop"]["reason"] != stops.BUDGET:
+            log.info("%s", describe_stop(result["stop"]))
         tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
         evaluate(cfg, result, parts, run_dir, tested, lambda: build.final_validation(trainer, module, datamodule))
         result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
@@ -182,6 +188,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
         build.release_ddp_ranks(trainer)
         result.update(build.describe_failure(err, trainer, run_dir))
+        if stops.signal_of(err) and trainer is not None:
+            result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(cfg))
         if not isinstance(err, Exception):
             _finish(result, trainer, wandb, run_dir, began)
             raise

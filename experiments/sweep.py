@@ -264,7 +264,8 @@ class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from experiments.files import OutputError, check_output_path
 
-        _LAST.update(failed=0, ran=True, started=time.time())
+        # the config, for the summary of a sweep that a signal ends (summarise_interrupted_sweep)
+        _LAST.update(failed=0, ran=True, started=time.time(), config=config, ended=False)
         try:
             check_grid(config)
             # every launcher writes the sweep's folder first (multirun.yaml, then one folder per cell)
@@ -275,6 +276,7 @@ class SweepSummary(Callback):
             raise SystemExit(2) from None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        _LAST["ended"] = True
         sweep_dir = Path(config.hydra.sweep.dir)
         metric = str(OmegaConf.select(config, "objective") or "val/loss")
         counts: dict[str, int] = {}
@@ -319,6 +321,13 @@ def cell_line(result: dict[str, Any], status: str, metric: str, folder: Path) ->
     if status != "completed":
         shown = str(result.get("error") or "no result")[:80]
     return f"{status:<9}  {shown}  {folder}"
+
+
+def summarise_interrupted_sweep() -> None:
+    """The closing summary of a sweep that Ctrl-C or SIGTERM ends in one of its cells, in the launching
+    process (the basic launcher's): Hydra's ``on_multirun_end`` runs only when every cell returned."""
+    if _LAST.get("ran") and not _LAST.get("ended") and _LAST.get("config") is not None:
+        SweepSummary().on_multirun_end(_LAST["config"])
 
 
 def exit_code_for_last_multirun() -> int:
