@@ -141,6 +141,11 @@ def assemble(
         )
 
     loggers, wandb = lightning_parts.build_loggers(cfg, run_dir, start_wandb)
+    for logger in loggers:
+        if logger is not wandb and flat_config:
+            # the run's settings beside its curves (TensorBoard's hparams.yaml, the CSV logger's);
+            # the module saves no hyper-parameters of its own, so Lightning would log {}
+            logger.log_hyperparams(flat_config)
     if wandb is not None:
         wandb.log_checkpoint = bool(lightning_parts.wandb_setting(cfg, "log_checkpoint", False))
     callbacks = lightning_parts.build_callbacks(cfg, run_dir)

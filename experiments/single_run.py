@@ -69,9 +69,15 @@ def run_identity(run_dir: Path, cfg_hash: str) -> str:
 def quiet_lightning_handlers() -> None:
     """Lightning adds its own console handler; under Hydra the root handlers already print and
     write ``train.log``, so keep one copy of each line."""
-    if logging.getLogger().handlers:
+    root = logging.getLogger()
+    if root.handlers:
         for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
             logging.getLogger(name).handlers.clear()
+        # a profiler's report is what the user asked for (+trainer.profiler=simple): it goes where the
+        # run's lines go, although Lightning's own logger, without its handler, no longer prints
+        profilers = logging.getLogger("lightning.pytorch.profilers")
+        profilers.handlers[:] = root.handlers
+        profilers.propagate = False
     quiet_lightning_info()
 
 
