@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -300,5 +301,14 @@ def resume_command(run_dir: Path, multirun: bool) -> str:
     new timestamped folder), a sweep as it was (its cells' folders are fixed)."""
     args = sys.argv[1:]
     if not multirun:
-        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={run_dir}"]
-    return " ".join(["python -m experiments.train", *map(shlex.quote, args)])
+        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={hydra_value(run_dir)}"]
+    return shlex.join(["python", "-m", "experiments.train", *args])  # quoted for the shell: it pastes
+
+
+def hydra_value(value: object) -> str:
+    """``value`` as an override's value that Hydra reads back unchanged: quoted when it holds a character
+    Hydra's grammar gives a meaning to (a space, ``,`` for a sweep, ``=``, brackets, ``$``, quotes)."""
+    text = str(value)
+    if re.fullmatch(r"[\w./:@+-]+", text):
+        return text
+    return "'" + text.replace("'", "\\'") + "'"
