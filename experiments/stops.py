@@ -60,10 +60,16 @@ def stop_after_fit(trainer: Any, max_steps: int) -> dict[str, Any]:
     reason = "callback"
     if trainer.fast_dev_run:
         reason = "fast_dev_run"
-    elif any(isinstance(c, EarlyStopping) and c.stopped_epoch > 0 for c in trainer.callbacks):
+    elif any(isinstance(c, EarlyStopping) and _early_stopped(c) for c in trainer.callbacks):
         reason = "early_stopping"
     elif any(isinstance(c, Timer) and (c.time_remaining() or 0) <= 0 for c in trainer.callbacks):
         reason = "max_time"
     elif trainer.max_epochs not in (None, -1) and trainer.current_epoch >= trainer.max_epochs:
         reason = "max_epochs"
     return record(reason, step, max_steps)
+
+
+def _early_stopped(callback: Any) -> bool:
+    # stopped_epoch stays 0 when the stop falls in the first epoch (runs count steps, not epochs)
+    reason = getattr(callback, "stopping_reason", None)
+    return reason.value != 0 if reason is not None else callback.stopped_epoch > 0

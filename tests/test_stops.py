@@ -90,14 +90,22 @@ def test_sigterm_in_a_multirun_prints_the_sweep_summary_and_exits_143(tmp_path: 
 
 @pytest.mark.parametrize(
     ("limit", "reason"),
-    [("+trainer.max_epochs=1", "max_epochs"), ("trainer.fast_dev_run=true", "fast_dev_run")],
+    [
+        ("+trainer.max_epochs=1", "max_epochs"),
+        ("trainer.fast_dev_run=true", "fast_dev_run"),
+        # no validation improves val/loss by 10: patience 1 ends the fit at the second one, step 4
+        (
+            "callbacks=early_stopping callbacks.early_stopping.min_delta=10 callbacks.early_stopping.patience=1",
+            "early_stopping",
+        ),
+    ],
 )
 def test_a_run_cut_short_records_why_and_at_which_step(limit: str, reason: str, tmp_path: Path) -> None:
     # 64 examples in batches of 8: one epoch is 8 steps, short of the budget of 20
-    overrides = [*TINY, "trainer.max_steps=20", limit]
+    overrides = [*TINY, "trainer.max_steps=20", *limit.split()]
     result = train(compose(overrides), tmp_path / "run", overrides)
     assert result["status"] == "completed", result.get("error")
-    expected_step = 1 if reason == "fast_dev_run" else 64 // 8
+    expected_step = {"fast_dev_run": 1, "max_epochs": 64 // 8, "early_stopping": 2 * 2}[reason]
     assert result["stop"] == {"reason": reason, "step": expected_step, "max_steps": 20}
     assert json.loads((tmp_path / "run" / "result.json").read_text())["stop"] == result["stop"]
 
