@@ -143,3 +143,17 @@ def test_train_seconds_after_a_resume_cover_both_segments(tmp_path: Path) -> Non
     # the rate is the whole run's: every token trained on, over both segments' seconds
     tokens = second["cost"]["fit_tokens_per_second"] * second["cost"]["train_seconds"]
     assert tokens == pytest.approx(2 * first["cost"]["fit_tokens_per_second"] * first["cost"]["train_seconds"], rel=0.2)
+
+
+@pytest.mark.slow
+def test_sigterm_to_an_ensemble_exits_143_in_one_line(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    victim = start([*LONG, "ensemble.seeds=2", f"hydra.run.dir={run_dir}"], tmp_path / "out.txt")
+    wait_for(run_dir / "ensemble" / "checkpoints" / "last.ckpt", victim)
+    victim.send_signal(signal.SIGTERM)
+    assert victim.wait(timeout=60) == 143
+    lines = victim.stderr.read().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attnlab: interrupted by SIGTERM"), lines
+    for seed in (0, 1):  # each member's result says it was stopped, and by what
+        result = json.loads((run_dir / f"seed={seed}" / "result.json").read_text())
+        assert result["status"] == "failed" and "SIGTERM" in result["error"]
