@@ -157,3 +157,14 @@ def test_sigterm_to_an_ensemble_exits_143_in_one_line(tmp_path: Path) -> None:
     for seed in (0, 1):  # each member's result says it was stopped, and by what
         result = json.loads((run_dir / f"seed={seed}" / "result.json").read_text())
         assert result["status"] == "failed" and "SIGTERM" in result["error"]
+
+
+def test_an_ensemble_member_records_its_stop_as_its_separate_run(tmp_path: Path) -> None:
+    from experiments.ensemble import train_ensemble
+
+    overrides = [*TINY, "trainer.max_steps=3"]
+    members = train_ensemble(compose([*overrides, "ensemble.seeds=2"]), tmp_path / "ens", overrides)
+    alone = train(compose([*overrides, "seed=0"]), tmp_path / "alone", overrides)
+    assert alone["stop"] == {"reason": "max_steps", "step": 3, "max_steps": 3}
+    assert [m["stop"] for m in members] == [alone["stop"]] * 2
+    assert [m["stop"]["step"] for m in members] == [m["cost"]["steps"] for m in members]
