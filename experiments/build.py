@@ -28,6 +28,7 @@ from experiments.loggers import wandb_logger
 from experiments.model import ModelSpec, VariantSpec, count_parameters
 from experiments.module import DivergedError, Seq2SeqModule
 from experiments.roles import role_labels
+from experiments.run_clock import RunClock
 
 log = logging.getLogger("attnlab")
 
@@ -143,11 +144,17 @@ def assemble(
         )
 
     loggers, wandb = lightning_parts.build_loggers(cfg, run_dir, start_wandb)
+    for logger in loggers:
+        if logger is not wandb and flat_config:
+            # the run's settings beside its curves (TensorBoard's hparams.yaml, the CSV logger's);
+            # the module saves no hyper-parameters of its own, so Lightning would log {}
+            logger.log_hyperparams(flat_config)
     if wandb is not None:
         wandb.log_checkpoint = bool(lightning_parts.wandb_setting(cfg, "log_checkpoint", False))
     callbacks = lightning_parts.build_callbacks(cfg, run_dir)
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))
+    callbacks.append(RunClock())  # train_seconds across the segments of a resumed run
     trainer = lightning_parts.build_trainer(
         cfg, run_dir, loggers=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO(), *cluster_plugins()]
     )
@@ -225,11 +232,15 @@ def peak_memory_mb(device: torch.device) -> float:
 def cost(
     trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float, compile_seconds: float | None = None
 ) -> dict[str, Any]:
-    """``train_seconds`` is the whole fit (compilation, validation, checkpoints included) and
-    ``fit_tokens_per_second`` its rate; ``tokens_per_second`` is the steady state: the tokens of
-    the timed steps after warm-up over their time (``callbacks.StepTimer``)."""
+    """``train_seconds`` is the whole fit (compilation, validation, checkpoints included), over every
+    segment of a resumed run (``run_clock.RunClock``), and ``fit_tokens_per_second`` its rate;
+    ``tokens_per_second`` is the steady state: the tokens of the timed steps after warm-up over their
+    time (``callbacks.StepTimer``)."""
     world = max(trainer.world_size, 1)
-    tokens = int(module.tokens_seen) * world
+    clock = next((c for c in trainer.callbacks if isinstance(c, RunClock)), None)
+    before = clock.before if clock is not None else {"seconds": 0.0, "tokens": 0.0, "segments": 0}
+    train_seconds += before["seconds"]
+    tokens = (int(module.tokens_seen) + int(before["tokens"])) * world
     timer = next((c for c in trainer.callbacks if isinstance(c, StepTimer)), None)
     steps = timer.summary() if timer is not None else {}
     steady = steps.pop("steady_tokens_per_second", None)
@@ -242,6 +253,7 @@ def cost(
         "fit_tokens_per_second": tokens / train_seconds if train_seconds > 0 else None,
         "peak_memory_mb": peak_memory_mb(module.device),
         "steps": int(trainer.global_step),
+        "segments": int(before["segments"]) + 1,  # 1: trained in one go; more: resumed
         "world_size": int(trainer.world_size),
         "threads": torch.get_num_threads(),
     }

@@ -95,6 +95,8 @@ def _accepts(annotation: Any, value: Any) -> bool:
         return isinstance(value, str)
     if origin in (list, dict):
         return isinstance(value, origin)
+    if isinstance(value, dict) and "_target_" in value:
+        return True  # an object built from its class (+trainer.profiler={_target_:...}); instantiate checks it
     return value is not None and not isinstance(value, (bool, int, float, str, list, dict))
 
 
@@ -272,6 +274,8 @@ def build_trainer(
         node["val_check_interval"] = max(1, min(interval, max_steps))  # a short run still validates
     return instantiate(
         node,
+        # plain dicts and lists, as the Trainer's keywords take them (+trainer.max_time={hours:1})
+        _convert_="all",
         logger=loggers or False,
         callbacks=callbacks,
         plugins=plugins,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from typing import Any, Callable
 from hydra.utils import get_original_cwd
 from omegaconf import DictConfig, OmegaConf
 
+from common.stops import describe as describe_stop
+from experiments import stops
 from experiments.files import OutputError, check_free_space
 from experiments.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.result import (
@@ -67,9 +70,15 @@ def run_identity(run_dir: Path, cfg_hash: str) -> str:
 def quiet_lightning_handlers() -> None:
     """Lightning adds its own console handler; under Hydra the root handlers already print and
     write ``train.log``, so keep one copy of each line."""
-    if logging.getLogger().handlers:
+    root = logging.getLogger()
+    if root.handlers:
         for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
             logging.getLogger(name).handlers.clear()
+        # a profiler's report is what the user asked for (+trainer.profiler=simple): it goes where the
+        # run's lines go, although Lightning's own logger, without its handler, no longer prints
+        profilers = logging.getLogger("lightning.pytorch.profilers")
+        profilers.handlers[:] = root.handlers
+        profilers.propagate = False
     quiet_lightning_info()
 
 
@@ -177,9 +186,17 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
+        # the budget reached, or the limit that ended the fit first (max_time, early stopping, ...)
         from experiments.pruning import pruned_step
 
         pruned = pruned_step(trainer.callbacks)
+        result["stop"] = (
+            stops.record("pruned", pruned["step"], stops.budget(cfg))
+            if pruned is not None
+            else stops.stop_after_fit(trainer, stops.budget(cfg))
+        )
+        if result["stop"]["reason"] != stops.BUDGET:
+            log.info("%s", describe_stop(result["stop"]))
         if pruned is not None:  # the study's pruner stopped it: no test, a pruned trial
             result.update(status="pruned", pruned=pruned, error=f"pruned at step {pruned['step']}")
             result["metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
@@ -196,6 +213,8 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
         build.release_ddp_ranks(trainer)
         result.update(build.describe_failure(err, trainer, run_dir))
+        if stops.signal_of(err) and trainer is not None:
+            result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(cfg))
         if not isinstance(err, Exception):
             _finish(result, trainer, wandb, run_dir, began)
             raise
@@ -300,5 +319,14 @@ def resume_command(run_dir: Path, multirun: bool) -> str:
     new timestamped folder), a sweep as it was (its cells' folders are fixed)."""
     args = sys.argv[1:]
     if not multirun:
-        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={run_dir}"]
-    return " ".join(["python -m experiments.train", *map(shlex.quote, args)])
+        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={hydra_value(run_dir)}"]
+    return shlex.join(["python", "-m", "experiments.train", *args])  # quoted for the shell: it pastes
+
+
+def hydra_value(value: object) -> str:
+    """``value`` as an override's value that Hydra reads back unchanged: quoted when it holds a character
+    Hydra's grammar gives a meaning to (a space, ``,`` for a sweep, ``=``, brackets, ``$``, quotes)."""
+    text = str(value)
+    if re.fullmatch(r"[\w./:@+-]+", text):
+        return text
+    return "'" + text.replace("'", "\\'") + "'"

@@ -4,6 +4,7 @@ cost, and where the result, the report command and the W&B run are."""
 from __future__ import annotations
 
 import glob
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,11 @@ def _num(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def report_command(folder: Path) -> str:
+    """The command that writes the report of a run or a sweep, quoted so that it pastes into a shell."""
+    return shlex.join(["python", "-m", "analysis.report", str(folder), "--out", str(folder / "report")])
+
+
 def wandb_location(result: dict[str, Any], run_dir: Path) -> str | None:
     """The W&B run: its folder and the command that uploads it (offline), or its folder (online)."""
     found = sorted(glob.glob(str(run_dir / "wandb" / f"*run-*-{result.get('run_id')}")))
@@ -30,7 +36,7 @@ def wandb_location(result: dict[str, Any], run_dir: Path) -> str | None:
         return None
     folder = found[-1]
     if Path(folder).name.startswith("offline-"):
-        return f"{folder}  (upload: wandb sync {folder})"
+        return f"{folder}  (upload: {shlex.join(['wandb', 'sync', folder])})"
     return folder
 
 
@@ -105,7 +111,8 @@ def print_summary(result: dict[str, Any], run_dir: Path, console: Console | None
     line = cost_line(result.get("cost") or {})
     if line:
         console.print(f"cost    {line}")
-    console.print(f"result  {run_dir / 'result.json'}")
-    console.print(f"report  python -m analysis.report {run_dir} --out {run_dir / 'report'}")
+    # paths as they are: rich would read "[x]" in a folder name as markup and drop it
+    console.print(f"result  {run_dir / 'result.json'}", markup=False)
+    console.print(f"report  {report_command(run_dir)}", markup=False)
     where = wandb_location(result, run_dir)
-    console.print(f"W&B     {where}" if where else "W&B     off (logger=none or W&B failed to start)")
+    console.print(f"W&B     {where}" if where else "W&B     off (logger=none or W&B failed to start)", markup=False)

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -189,9 +190,16 @@ def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
 
 
 def group_options(group: str) -> list[str]:
-    """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``)."""
+    """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``), and the
+    options Hydra finds on its search path besides: a user's own presets (``--config-dir DIR
+    experiment=mine``) are choices in a sweep as in a single run."""
+    from hydra.core.global_hydra import GlobalHydra
+
     root = CONF_DIR / group
-    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+    options = {p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")}
+    if GlobalHydra.instance().is_initialized():  # the sweep's own Hydra, with the user's search path
+        options.update(GlobalHydra.instance().config_loader().get_group_options(group))
+    return sorted(options)
 
 
 def _unknown(key: str, value: str, choices: list[str]) -> SweepConfigError:
@@ -264,7 +272,8 @@ class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from experiments.files import OutputError, check_output_path
 
-        _LAST.update(failed=0, ran=True, started=time.time())
+        # the config, for the summary of a sweep that a signal ends (summarise_interrupted_sweep)
+        _LAST.update(failed=0, ran=True, started=time.time(), config=config, ended=False)
         try:
             check_grid(config)
             # every launcher writes the sweep's folder first (multirun.yaml, then one folder per cell)
@@ -275,6 +284,7 @@ class SweepSummary(Callback):
             raise SystemExit(2) from None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        _LAST["ended"] = True
         sweep_dir = Path(config.hydra.sweep.dir)
         metric = str(OmegaConf.select(config, "objective") or "val/loss")
         counts: dict[str, int] = {}
@@ -291,7 +301,7 @@ class SweepSummary(Callback):
             counts[status] = counts.get(status, 0) + 1
             if status not in ("completed", "pruned"):  # a pruned trial is the study's decision, not a fault
                 bad.append(f"{path.parent.name}: {status}")
-            cells.append(cell_line(result, status, metric, path.parent))
+            cells.append((result, status, path.parent))
         from experiments.slurm import LOST
 
         bad += LOST  # SLURM jobs that ended without writing their cell's result (none with other launchers)
@@ -306,19 +316,43 @@ class SweepSummary(Callback):
         )
         if bad:
             log.warning("cells that did not complete: %s", "; ".join(bad))
-        for line in cells:  # one line per cell, then what to run next
-            print(line)
+        labels = cell_labels([list(result.get("overrides") or []) for result, _, _ in cells])
+        for (result, status, folder), label in zip(cells, labels):  # one line per cell, then what to run next
+            print(cell_line(result, status, metric, folder, label))
         if cells:
-            print(f"report  python -m analysis.report {sweep_dir} --out {sweep_dir / 'report'}")
+            from experiments.summary import report_command
+
+            print(f"report  {report_command(sweep_dir)}")
 
 
-def cell_line(result: dict[str, Any], status: str, metric: str, folder: Path) -> str:
-    """``completed  val/loss 3.7955  <folder>``; a cell that did not complete says why instead."""
+def cell_labels(overrides: list[list[str]]) -> list[str]:
+    """Each cell named by the overrides in which the cells differ (``attention=local seed=1``), shell-quoted
+    so they paste; a cell that differs in none (the only one) by all of its overrides."""
+    parsed = [dict(o.lstrip("+~").split("=", 1) if "=" in o else (o, "") for o in cell) for cell in overrides]
+    keys = list(dict.fromkeys(key for cell in parsed for key in cell))
+    differ = [key for key in keys if len({cell.get(key) for cell in parsed}) > 1]
+    labels = []
+    for cell, given in zip(parsed, overrides):
+        items = [f"{key}={cell[key]}" for key in differ if key in cell] if differ else list(given)
+        labels.append(shlex.join(items) if items else "defaults")
+    return labels
+
+
+def cell_line(result: dict[str, Any], status: str, metric: str, folder: Path, label: str) -> str:
+    """``completed  val/loss 3.7955  attention=local seed=1  <folder>``; a cell that did not complete says
+    why instead of the metric."""
     value = (result.get("metrics") or {}).get(metric)
     shown = f"{metric} {value:.4f}" if isinstance(value, (int, float)) else f"{metric} -"
     if status != "completed":
         shown = str(result.get("error") or "no result")[:80]
-    return f"{status:<9}  {shown}  {folder}"
+    return f"{status:<9}  {shown}  {label}  {folder}"
+
+
+def summarise_interrupted_sweep() -> None:
+    """The closing summary of a sweep that Ctrl-C or SIGTERM ends in one of its cells, in the launching
+    process (the basic launcher's): Hydra's ``on_multirun_end`` runs only when every cell returned."""
+    if _LAST.get("ran") and not _LAST.get("ended") and _LAST.get("config") is not None:
+        SweepSummary().on_multirun_end(_LAST["config"])
 
 
 def exit_code_for_last_multirun() -> int:

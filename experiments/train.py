@@ -55,7 +55,16 @@ def hydra_entry(cfg: DictConfig) -> float:
         from experiments.ensemble import ensemble_entry
 
         set_threads(threads)
-        return ensemble_entry(cfg, run_dir, overrides, multirun)
+        try:
+            return ensemble_entry(cfg, run_dir, overrides, multirun)
+        except (KeyboardInterrupt, SystemExit) as err:
+            from experiments.ensemble.run import member_dirs, member_seeds
+            from experiments.stops import exit_code
+
+            if exit_code(err) is not None:  # not ensemble_entry's own exit after its one line
+                # the members share one fit: the first member's result says where it stopped
+                stopped_by_signal(err, run_dir, multirun, member_dirs(cfg, run_dir, member_seeds(cfg))[0])
+            raise
     if multirun and runs_ranks_by_rerunning(cfg.trainer):
         result = train_in_child(cfg, run_dir, overrides, threads)
     else:
@@ -69,11 +78,7 @@ def hydra_entry(cfg: DictConfig) -> float:
                 return BAD_OBJECTIVE
             sys.exit(1)
         except (KeyboardInterrupt, SystemExit) as err:
-            if is_rank_zero():  # one line: where it stopped, what is kept (result.json), how to go on
-                said = (read_result(run_dir / RESULT) or {}).get("error") or "interrupted"
-                print(f"attnlab: {said}; resume: {resume_command(run_dir, multirun)}", file=sys.stderr)
-            if isinstance(err, KeyboardInterrupt) or isinstance(err.__context__, KeyboardInterrupt):
-                sys.exit(130)  # the shell's code for Ctrl-C, for the whole sweep too
+            stopped_by_signal(err, run_dir, multirun)
             raise
     if not is_rank_zero():
         # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
@@ -106,6 +111,25 @@ def hydra_entry(cfg: DictConfig) -> float:
         log.info("result: %s", run_dir / RESULT)
         print_summary(result, run_dir)
     return objective(result, cfg.objective)
+
+
+def stopped_by_signal(err: BaseException, run_dir: Path, multirun: bool, result_dir: Path | None = None) -> None:
+    """The run was told to stop: one line (where it stopped, what is kept, how to go on); then, for
+    Ctrl-C or SIGTERM, exit 130 or 143, the shell's codes for those signals, for the whole sweep too
+    (a sweep's summary first). Any other exit goes on as it was raised."""
+    from experiments.stops import exit_code
+
+    if is_rank_zero():
+        said = (read_result((result_dir or run_dir) / RESULT) or {}).get("error") or "interrupted"
+        print(f"attnlab: {said}; resume: {resume_command(run_dir, multirun)}", file=sys.stderr)
+    code = exit_code(err)
+    if code is None:
+        return
+    if multirun:
+        from experiments.sweep import summarise_interrupted_sweep
+
+        summarise_interrupted_sweep()  # Hydra's on_multirun_end never runs after an exception
+    sys.exit(code)
 
 
 def version() -> str:

@@ -178,8 +178,9 @@ def test_a_multirun_is_quiet_and_ends_with_one_line_per_cell_and_the_report_comm
     ok_dir, ok = by_lr[1e-3]
     bad_dir, bad = by_lr[-1]
     expected = {
-        f"completed  val/loss {ok['metrics']['val/loss']:.4f}  {ok_dir}",
-        f"failed     {bad['error'][:80]}  {bad_dir}",
+        # each cell named by the override in which the cells differ, then its folder
+        f"completed  val/loss {ok['metrics']['val/loss']:.4f}  optim.lr=0.001  {ok_dir}",
+        f"failed     {bad['error'][:80]}  optim.lr=-1  {bad_dir}",
     }
     assert set(tail[:2]) == expected, tail
     assert tail[2] == f"report  python -m analysis.report {sweep_dir} --out {sweep_dir / 'report'}"

@@ -45,6 +45,7 @@ from analysis.data.pending import cells_without_result
 from analysis.data.ranges import with_range_metrics
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
 from common.flatten import flatten
+from common.stops import describe, stopped_short
 
 SCHEMA = 1
 # pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)
@@ -187,6 +188,8 @@ def result_rows(
         # where flex could not serve a layer); None before runs recorded them
         kernels="; ".join(sorted(set(map(str, (result.get("kernels") or {}).values())))) or None,
     )
+    # why the run stopped; not a column: build_runs sets a run cut short of its budget aside
+    row["stop"] = result.get("stop")
 
     by_length = []
     for length, values in (result.get("by_length") or {}).items():
@@ -274,6 +277,17 @@ def build_runs(
     ``unreadable``: ``DROPPED_COLUMNS`` rows for files that were skipped, listed first in ``Runs.dropped``.
     """
     records = _dedupe(records)
+    # a run cut short of its budget (max_time, early stopping, a signal) is never compared as if it had it:
+    # left out, with its reason, before it can make factors (its max_time would be one) or cells
+    short = []
+    for row, _ in records:
+        stop = row.pop("stop", None)
+        if row["status"] == "completed" and stopped_short({"stop": stop}):
+            short.append(
+                {"source": row["source"], "run_id": row["run_id"], "status": "stopped", "reason": describe(stop)}
+            )
+    set_aside = {r["run_id"] for r in short}
+    records = [(row, lengths) for row, lengths in records if row["run_id"] not in set_aside]
     rows = [row for row, _ in records]
     by_length = [b for _, lengths in records for b in lengths]
     fixed = set(ID_COLUMNS) | set(TRAILING_COLUMNS)
@@ -297,7 +311,7 @@ def build_runs(
             "it; it is not a factor, and runs that differ only there are one cell",
             stacklevel=3,
         )
-    dropped = pd.DataFrame([*(unreadable or []), *_left_out(runs, metric_names)], columns=DROPPED_COLUMNS)
+    dropped = pd.DataFrame([*(unreadable or []), *short, *_left_out(runs, metric_names)], columns=DROPPED_COLUMNS)
     runs = runs.drop(columns="_metrics")
     for dup in duplicates.itertuples(index=False):
         warnings.warn(

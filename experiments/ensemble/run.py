@@ -261,7 +261,7 @@ def _evaluate_member(
     history, logged here at a separate run's steps; its last one, which is the final validation when
     it saw the final weights; and its best weights, tested under ``eval.checkpoint=best``.
     """
-    from experiments import build
+    from experiments import build, stops
     from experiments.single_run import evaluate
 
     began = time.perf_counter()
@@ -282,8 +282,12 @@ def _evaluate_member(
         }
     )
     result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
+    # why this member stopped, at its own step, as its separate run would record it
+    budget = stops.budget(m.cfg)
+    result["stop"] = {**stops.stop_after_fit(fit_trainer, budget), "step": steps}
     if record.stopped_at is not None:
         result["ensemble"]["stopped_early"] = record.reason
+        result["stop"] = stops.record("early_stopping", steps, budget)
     if int(ensemble.diverged_at[index]) >= 0:
         value = "nan"
         result.update(status="diverged", error=f"loss became {value} at step {steps}", diverged_at_step=steps)
