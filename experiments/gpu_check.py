@@ -476,14 +476,16 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
         f"trainer.max_steps={args.quick_steps}",
         "logger=none",
         "trainer.progress_bar=false",
-        "resume=false",
+        "resume=never",  # train every cell afresh; an earlier check's cells move to previous/
         *parallel,
         f"hydra.sweep.dir={sweep_dir}",
     ]
     began = time.perf_counter()
     proc = run_command(command, sweep_dir, args.timeout)
     seconds = time.perf_counter() - began
-    found = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("result.json"))]
+    from common.run_folders import moved_aside
+
+    found = [json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("result.json")) if not moved_aside(p, sweep_dir)]
     done = [r for r in found if r["status"] == "completed"]
     if proc.returncode != 0 or not found or len(done) != len(found):
         bad = [f"{r['attention']}+{r['position']}: {r['status']}" for r in found if r["status"] != "completed"]

@@ -245,7 +245,8 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 
 
 def _same_members(ckpt: Path, seeds: list[int]) -> bool:
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    # as data only: a pickled object in a shared run folder must not run code here (tensors memory-mapped)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
     same = state.get("attnlab_ensemble", {}).get("seeds") == seeds
     if not same:
         log.info("%s holds another ensemble; starting afresh", ckpt)
