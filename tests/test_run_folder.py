@@ -4,6 +4,7 @@ old files moved aside (a sweep cell). ``ckpt_path`` resumes, ``init_from`` warm-
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -215,3 +216,27 @@ def test_a_named_checkpoint_that_runs_code_is_refused_without_running_it(tmp_pat
         with pytest.raises(RunFolderError, match=f"{key}={evil} is not a checkpoint torch can read as data"):
             run(tmp_path / "run", f"{key}={evil}")
     assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_a_multirun_retrains_a_changed_cell_and_its_closing_line_says_so(tmp_path: Path) -> None:
+    """A real sweep: the learning rate is left out of the cell's folder name, as an edited preset's value is,
+    so the second sweep finds the first one's cell with another configuration."""
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    same_folder = "hydra.job.config.override_dirname.exclude_keys=[optim.lr]"
+
+    def sweep(lr: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "experiments.train", "-m", *BASE, f"optim.lr={lr}", same_folder]
+        return subprocess.run(
+            [*command, f"hydra.sweep.dir={tmp_path}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+
+    assert sweep("0.001").returncode == 0
+    (cell,) = [p.parent for p in tmp_path.glob("*/result.json")]
+    second = sweep("0.01")
+    assert second.returncode == 0, second.stderr
+    closing = [line for line in second.stdout.splitlines() if line.startswith("completed") and str(cell) in line]
+    assert len(closing) == 1 and "retrained: optim.lr 0.001 → 0.01 (old files in previous/" in closing[0], closing
+    (moved,) = (cell / "previous").iterdir()
+    assert (moved / "checkpoints" / "last.ckpt").exists() and (moved / "result.json").exists()
+    assert json.loads((cell / "result.json").read_text())["config"]["optim.lr"] == 0.01
