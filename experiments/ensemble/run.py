@@ -233,7 +233,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
         sep_id=first.datamodule.sep_id,
     )
     ckpt = shared_dir / "checkpoints" / "last.ckpt"
-    resume_from = str(ckpt) if cfg.resume and ckpt.exists() and _same_members(ckpt, seeds) else None
+    resume_from = str(ckpt) if cfg.resume == "auto" and ckpt.exists() and _same_members(ckpt, seeds) else None
     if resume_from:
         log.info("resuming the ensemble of seeds %s from %s", seeds, resume_from)
     start = time.perf_counter()
