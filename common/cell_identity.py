@@ -17,6 +17,7 @@ NOISE_PREFIXES = (
     "trainer.log_every_n_steps",
     "trainer.checkpoint_every_n_steps",
     "resume",
+    "ckpt_path",
     "name",
     "fail_at_step",
     "num_threads",

@@ -165,7 +165,13 @@ class Config:
     name: str = "default"
     seed: int = 0
     backend: str = "auto"
-    resume: bool = True
+    # auto: skip a completed run, resume an interrupted one of the same computation, refuse another's
+    # folder; never: move the folder's files to previous/<time>/ and start afresh (experiments/run_folder.py)
+    resume: str = "auto"
+    # resume this checkpoint (``last``: the run folder's) under the same rule; null: the folder's own, if any
+    ckpt_path: Optional[str] = None
+    # new training from a checkpoint's weights (fresh optimiser, step 0), recorded in result.json
+    init_from: Optional[str] = None
     objective: str = "val/loss"
     num_threads: int = 0
     jobs_per_gpu: int = 1

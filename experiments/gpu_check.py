@@ -531,7 +531,7 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
         f"trainer.max_steps={args.quick_steps}",
         "logger=none",
         "trainer.progress_bar=false",
-        "resume=false",
+        "resume=never",  # train every cell afresh; an earlier check's cells move to previous/
         *parallel,
         f"hydra.sweep.dir={sweep_dir}",
     ]
@@ -563,9 +563,11 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
 
 def grid_results(sweep_dir: Path) -> list[dict[str, Any]]:
     """The result.json of every cell under ``sweep_dir`` that wrote a whole one."""
+    from common.run_folders import moved_aside
     from experiments.result import read_result
 
-    return [r for r in (read_result(p) for p in sorted(sweep_dir.rglob("result.json"))) if r]
+    paths = [p for p in sorted(sweep_dir.rglob("result.json")) if not moved_aside(p, sweep_dir)]
+    return [r for r in (read_result(p) for p in paths) if r]
 
 
 def grid_cells(done: list[dict[str, Any]]) -> dict[str, Any]:

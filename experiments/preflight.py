@@ -223,6 +223,23 @@ def preflight(argv: list[str]) -> None:
         if not multirun:
             check_config(cfg)
             _build_variants(cfg)
+            _check_run_folder(full, cfg)
+
+
+def _check_run_folder(full, cfg) -> None:
+    """A single run's folder that holds another computation, or that a live process writes, is refused
+    before Hydra writes this run's ``.hydra/`` into it (experiments/run_folder.py)."""
+    from experiments.run_folder import check_before_start
+    from experiments.single_run import resolved
+
+    flat, _ = resolved(cfg)
+    ckpt_path = cfg.get("ckpt_path")
+    check_before_start(
+        Path(str(full.hydra.run.dir)),
+        flat,
+        resume=cfg.get("resume"),
+        ckpt_path=None if ckpt_path is None else str(ckpt_path),
+    )
 
 
 def check_trainer_override(key: str) -> None:

@@ -26,6 +26,7 @@ HASH_EXCLUDE_PREFIXES = (
     "trainer.progress_bar",
     "trainer.log_every_n_steps",
     "resume",
+    "ckpt_path",  # which checkpoint of the same computation a run continues from
     "name",
     "fail_at_step",
     "num_threads",

@@ -91,7 +91,7 @@ def resolved(cfg: DictConfig) -> tuple[dict[str, Any], str]:
 def completed_result(cfg: DictConfig, run_dir: Path, cfg_hash: str) -> dict[str, Any] | None:
     """The result of this folder when it already completed with the same config (and resume is on)."""
     done = read_result(run_dir / RESULT)
-    if cfg.resume and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
+    if cfg.resume == "auto" and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
         log.info("already completed with the same config (%s); skipping", run_dir / RESULT)
         done["skipped"] = True
         return done
@@ -139,9 +139,21 @@ def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
     return float(value)
 
 
-def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
-    """Run one configuration; returns the result dict (also written to ``run_dir/result.json``)."""
-    from experiments import build, lightning_parts
+def train(cfg: DictConfig, run_dir: Path, overrides: list[str], *, sweep_cell: bool = False) -> dict[str, Any]:
+    """Run one configuration; returns the result dict (also written to ``run_dir/result.json``).
+
+    One process writes a folder at a time (experiments/run_lock.py), and the folder's checkpoint is
+    resumed only by the same computation (experiments/run_folder.py): another one is refused with a
+    ``RunFolderError`` before any work, or, as a ``sweep_cell``, trains afresh with the old files moved aside.
+    """
+    from experiments.run_lock import one_writer
+
+    with one_writer(run_dir, enabled=is_rank_zero()):  # DDP ranks > 0 write under their rank 0's lock
+        return _train(cfg, run_dir, overrides, sweep_cell)
+
+
+def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: bool) -> dict[str, Any]:
+    from experiments import build, lightning_parts, run_folder
     from experiments.checkpointing import checkpoint_bytes, checkpoint_step
     from experiments.loggers import keep_history, metrics_csv
 
@@ -153,7 +165,10 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
     done = completed_result(cfg, run_dir, cfg_hash)
     if done:
         return done
+    claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=sweep_cell, rank_zero=is_rank_zero())
     result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
+    if claim.record(run_dir):  # where a changed cell's (or resume=never's) old files went, and why
+        result["previous_run"] = claim.record(run_dir)
     trainer = wandb = None
     try:
         parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat, overrides=overrides)
@@ -164,8 +179,16 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
         result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(cfg))
         record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
         result["references"] = variant_references(used_variants(cfg, result["unused"]))
-        ckpt = run_dir / "checkpoints" / "last.ckpt"
-        resume_from = str(ckpt) if cfg.resume and ckpt.exists() else None
+        resume_from = claim.resume_from  # only ever a checkpoint of this computation
+        # every checkpoint records the computation that wrote it, for the next run's comparison
+        trainer.callbacks.append(run_folder.record_callback(run_folder.run_record(flat, cfg_hash)))
+        if cfg.init_from is not None and not resume_from:  # resuming continues the warm-started run
+            from experiments.warm_start import warm_start
+
+            result["init_from"] = warm_start(module, cfg.init_from)
+            log.info("starting from the weights of %s (step %d)", cfg.init_from, result["init_from"]["step"])
+        elif cfg.init_from is not None:  # the warm start happened in the run's first segment
+            result["init_from"] = (read_result(run_dir / RESULT) or {}).get("init_from")
         if not cfg.trainer.fast_dev_run and not resume_from:
             # a disk too small for one checkpoint fails now, not at the first checkpoint
             check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
@@ -173,7 +196,7 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str]) -> dict[str, Any
             log.info("resuming from %s", resume_from)
         if trainer.is_global_zero:
             # metrics.csv keeps the rows before the checkpoint; W&B (the same run id) keeps what it logged
-            logged = keep_history(metrics_csv(run_dir), checkpoint_step(ckpt) if resume_from else 0)
+            logged = keep_history(metrics_csv(run_dir), checkpoint_step(resume_from) if resume_from else 0)
             if wandb is not None and resume_from:
                 wandb.logged_until = logged
         from experiments.compiling import compile_seconds_so_far, compiled_since
@@ -272,6 +295,10 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     done = completed_result(cfg, run_dir, cfg_hash)
     if done:
         return done
+    from experiments import run_folder
+
+    # a changed cell's old files move aside here; the child then finds a folder of its own computation
+    claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=True)
     quoted = str(run_dir).replace("'", "\\'")  # a quoted override value may hold "=" and ","
     command = [
         sys.executable,
@@ -293,6 +320,9 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
             finished_at=now_iso(),
             env=environment("unknown"),
         )
+        write_json_atomic(run_dir / RESULT, result)
+    if claim.record(run_dir):  # the sweep's summary lists the cell as retrained
+        result["previous_run"] = claim.record(run_dir)
         write_json_atomic(run_dir / RESULT, result)
     return result
 
@@ -317,7 +347,8 @@ def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float)
 def resume_command(run_dir: Path, multirun: bool) -> str:
     """The command that resumes this run: a single run in its own folder (each new one gets a
     new timestamped folder), a sweep as it was (its cells' folders are fixed)."""
-    args = sys.argv[1:]
+    # the folder now holds this run's own checkpoint, which the default (resume=auto) finds
+    args = [a for a in sys.argv[1:] if not a.startswith(("resume=", "ckpt_path="))]
     if not multirun:
         args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={hydra_value(run_dir)}"]
     return shlex.join(["python", "-m", "experiments.train", *args])  # quoted for the shell: it pastes

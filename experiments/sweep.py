@@ -289,7 +289,11 @@ class SweepSummary(Callback):
         metric = str(OmegaConf.select(config, "objective") or "val/loss")
         counts: dict[str, int] = {}
         bad, earlier, cells = [], 0, []
+        from common.run_folders import moved_aside
+
         for path in sorted(sweep_dir.rglob("result.json")):
+            if moved_aside(path, sweep_dir):
+                continue  # an earlier run of a cell, kept under its previous/
             if path.stat().st_mtime < _LAST.get("started", 0):
                 earlier += 1  # an earlier sweep's cell that this one skipped or does not include
                 continue
@@ -345,7 +349,11 @@ def cell_line(result: dict[str, Any], status: str, metric: str, folder: Path, la
     shown = f"{metric} {value:.4f}" if isinstance(value, (int, float)) else f"{metric} -"
     if status != "completed":
         shown = str(result.get("error") or "no result")[:80]
-    return f"{status:<9}  {shown}  {label}  {folder}"
+    line = f"{status:<9}  {shown}  {label}  {folder}"
+    previous = result.get("previous_run") or {}
+    if previous.get("changed"):  # the cell's configuration changed since its last run (experiments/run_folder.py)
+        line += f"  retrained: {previous.get('summary')} (old files in {previous.get('moved_to')})"
+    return line
 
 
 def summarise_interrupted_sweep() -> None:

@@ -71,12 +71,17 @@ def hydra_entry(cfg: DictConfig) -> float:
         set_threads(threads)
         try:
             with shared_gpu(cfg, hc, multirun):  # jobs_per_gpu > 1: this job's GPU slot
-                result = train(cfg, run_dir, overrides)
+                result = train(cfg, run_dir, overrides, sweep_cell=multirun)
         except OutputError as err:  # run_state.json could not be written: nothing has started
             print(f"attnlab: {err}", file=sys.stderr)
             if multirun:
                 return BAD_OBJECTIVE
             sys.exit(1)
+        except user_error_types() as err:  # the folder is another process's, or holds another computation
+            print(f"attnlab: {err}", file=sys.stderr)
+            if multirun:
+                return BAD_OBJECTIVE
+            sys.exit(2)
         except (KeyboardInterrupt, SystemExit) as err:
             stopped_by_signal(err, run_dir, multirun)
             raise

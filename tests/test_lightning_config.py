@@ -87,7 +87,7 @@ def test_best_checkpoint_weights_are_tested(tmp_path: Path) -> None:
     last = train(compose(base), tmp_path / "last", base)
     assert best["status"] == last["status"] == "completed"
     assert best["tested_checkpoint"] == "checkpoints/best-step3.ckpt"
-    state = torch.load(tmp_path / "best" / best["tested_checkpoint"], weights_only=False)
+    state = torch.load(tmp_path / "best" / best["tested_checkpoint"], weights_only=True)
     score = next(s["best_model_score"] for k, s in state["callbacks"].items() if "val/loss" in k)
     # the re-validated best weights give the score their checkpoint recorded; the final weights are worse
     assert best["metrics"]["val/loss"] == pytest.approx(float(score), rel=1e-5)

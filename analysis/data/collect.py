@@ -46,6 +46,7 @@ from analysis.data.ranges import with_range_metrics
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
 from common.flatten import flatten
 from common.stops import describe, stopped_short
+from common.run_folders import moved_aside
 
 SCHEMA = 1
 # pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)
@@ -365,7 +366,8 @@ def find_results(paths: Iterable[str | Path]) -> list[Path]:
         if path.is_file() and path.name == RESULT_FILE:
             found.add(path.resolve())
         elif path.is_dir():
-            found.update(p.resolve() for p in path.rglob(RESULT_FILE) if p.is_file())
+            # earlier runs a folder keeps under previous/ are not runs of the sweep
+            found.update(p.resolve() for p in path.rglob(RESULT_FILE) if p.is_file() and not moved_aside(p, path))
     return sorted(found)
 
 

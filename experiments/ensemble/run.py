@@ -233,7 +233,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
         sep_id=first.datamodule.sep_id,
     )
     ckpt = shared_dir / "checkpoints" / "last.ckpt"
-    resume_from = str(ckpt) if cfg.resume and ckpt.exists() and _same_members(ckpt, seeds) else None
+    resume_from = str(ckpt) if cfg.resume == "auto" and ckpt.exists() and _same_members(ckpt, seeds) else None
     if resume_from:
         log.info("resuming the ensemble of seeds %s from %s", seeds, resume_from)
     start = time.perf_counter()
@@ -245,7 +245,8 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 
 
 def _same_members(ckpt: Path, seeds: list[int]) -> bool:
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    # as data only: a pickled object in a shared run folder must not run code here (tensors memory-mapped)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
     same = state.get("attnlab_ensemble", {}).get("seeds") == seeds
     if not same:
         log.info("%s holds another ensemble; starting afresh", ckpt)

@@ -1,0 +1,22 @@
+"""What a run folder holds besides its run, known to the runs that write it and the analysis that reads it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# earlier runs of the folder, moved aside (resume=never, a sweep cell whose configuration changed):
+# previous/<time>/ holds one whole run folder each, never a run of the folder's current computation
+PREVIOUS = "previous"
+LOCK = ".attnlab.lock"  # the pid and host of the process now writing the folder (experiments/run_lock.py)
+RUN_FILES = ("result.json", "run_state.json")  # what makes the folder above previous/ a run folder
+
+
+def moved_aside(result_file: Path, root: Path) -> bool:
+    """Whether ``result_file``, found under ``root``, is an earlier run kept in a run folder's ``previous/``."""
+    result_file, root = Path(result_file), Path(root)
+    for folder in result_file.parents:
+        if folder == root or root not in folder.parents:
+            return False
+        if folder.name == PREVIOUS and any((folder.parent / name).exists() for name in RUN_FILES):
+            return True
+    return False
