@@ -30,9 +30,10 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from common.run_folders import LOCK  # the writer's {"pid": .., "host": ..} while it runs
+
 RESULT_FILE = "result.json"
 RUN_MARKERS = ("run_state.json", ".hydra/overrides.yaml")  # what a run writes into its folder when it starts
-LOCK = ".attnlab.lock"  # the writer's {"pid": .., "host": ..} while it runs
 MULTIRUN_FILE = "multirun.yaml"  # Hydra writes it into a sweep's folder before the first cell
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
