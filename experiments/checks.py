@@ -333,7 +333,8 @@ def check_task_fit(cfg: DictConfig, datamodule) -> None:
         arch in allowed,
         f"model.arch={arch} does not fit task={cfg.task.name} (a {kind} task); allowed: {list(allowed)}",
     )
-    examples = len(datamodule.split("train"))
+    # an lm task draws its training windows on the fly (task.train_batches_per_epoch): no list to count
+    examples = len(datamodule.split("train")) if datamodule.kind != "lm" else datamodule.batch_size
     _require(
         datamodule.batch_size <= examples,
         f"task.batch_size={datamodule.batch_size} is more than task={cfg.task.name}'s {examples} training examples "
