@@ -31,6 +31,8 @@ INERT: dict[str, str] = {
     "trainer.use_distributed_sampler": "the datamodule shards by rank itself; Lightning's sampler stays off",
     "task.cache_name": "the folder the tokenizer is cached in",
     "task.cache_dir": "the fallback folder of the tokenizer cache",
+    "attention.chunk_size": "the chunk length of the running-sum kernel: the same sums in other slices",
+    "model.compile_mode": "how torch.compile optimises the same graph (refused without model.compile)",
     "backend": "the attention kernel; every kernel is tested equal to the math reference",
     "ensemble.seeds": "how many seeds train in one process; each member computes what its own run computes "
     "(tests/test_ensemble.py)",
