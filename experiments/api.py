@@ -41,6 +41,9 @@ def run(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> dic
     from experiments.sweep import set_threads, threads_per_process
     from experiments.train import train
 
+    if isinstance(overrides, (str, bytes)) or not all(isinstance(o, str) for o in overrides):
+        # a string is a sequence too: run("attention=local") would be read as one override per character
+        raise ValueError(f"run() takes a list of override strings, e.g. run([{overrides!r}]); got {overrides!r}")
     overrides = list(overrides)
     if any(o in ("-m", "--multirun") or o.startswith("-") for o in overrides):
         raise ValueError(f"run() takes overrides only, not command-line flags: {overrides}")
@@ -49,6 +52,10 @@ def run(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> dic
     if run_dir is None:
         run_dir = Path("outputs") / cfg.name / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
     run_dir = Path(run_dir)
+    from experiments.files import blocking_file
+
+    if blocking_file(run_dir) is not None:
+        raise ValueError(f"run_dir={run_dir} is not allowed; {blocking_file(run_dir)} is a file, not a folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     set_threads(threads_per_process(None, cfg.trainer, cfg.num_threads))
     return train(cfg, run_dir, overrides)

@@ -98,6 +98,14 @@ class _Remembering:
         return getattr(self._f, name)
 
 
+def blocking_file(path: Path | str) -> Path | None:
+    """The file at ``path`` or at its nearest existing ancestor, which keeps a folder from being made there."""
+    existing = Path(path)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return None if existing.is_dir() else existing
+
+
 def check_output_path(path: Path | str, flag: str) -> None:
     """Refuse, before any work, an output file that cannot be written: ``flag`` names the option.
 

@@ -1,6 +1,6 @@
 """Lightning's Trainer, callbacks and loggers of a run, built from config with ``hydra.utils.instantiate``.
 
-``trainer`` holds the Trainer's own keywords (any of them: ``trainer.gradient_clip_val=0.5``,
+``trainer`` holds the Trainer's own keywords (any of them: ``trainer.accumulate_grad_batches=2``,
 ``+trainer.profiler=simple``) beside two keys of attnlab's (``OWN_TRAINER_KEYS``).
 ``callbacks`` and ``logger`` map a name to a ``_target_`` node, one file per option under
 ``conf/callbacks/`` and ``conf/logger/``. attnlab's own callbacks are named in ``own_callbacks``

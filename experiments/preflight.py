@@ -216,6 +216,8 @@ def preflight(argv: list[str]) -> None:
         for key, values in _sweeper_params(full):
             check_names(key, values)
         cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
+        check_paths(full, multirun)
+        check_seed_overlap(full, [o for o in overrides if o.get_key_element() == "seed"])
         check_claims(cfg)  # a malformed claim in a preset stops the sweep before its first cell
         check_logger(cfg)  # W&B would warn in four lines and train without logging
         check_lightning(cfg)
@@ -240,6 +242,53 @@ def _check_run_folder(full, cfg) -> None:
         resume=cfg.get("resume"),
         ckpt_path=None if ckpt_path is None else str(ckpt_path),
     )
+
+
+def check_paths(full, multirun: bool) -> None:
+    """Where the run writes: ``name`` stays a folder under outputs/ and multirun/, the run's folder is not a
+    file (Hydra would end in a traceback), and a joblib launcher runs at least one job."""
+    from omegaconf import OmegaConf
+
+    name = str(full.name)
+    parts = Path(name).parts
+    if not name or Path(name).is_absolute() or ".." in parts:
+        raise PreflightError(
+            f"name={name} is not allowed; it names a folder under outputs/ and multirun/, "
+            "without '..' or a leading '/' "
+            "(to write elsewhere set hydra.run.dir or hydra.sweep.dir)"
+        )
+    if not multirun:
+        run_dir = Path(str(OmegaConf.select(full, "hydra.run.dir")))
+        from experiments.files import blocking_file
+
+        blocker = blocking_file(run_dir)
+        if blocker is not None:
+            raise PreflightError(f"hydra.run.dir={run_dir} is not allowed; {blocker} is a file, not a folder")
+    n_jobs = OmegaConf.select(full, "hydra.launcher.n_jobs")
+    if multirun and n_jobs is not None and (not isinstance(n_jobs, int) or n_jobs == 0):
+        raise PreflightError(
+            f"hydra.launcher.n_jobs={n_jobs} is not allowed; it must be the number of jobs at once (>= 1), "
+            "or -1 for one per core"
+        )
+
+
+def check_seed_overlap(full, seed_overrides: list) -> None:
+    """An ensemble trains seeds seed .. seed+N-1; seeds swept beside it must not name one member twice."""
+    n = full.ensemble.seeds
+    swept = [v for o in seed_overrides for v in _values(o)]
+    swept += [v for key, values in _sweeper_params(full) if key == "seed" for v in values]
+    if not isinstance(n, int) or n <= 1 or len(swept) < 2:
+        return
+    seen: dict[int, str] = {}
+    for value in swept:
+        for member in range(int(value), int(value) + n):
+            if member in seen and seen[member] != value:
+                raise PreflightError(
+                    f"seed={','.join(swept)} with ensemble.seeds={n}: seed {member} would train twice (a cell with "
+                    f"seed=s trains seeds s .. s+{n - 1}); sweep seeds {n} apart, or drop ensemble.seeds and use "
+                    "hydra/launcher=ensemble to batch the swept seeds"
+                )
+            seen[member] = value
 
 
 def check_trainer_override(key: str) -> None:

@@ -39,7 +39,7 @@ def test_trainer_keywords_the_old_schema_refused_reach_the_trainer(tmp_path: Pat
     cfg = compose(
         [
             *SHORT,
-            "trainer.gradient_clip_val=0.5",
+            "optim.grad_clip=0.5",  # trainer.gradient_clip_val follows it; set beside it, it is refused
             "trainer.accumulate_grad_batches=3",
             "+trainer.profiler=simple",
             "trainer.detect_anomaly=true",
