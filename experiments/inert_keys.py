@@ -11,8 +11,6 @@ hash that decides resuming and skipping) may leave out the same keys.
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
-
 # key or pattern -> why it does not change what is computed
 INERT: dict[str, str] = {
     # where and how runs start and what they are called
@@ -68,14 +66,4 @@ INERT: dict[str, str] = {
 }
 
 
-def inert_reason(key: str) -> str | None:
-    """Why ``key`` does not change the computation, or None when it may."""
-    if key in INERT:
-        return INERT[key]
-    for pattern, reason in INERT.items():
-        if fnmatchcase(key, pattern):
-            return reason
-    return None
-
-
-__all__ = ["INERT", "inert_reason"]
+__all__ = ["INERT"]

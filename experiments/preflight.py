@@ -274,7 +274,11 @@ def check_paths(full, multirun: bool) -> None:
 
 def check_seed_overlap(full, seed_overrides: list) -> None:
     """An ensemble trains seeds seed .. seed+N-1; seeds swept beside it must not name one member twice."""
+    from omegaconf import OmegaConf
+
     n = full.ensemble.seeds
+    if "ensemble_launcher" in str(OmegaConf.select(full, "hydra.launcher._target_") or ""):
+        return  # hydra/launcher=ensemble refuses ensemble.seeds beside swept seeds in its own words
     swept = [v for o in seed_overrides for v in _values(o)]
     swept += [v for key, values in _sweeper_params(full) if key == "seed" for v in values]
     if not isinstance(n, int) or n <= 1 or len(swept) < 2:

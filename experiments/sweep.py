@@ -342,14 +342,14 @@ def cell_labels(overrides: list[list[str]]) -> list[str]:
     return labels
 
 
-def cell_line(result: dict[str, Any], status: str, metric: str, folder: Path, label: str) -> str:
+def cell_line(result: dict[str, Any], status: str, metric: str, folder: Path, label: str = "") -> str:
     """``completed  val/loss 3.7955  attention=local seed=1  <folder>``; a cell that did not complete says
     why instead of the metric."""
     value = (result.get("metrics") or {}).get(metric)
     shown = f"{metric} {value:.4f}" if isinstance(value, (int, float)) else f"{metric} -"
     if status != "completed":
         shown = str(result.get("error") or "no result")[:80]
-    line = f"{status:<9}  {shown}  {label}  {folder}"
+    line = f"{status:<9}  {shown}  {label + '  ' if label else ''}{folder}"
     previous = result.get("previous_run") or {}
     if previous.get("changed"):  # the cell's configuration changed since its last run (experiments/run_folder.py)
         line += f"  retrained: {previous.get('summary')} (old files in {previous.get('moved_to')})"

@@ -21,7 +21,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments.inert_keys import INERT, inert_reason
+from experiments.inert_keys import INERT
 from tests.conftest import compose
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -151,6 +151,18 @@ OTHER: dict[str, str] = {
 
 
 # -- the keys ---------------------------------------------------------------------------------------
+
+
+def inert_reason(key: str) -> str | None:
+    """Why ``key`` does not change the computation, or None when it may."""
+    if key in INERT:
+        return INERT[key]
+    for pattern, reason in INERT.items():
+        if fnmatchcase(key, pattern):
+            return reason
+    return None
+
+
 def _package(path: Path) -> str:
     """Where a yaml's keys land in the composed config: its ``# @package`` line, else its group's path."""
     for line in path.read_text().splitlines():
