@@ -256,7 +256,10 @@ def _probe(options: FlexKernelOptions, device: torch.device, dtype: torch.dtype,
     mask = block_mask_from_intervals(
         prefix_intervals(torch.arange(T, device=device), torch.arange(T, device=device), causal=True)
     )
-    out = _compiled_flex()(q, k, v, block_mask=mask, kernel_options=options or None)
+    # Under flex's own limit, like every compiled call: past Dynamo's default a probe would run eager
+    # and "build" with options the compiled kernel cannot use.
+    with _flex_limits():
+        out = _compiled_flex()(q, k, v, block_mask=mask, kernel_options=options or None)
     if backward:
         out.sum().backward()
 
@@ -344,12 +347,7 @@ def flex_attend(
     try:
         # Past Dynamo's recompile limit the call would run eager, materialising the T x T scores: an
         # error instead, naming the cause (bucketed lengths keep the number of compiles small).
-        # Read by Dynamo at call time, so the budget holds for flex's code object only.
-        limits = {
-            "recompile_limit": RECOMPILE_BUDGET,
-            "accumulated_recompile_limit": max(RECOMPILE_BUDGET, torch._dynamo.config.accumulated_recompile_limit),
-        }
-        with torch._dynamo.config.patch(**{_FAIL_ON_LIMIT: True}, **limits):
+        with _flex_limits():
             return _compiled_flex()(
                 q,
                 k,
@@ -368,6 +366,15 @@ def flex_attend(
             f"{tuple(k.shape)}, {q.dtype}, grad={needs_grad}, score_mod={getattr(score_mod, '__name__', None)}. "
             "Pad lengths with variants.flex.bucket_length, or raise the bound if a model calls flex in more ways"
         ) from error
+
+
+def _flex_limits():
+    """Dynamo's limits for flex's one code object, read by Dynamo at call time: RECOMPILE_BUDGET, and a
+    hit limit an error instead of an eager call."""
+    accumulated = max(RECOMPILE_BUDGET, torch._dynamo.config.accumulated_recompile_limit)
+    return torch._dynamo.config.patch(
+        **{_FAIL_ON_LIMIT: True}, recompile_limit=RECOMPILE_BUDGET, accumulated_recompile_limit=accumulated
+    )
 
 
 #: the Dynamo setting that turns a hit recompile limit into an error (renamed across torch versions)
