@@ -113,6 +113,15 @@ def within(intervals: KeyIntervals, queries: int, keys: int) -> KeyIntervals:
     return KeyIntervals(intervals.lo, torch.maximum(hi, intervals.lo), intervals.num_keys)
 
 
+def padded_to(intervals: KeyIntervals, queries: int, keys: int) -> KeyIntervals:
+    """``intervals`` extended to ``queries`` queries and ``keys`` keys: the added queries see no key and
+    the added keys lie past every interval, so the padded call computes what the unpadded one does."""
+    lo, hi = intervals.lo, intervals.hi
+    extra = queries - lo.shape[1]
+    lo, hi = (torch.nn.functional.pad(x, (0, extra)) for x in (lo, hi))  # (B|1, queries): empty rows [0, 0)
+    return KeyIntervals(lo, hi, keys)
+
+
 def window_intervals(centre: Tensor, k_pos: Tensor, window: int, *, causal_q_pos: Tensor | None) -> KeyIntervals:
     """Keys at positions |j - c_i| <= ``window`` around integer centres ``centre`` (B, Tq), inside the
     causal prefix of ``causal_q_pos`` (Tq,) when given."""
@@ -212,6 +221,21 @@ def cached_block_mask(key: Hashable, build: Callable[[], KeyIntervals], key_padd
 
 
 # -- the kernel ----------------------------------------------------------------------------------------
+#: Dynamo guards the global grad mode: training (grad on) and validation / generation (grad off) are
+#: separate compiles of every call signature
+GRAD_MODES = 2
+#: (mask_mod, score_mod) pairs one model calls flex with: self, causal self and cross attention, each
+#: with or without a key padding mask_mod, plus local's causal and centred windows with and without
+#: padding (one position encoding per model, so one score_mod form)
+CALL_KINDS = 10
+#: (query, key) length-bucket pairs one run meets (``bucket_length``: every length up to 128 is one
+#: bucket, up to 1024 four); self attention's pairs are equal, cross attention's follow source lengths
+BUCKET_PAIRS = 8
+#: Dynamo's recompile limit for the one flex code object, from the bound above: every compiled
+#: ``flex_attention`` shares one code object and so one limit, which the default (8) makes the thing
+#: that decides within a plain Lightning fit. Past this bound a call raises instead of running eager.
+RECOMPILE_BUDGET = GRAD_MODES * CALL_KINDS * BUCKET_PAIRS
+
 _COMPILED: dict[str, Callable] = {}
 #: (device, dtype, head_dim, backward) -> the first kernel options that built there
 _OPTIONS: dict[tuple, FlexKernelOptions | None] = {}
@@ -232,7 +256,10 @@ def _probe(options: FlexKernelOptions, device: torch.device, dtype: torch.dtype,
     mask = block_mask_from_intervals(
         prefix_intervals(torch.arange(T, device=device), torch.arange(T, device=device), causal=True)
     )
-    out = _compiled_flex()(q, k, v, block_mask=mask, kernel_options=options or None)
+    # Under flex's own limit, like every compiled call: past Dynamo's default a probe would run eager
+    # and "build" with options the compiled kernel cannot use.
+    with _flex_limits():
+        out = _compiled_flex()(q, k, v, block_mask=mask, kernel_options=options or None)
     if backward:
         out.sum().backward()
 
@@ -320,7 +347,7 @@ def flex_attend(
     try:
         # Past Dynamo's recompile limit the call would run eager, materialising the T x T scores: an
         # error instead, naming the cause (bucketed lengths keep the number of compiles small).
-        with torch._dynamo.config.patch(**{_FAIL_ON_LIMIT: True}):
+        with _flex_limits():
             return _compiled_flex()(
                 q,
                 k,
@@ -333,11 +360,21 @@ def flex_attend(
             )
     except torch._dynamo.exc.FailOnRecompileLimitHit as error:
         raise RuntimeError(
-            f"flex_attention compiled {torch._dynamo.config.recompile_limit} times (Dynamo's recompile_limit) "
-            f"and would now run eager, building the full scores; this call: q {tuple(q.shape)}, k "
+            f"flex_attention compiled {RECOMPILE_BUDGET} times (variants.flex.RECOMPILE_BUDGET = GRAD_MODES "
+            f"{GRAD_MODES} x CALL_KINDS {CALL_KINDS} x BUCKET_PAIRS {BUCKET_PAIRS}, Dynamo's recompile_limit for "
+            f"flex) and would now run eager, building the full scores; this call: q {tuple(q.shape)}, k "
             f"{tuple(k.shape)}, {q.dtype}, grad={needs_grad}, score_mod={getattr(score_mod, '__name__', None)}. "
-            "Pad lengths with variants.flex.bucket_length or raise torch._dynamo.config.recompile_limit"
+            "Pad lengths with variants.flex.bucket_length, or raise the bound if a model calls flex in more ways"
         ) from error
+
+
+def _flex_limits():
+    """Dynamo's limits for flex's one code object, read by Dynamo at call time: RECOMPILE_BUDGET, and a
+    hit limit an error instead of an eager call."""
+    accumulated = max(RECOMPILE_BUDGET, torch._dynamo.config.accumulated_recompile_limit)
+    return torch._dynamo.config.patch(
+        **{_FAIL_ON_LIMIT: True}, recompile_limit=RECOMPILE_BUDGET, accumulated_recompile_limit=accumulated
+    )
 
 
 #: the Dynamo setting that turns a hit recompile limit into an error (renamed across torch versions)

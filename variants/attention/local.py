@@ -29,6 +29,7 @@ import math
 from typing import Hashable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
@@ -38,8 +39,10 @@ from variants.checks import VariantConfigError, one_of, positive
 from variants.flex import (
     KeyIntervals,
     block_mask_from_intervals,
+    bucket_length,
     cached_block_mask,
     flex_attend,
+    padded_to,
     window_intervals,
     with_padding,
 )
@@ -201,24 +204,40 @@ class LocalAttention(AttentionLayer):
         masking: Masking,
         position: PositionEncoding | None,
     ) -> Tensor:
-        """The window as a block-sparse mask: q, q_fused (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D)."""
+        """The window as a block-sparse mask: q, q_fused (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D).
+
+        Lengths are padded to ``bucket_length``, as global attention's are, so the compiled kernel sees a
+        few shapes; padded queries see no key and padded keys lie outside every window, then are sliced off."""
         Tq, Tk = q.shape[2], k.shape[2]
+        Tq_b, Tk_b = bucket_length(Tq), bucket_length(Tk)
+        pad = masking.key_padding_mask
+        if pad is not None:
+            pad = F.pad(pad, (0, Tk_b - Tk), value=True)  # (B, Tk_b)
         if masking.causal:
             # Self attention, whose keys end at the last query: the window around each query's own
             # position, a function of the shapes alone, so one cached mask serves every step.
-            key: tuple[Hashable, ...] = ("window", Tq, Tk, True, self.window, str(q.device))
+            key: tuple[Hashable, ...] = ("window", Tq, Tk, Tq_b, Tk_b, True, self.window, str(q.device))
 
             def build() -> KeyIntervals:
-                return window_intervals(masking.q_pos[None], masking.k_pos, self.window, causal_q_pos=masking.q_pos)
+                intervals = window_intervals(
+                    masking.q_pos[None], masking.k_pos, self.window, causal_q_pos=masking.q_pos
+                )
+                return padded_to(intervals, Tq_b, Tk_b)
 
-            block_mask = cached_block_mask(key, build, masking.key_padding_mask)
+            block_mask = cached_block_mask(key, build, pad)
         else:
-            block_mask = self._centred_block_mask(q, masking)
-        score_mod = position.score_mod(q, masking.q_pos, masking.k_pos) if position is not None else None
-        return flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale)
+            block_mask = self._centred_block_mask(q, masking, Tq_b, Tk_b, pad)
+        q, q_fused = (F.pad(x, (0, 0, 0, Tq_b - Tq)) for x in (q, q_fused))  # (B, H, Tq_b, D)
+        k, v = (F.pad(x, (0, 0, 0, Tk_b - Tk)) for x in (k, v))  # (B, H, Tk_b, D)
+        # The layer's positions are consecutive: the padded ones continue them.
+        q_pos = masking.q_pos[:1] + torch.arange(Tq_b, device=q.device)
+        k_pos = masking.k_pos[:1] + torch.arange(Tk_b, device=q.device)
+        score_mod = position.score_mod(q, q_pos, k_pos) if position is not None else None
+        out = flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale)
+        return out[:, :, :Tq]
 
     @torch.compiler.disable  # built eagerly, like every block mask; a compiled model takes it as an input
-    def _centred_block_mask(self, q: Tensor, masking: Masking):
+    def _centred_block_mask(self, q: Tensor, masking: Masking, queries: int, keys: int, pad: Tensor | None):
         """The non-causal windows' mask, built on the device on every call, never cached.
 
         Centres round(ratio * i) are clamped to each element's last real key, so the mask follows
@@ -226,13 +245,13 @@ class LocalAttention(AttentionLayer):
         would read both back to the host on every call (a GPU stall) and miss on almost every batch;
         built from the device tensors it costs O(Tq + blocks) small kernels and no read.
         """
-        padded = masking.key_padding_mask is not None
+        padded = pad is not None
         rows = q.shape[0] if padded else 1
         intervals = window_intervals(
             self.centres(q[:rows], masking)[:, 0], masking.k_pos, self.window, causal_q_pos=None
-        )
-        block_mask = block_mask_from_intervals(intervals, full_blocks=not padded)
-        return with_padding(block_mask, masking.key_padding_mask) if padded else block_mask
+        )  # (rows, Tq) over the real keys
+        block_mask = block_mask_from_intervals(padded_to(intervals, queries, keys), full_blocks=not padded)
+        return with_padding(block_mask, pad) if padded else block_mask
 
     def _banded(
         self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking, position: PositionEncoding | None

@@ -75,8 +75,11 @@ class T5Bias(PositionEncoding):
             distances = distances + (k_pos[0] - q_pos[-1])  # the first is the most negative j - i
         buckets = t5_bucket(distances, self.num_buckets, self.max_distance, self.bidirectional)
         per_distance = self.bias(buckets).t().to(q.dtype)  # (H, Tq + Tk - 1)
-        # a tensor, not an int: a compiled kernel guards on a captured int and would recompile per length
-        last_query = torch.full((), Tq - 1, device=k_pos.device)
+        # The shift is a Python int, not a captured 0-d tensor: eager flex reads a captured scalar
+        # index with .item() (a device sync per call). The compiled kernel guards on the int, but Tq
+        # is already part of the shapes it specialises on (flex callers pad it to a length bucket),
+        # so the int adds no compile.
+        last_query = Tq - 1
 
         def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
             return score + per_distance[h, kv_idx - q_idx + last_query].to(score.dtype)
