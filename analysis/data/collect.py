@@ -45,8 +45,8 @@ from analysis.data.pending import cells_without_result
 from analysis.data.ranges import with_range_metrics
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
 from common.flatten import flatten
-from common.stops import describe, stopped_short
 from common.run_folders import moved_aside
+from common.stops import describe, stopped_short
 
 SCHEMA = 1
 # pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)

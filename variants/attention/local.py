@@ -245,13 +245,12 @@ class LocalAttention(AttentionLayer):
         would read both back to the host on every call (a GPU stall) and miss on almost every batch;
         built from the device tensors it costs O(Tq + blocks) small kernels and no read.
         """
-        padded = pad is not None
-        rows = q.shape[0] if padded else 1
+        rows = q.shape[0] if pad is not None else 1
         intervals = window_intervals(
             self.centres(q[:rows], masking)[:, 0], masking.k_pos, self.window, causal_q_pos=None
         )  # (rows, Tq) over the real keys
-        block_mask = block_mask_from_intervals(padded_to(intervals, queries, keys), full_blocks=not padded)
-        return with_padding(block_mask, pad) if padded else block_mask
+        block_mask = block_mask_from_intervals(padded_to(intervals, queries, keys), full_blocks=pad is None)
+        return with_padding(block_mask, pad) if pad is not None else block_mask
 
     def _banded(
         self, q: Tensor, k: Tensor, v: Tensor, centre: Tensor, masking: Masking, position: PositionEncoding | None
