@@ -63,6 +63,12 @@ INERT: dict[str, str] = {
     "trainer.deterministic": "chooses deterministic kernels; the same arithmetic on CPU",
     "trainer.num_sanity_val_steps": "validation batches run before training as a check; nothing recorded",
     "fail_at_step": "fault injection for tests: raises at a step",
+    # where a run resumes or reports, never what it computes
+    "ckpt_path": "which checkpoint of this same computation resumes; refused unless its computation hash matches",
+    "trial.number": "the Optuna trial the run reports validation metrics to (a pruned run is recorded as pruned)",
+    "trial.study": "the Optuna study the run reports to",
+    "trial.storage": "where the Optuna study is stored",
+    "trial.role": "a tuned comparison's label for the run (tuning, tuned, default), read by the report",
 }
 
 

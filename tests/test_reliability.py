@@ -154,8 +154,8 @@ BAD_INPUTS = [
     ("0 nodes", ["trainer.num_nodes=0"], ["trainer.num_nodes=0", ">= 1"]),
     (
         "checkpoint every 0 steps",
-        ["trainer.checkpoint_every_n_steps=0", ">= 1"],
         ["trainer.checkpoint_every_n_steps=0"],
+        ["trainer.checkpoint_every_n_steps=0", ">= 1"],
     ),
     ("validation every 0 epochs", ["trainer.check_val_every_n_epoch=0"], ["trainer.check_val_every_n_epoch=0"]),
     (
