@@ -289,11 +289,19 @@ def test_the_budget_stops_a_running_check_and_skips_the_rest_and_the_summary_is_
     out, budget = tmp_path / "summary.json", 3.0
     seen: list[dict] = []
     done = threading.Event()
+    write = gpu_check.write_json_atomic
+
+    def recorded(path, data) -> None:  # every summary written, read back whole: none missed by a slow poll
+        write(path, data)
+        if Path(path) == out:
+            seen.append(json.loads(out.read_text()))
+
+    monkeypatch.setattr(gpu_check, "write_json_atomic", recorded)
 
     def watch() -> None:  # what a reader, or a run killed at any moment, finds on disk
         while not done.is_set():
             if out.exists():
-                seen.append(json.loads(out.read_text()))  # raises on a half-written file
+                json.loads(out.read_text())  # raises on a half-written file
             time.sleep(0.05)
 
     watcher = threading.Thread(target=watch)
