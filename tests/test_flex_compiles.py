@@ -31,12 +31,13 @@ def compiled_on_cpu():
     torch._dynamo.reset()
 
 
-def test_evaluation_at_several_lengths_and_generation_compile_a_bounded_number_of_times(compiled_on_cpu):
+def tiny_flex_seq2seq(attention: str, a_params: dict, position: str, p_params: dict) -> Transformer:
+    """A one-layer seq2seq model on flex, seeded: what every compile count here is taken over."""
     spec = ModelSpec(
         arch="seq2seq",
         vocab_size=20,
-        attention=VariantSpec("multihead", {"num_heads": 2}),
-        position=VariantSpec("t5"),
+        attention=VariantSpec(attention, a_params),
+        position=VariantSpec(position, p_params),
         d_model=32,
         ffn_dim=32,
         encoder_layers=1,
@@ -45,7 +46,12 @@ def test_evaluation_at_several_lengths_and_generation_compile_a_bounded_number_o
         backend="flex",
     )
     torch.manual_seed(0)
-    model = Transformer(spec).eval()
+    return Transformer(spec)
+
+
+def test_evaluation_at_several_lengths_and_generation_compile_a_bounded_number_of_times(compiled_on_cpu):
+    model = tiny_flex_seq2seq("multihead", {"num_heads": 2}, "t5", {}).eval()
+    spec = model.spec
     before = counters["stats"]["unique_graphs"]
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
@@ -78,20 +84,8 @@ def test_a_fit_alternating_grad_modes_compiles_within_the_stated_bound(
     of the one flex code object: past Dynamo's default recompile_limit (8), which must not decide.
     Parameters are frozen: flex has no CPU backward, and the grad mode, not a backward, is what Dynamo
     guards on."""
-    spec = ModelSpec(
-        arch="seq2seq",
-        vocab_size=20,
-        attention=VariantSpec(attention, a_params),
-        position=VariantSpec(position, p_params),
-        d_model=32,
-        ffn_dim=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        dropout=0.0,
-        backend="flex",
-    )
-    torch.manual_seed(0)
-    model = Transformer(spec).requires_grad_(False)
+    model = tiny_flex_seq2seq(attention, a_params, position, p_params).requires_grad_(False)
+    spec = model.spec
     before = counters["stats"]["unique_graphs"]
     lengths = (5, 9, 130, 140)  # two length buckets (128, 256)
     with warnings.catch_warnings(record=True) as caught:
