@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 # earlier runs of the folder, moved aside (resume=never, a sweep cell whose configuration changed):
@@ -20,3 +21,14 @@ def moved_aside(result_file: Path, root: Path) -> bool:
         if folder.name == PREVIOUS and any((folder.parent / name).exists() for name in RUN_FILES):
             return True
     return False
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (a lock's holder); another user's process counts as alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

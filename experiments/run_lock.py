@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from common.run_folders import LOCK
+from common.run_folders import LOCK, process_alive
 from experiments.errors import ConfigError
 
 log = logging.getLogger("attnlab")
@@ -25,16 +25,6 @@ log = logging.getLogger("attnlab")
 
 class FolderBusyError(ConfigError):
     """Another live process writes this run folder."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def _create(path: Path) -> bool:
@@ -69,7 +59,7 @@ def _refuse_live(run_dir: Path, holder: dict) -> None:
     """Raise unless ``holder`` is a process of this host that has ended."""
     pid, host = holder.get("pid"), holder.get("host")
     here = host == socket.gethostname()
-    if not isinstance(pid, int) or not here or _alive(pid):
+    if not isinstance(pid, int) or not here or process_alive(pid):
         who = f"process {pid} on {host}" if isinstance(pid, int) else "another process"
         gone = "" if here or not isinstance(pid, int) else f"; if it has ended, remove {run_dir / LOCK}"
         raise FolderBusyError(

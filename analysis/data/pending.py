@@ -22,7 +22,6 @@ A folder inside another run folder (an earlier run moved aside) is not a cell of
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from common.run_folders import LOCK  # the writer's {"pid": .., "host": ..} while it runs
+from common.run_folders import LOCK, process_alive  # the writer's {"pid": .., "host": ..} while it runs
 
 RESULT_FILE = "result.json"
 RUN_MARKERS = ("run_state.json", ".hydra/overrides.yaml")  # what a run writes into its folder when it starts
@@ -52,16 +51,6 @@ def _age(folder: Path) -> str:
     return f"{seconds:.0f} s"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
 def folder_state(folder: Path) -> tuple[str, str]:
     """(status, reason) of a run folder that holds no result."""
     try:
@@ -73,7 +62,7 @@ def folder_state(folder: Path) -> tuple[str, str]:
         pid, host = holder["pid"], holder.get("host")
         if host not in (None, socket.gethostname()):
             return "running", f"running on {host} (process {pid}; {last}), or stopped there without a result"
-        if _alive(pid):
+        if process_alive(pid):
             return "running", f"running (process {pid}; {last}); its result is not written yet"
         return "no result", f"no result: its process {pid} ended without writing one (killed?); {last}"
     return "no result", f"no result.json: still running, or stopped without writing one (killed, out of memory); {last}"
