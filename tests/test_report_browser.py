@@ -81,13 +81,17 @@ def chromium() -> str | None:
 
 def measure_in_browser(report_html: Path, browser: str) -> dict:
     """Lay the report out in one iframe per screen size and return the page's own measurements."""
+    # Every non-ASCII character as a character reference, so no encoding guess can change the text.
     source = html.escape(report_html.read_text(encoding="utf-8"), quote=True)
+    source = source.encode("ascii", "xmlcharrefreplace").decode("ascii")
     frames = "".join(
         f'<iframe id="{name}" width="{w}" height="{h}" style="border:0;display:block" srcdoc="{source}"></iframe>'
         for name, (w, h) in SCREENS.items()
     )
     page = report_html.parent / "measure.html"
-    page.write_text(f'<!DOCTYPE html><html><body style="margin:0">{frames}{MEASURE}</body></html>', encoding="utf-8")
+    # The wrapper names its encoding: without it Chromium guesses from the locale (windows-1252 under
+    # LANG=C), and the report's "—" reaches the frames as "â€”".
+    page.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">{frames}{MEASURE}</body></html>', encoding="utf-8")
     width = max(w for w, _ in SCREENS.values()) + 40
     height = sum(h for _, h in SCREENS.values()) + 200
     with tempfile.TemporaryDirectory() as profile:
@@ -103,6 +107,8 @@ def measure_in_browser(report_html: Path, browser: str) -> dict:
             ],
             capture_output=True,
             text=True,
+            encoding="utf-8",
+            errors="replace",
             timeout=120,
         )
     found = re.search(r'<pre id="measurements">(.*?)</pre>', done.stdout, flags=re.S)
