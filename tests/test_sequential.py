@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
+from statsmodels.stats.weightstats import ttest_ind
 
 from analysis.stats import anytime, equal_power
 from common.sequential import intervals, radius_factor, replay, verdict
@@ -174,6 +175,7 @@ def _welch_decisions(a: np.ndarray, b: np.ndarray, edges, alpha: float) -> tuple
         ("greater", 0.0, 0.5, 9),
         ("less", 0.3, 0.2, 6),  # contradicted: the true a − b is above −margin
         ("equivalent", 0.8, 0.2, 40),  # TOST
+        ("equivalent", 1.5, 0.2, 6),  # TOST where the sum of the two tails minus one is 0.06 below the power
         ("equivalent", 0.5, 0.9, 11),  # contradicted at the high edge
     ],
 )
@@ -184,6 +186,18 @@ def test_fixed_power_matches_monte_carlo_welch_tests_at_unequal_spreads(expect, 
     supported, contradicted = _welch_decisions(a, b, edges, 0.05)
     simulated = float((supported if edges[0] < mean < edges[1] else contradicted).mean())
     assert simulated == pytest.approx(power, abs=3 * math.sqrt(power * (1 - power) / REPS) + 0.01)
+
+
+def test_standard_error_and_degrees_of_freedom_are_welchs():
+    # samples whose sample sds are exactly 1 and 3: statsmodels' Welch test reports the same se and df
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=5), rng.normal(size=5)
+    a = 0.7 + (a - a.mean()) / a.std(ddof=1)
+    b = 3.0 * (b - b.mean()) / b.std(ddof=1)
+    t, _, df = ttest_ind(a, b, usevar="unequal")
+    se, mine = equal_power.standard_error(5, 1.0, 3.0)
+    assert mine == pytest.approx(df) and se == pytest.approx(0.7 / t)
+    assert equal_power.standard_error(5, 2.0, None) == pytest.approx((2.0 / math.sqrt(5), 4.0))
 
 
 def test_one_edge_power_equals_statsmodels_power_functions():
