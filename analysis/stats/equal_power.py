@@ -112,19 +112,27 @@ class Design:
         return f"{self.seeds} {per} ({self.test} at power {self.power:.2f})"
 
 
+def unpriced(mean: float, edges: tuple[float, float], sd_a: float, sd_b: float | None) -> str:
+    """Why no fixed design can be matched at this estimate and spread ('' when one can)."""
+    spread = math.hypot(sd_a, sd_b or 0.0)
+    if not (math.isfinite(mean) and math.isfinite(spread)):
+        return "the estimate or its spread is not finite"
+    if spread == 0:
+        return "every seed gave the same value on each side: zero spread, no power to match"
+    if mean in edges:
+        return "the estimate lies on the claim's edge: neither decision is the correct one"
+    return ""
+
+
 def equal_power(
     power: float, mean: float, edges: tuple[float, float], sd_a: float, sd_b: float | None, alpha: float
 ) -> Design:
     """The fewest seeds per cell (at least 2) whose fixed test decides the claim correctly with ``power``."""
     test = fixed_test(edges, sd_b is not None)
     target = min(power, POWER_CAP)
-    spread = math.hypot(sd_a, sd_b or 0.0)
-    if not (math.isfinite(mean) and math.isfinite(spread)):
-        return Design(test, target, reason="the estimate or its spread is not finite")
-    if spread == 0:
-        return Design(test, target, reason="every seed gave the same difference: zero spread, no power to match")
-    if mean in edges:
-        return Design(test, target, reason="the estimate lies on the claim's edge: neither decision is correct")
+    reason = unpriced(mean, edges, sd_a, sd_b)
+    if reason:
+        return Design(test, target, reason=reason)
     if not target > 0:
         return Design(test, target, reason="the adaptive rule never decided it correctly in the simulated sweeps")
     if fixed_power(MAX_SEEDS, mean, edges, sd_a, sd_b, alpha) < target:
