@@ -88,5 +88,6 @@ def test_the_section_states_each_claims_fixed_design_or_why_not():
     state = {"rule": "rule", "plan": PLAN, "rounds": [], "finished": True}
     details = [{"claim": claim, "decision": decision, "fixed": d} for d in (priced, unpriced)]
     lines = section_lines(Path("sweep"), state, details)
+    assert any("exceeded it when one cell's seeds sometimes diverge" in line for line in lines[:3])
     assert f"a fixed design of equal power: {priced.seeds} seeds per side (TOST (Welch) at power" in lines[-2]
     assert "a fixed design of equal power: not computable (every seed gave the same value" in lines[-1]
