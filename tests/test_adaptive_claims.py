@@ -56,7 +56,7 @@ def test_each_claim_kind_is_priced_with_its_own_fixed_test_at_the_rules_power(ca
     mean = float(np.mean(values))
     sd_a, sd_b = (RATIOS.std(ddof=1), None) if claim.expect == "ratio" else (A.std(ddof=1), B.std(ddof=1))
     rng = np.random.default_rng(21)
-    runs = rng.normal(mean, math.hypot(sd_a, sd_b or 0.0), (400, PLAN["budget"]))
+    runs = rng.normal(mean, np.std(values, ddof=1), (400, PLAN["budget"]))  # the rule sees the paired differences
     right = "supported" if edges[0] < mean < edges[1] else "contradicted"
     said = [replay(list(r), claim.expect, claim.margin, claim.bounds, PLAN["alpha_per_claim"]) for r in runs]
     share = float(np.mean([d.verdict == right for d in said]))

@@ -215,7 +215,7 @@ PLANNED = 1.0  # the smallest effect a fixed design is sized for in the table, i
 def tables(reps: int = 10_000, budget: int = 30, seed: int = 0) -> str:
     """The markdown tables docs/adaptive_seeds.md quotes: type-I error by family, rule and alpha; seeds by effect."""
     lines = [
-        f"Type-I error, {reps} null comparisons per cell (equal means, sd 1 against 1.5), looked at after every seed "
+        f"Type-I error, {reps} null comparisons per row (equal means, sd 1 against 1.5), looked at after every seed "
         f"pair up to {budget}:",
         "",
         "| family | alpha | anytime CS | naive Welch re-tested |",
