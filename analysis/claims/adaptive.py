@@ -84,17 +84,6 @@ def observations(runs, claim: Claim) -> tuple[list[float], dict[str, Any]]:
     return [top[s] - other[s] for s in sorted(top) if s in other], sides
 
 
-def _boundary(claim: Claim, mean: float) -> float:
-    """The edge the claim is decided against, nearest to the estimate."""
-    if claim.expect == "greater":
-        return claim.margin
-    if claim.expect == "less":
-        return -claim.margin
-    if claim.expect == "equivalent":
-        return claim.margin if mean >= 0 else -claim.margin
-    return min((e for e in claim.bounds if e is not None), key=lambda e: abs(mean - e))
-
-
 def fixed_equivalent(
     values: Sequence[float], sides: Mapping[str, Any], claim: Claim, plan: Mapping[str, Any]
 ) -> Design:
