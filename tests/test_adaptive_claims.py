@@ -28,6 +28,10 @@ CASES = {
     "less-with-margin": ({"expect": "less", "margin": 0.2, **SIDES}, (-math.inf, -0.2)),  # contradicted: a − b > 0
     "equivalent": ({"expect": "equivalent", "margin": 1.0, **SIDES}, (-1.0, 1.0)),
     "ratio": ({"expect": "ratio", "a": {"position": "rope"}, "over": 16, "bounds": [0.9, None]}, (0.9, math.inf)),
+    "ratio-both-bounds": (
+        {"expect": "ratio", "a": {"position": "rope"}, "over": 16, "bounds": [0.9, 1.05]},
+        (0.9, 1.05),
+    ),
 }
 
 
@@ -76,6 +80,9 @@ def test_what_cannot_be_priced_says_why():
     assert same.seeds is None and "zero spread" in same.describe()
     short = fixed_equivalent([0.3], {"a_values": [0.8], "b_values": [0.5]}, claim, PLAN)
     assert short.seeds is None and "fewer than 2 seeds" in short.describe()
+    ratio = _claim(CASES["ratio"][0])
+    alone = fixed_equivalent([0.97], {"a_values": [0.97], "b_values": None}, ratio, PLAN)
+    assert alone.seeds is None and alone.test == ratio_test(RATIOS, ratio).test
 
 
 def test_the_section_states_each_claims_fixed_design_or_why_not():
