@@ -102,8 +102,8 @@ def fixed_equivalent(
     reason = unpriced(mean, edges, sd_a, sd_b)
     if reason:
         return Design(test, math.nan, reason=reason)
-    # Each design at the spread it sees: the rule the paired differences' (seed i of both cells shares its
-    # initialisation and data order where their models match), the unpaired fixed test each cell's own.
+    # Each design is priced at the spread it sees: the rule at the paired differences' (seed i of both cells shares
+    # its initialisation and data order where their models match), the unpaired fixed test at each cell's own.
     found = anytime.decided_share(
         mean, float(np.std(values, ddof=1)), edges, int(plan["budget"]), alpha, float(plan["mixture"]), SIMULATED
     )
