@@ -4,43 +4,89 @@ it spends against the fixed design of equal power. Vectorised over thousands of 
 Two rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision:
 
 - ``anytime``: the confidence sequence of common.sequential (Lai's t-mixture, running intersection) on the
-  paired differences; its type-I error stays at or below alpha however often it is looked at.
+  paired differences; its type-I error stays at or below alpha however often it is looked at, when the
+  per-seed metric is Gaussian (its assumption).
 - ``naive``: Welch's two-sided t-test at alpha (scipy) re-run after every seed, stopping at p < alpha: a
   fixed-n test used sequentially, the practice whose error grows with the number of looks.
 
-The fixed design of equal power is the Welch sample size (statsmodels' TTestIndPower) whose power at the
-planted effect equals the adaptive rule's chance of a correct decision within the budget.
+The null comparisons are drawn from several families of per-seed metric (FAMILIES), because a training
+metric is rarely Gaussian: skewed (a loss), heavy-tailed, bounded near its ceiling (an accuracy), or a
+mixture in which a seed sometimes diverges. The fixed design of equal power (analysis.stats.equal_power)
+is the suite's fixed test (one-sided Welch, TOST at an equivalence margin) with the seeds per cell whose
+power at the planted effect equals the adaptive rule's chance of the correct decision within the budget.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.power import TTestIndPower
 
+from analysis.stats.equal_power import equal_power, region
 from common.sequential import MIXTURE, radius_factor
 
 RULES = ("anytime", "naive")
-# A simulated power of 1.0 has no finite fixed design; the design of 99% power stands in for it.
-POWER_CAP = 0.99
+
+Sampler = Callable[[np.random.Generator, tuple[int, int], float], np.ndarray]
 
 
-@dataclass
-class Outcome:
-    """Per simulated comparison: +1 (a − b decided above the margin), −1 (below), 0 (undecided); seeds per side."""
-
-    decision: np.ndarray
-    seeds: np.ndarray
+def _gaussian(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
+    return rng.normal(0.0, sd, shape)
 
 
-def draw(reps: int, budget: int, effect: float, sd_a: float, sd_b: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeds of two cells, Gaussian, unequal spreads: a (reps, budget) array each, mean(a) − mean(b) = effect."""
+def _lognormal(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
+    # log-scale sd 1 (skewness about 6), shifted and scaled to mean 0 and sd ``sd``: a skewed metric such as a loss
+    z = np.exp(rng.normal(0.0, 1.0, shape))
+    return sd * (z - math.exp(0.5)) / math.sqrt((math.e - 1) * math.e)
+
+
+def _t3(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
+    # Student's t with 3 degrees of freedom (variance 3, no finite fourth moment), scaled to sd ``sd``
+    return sd * rng.standard_t(3, shape) / math.sqrt(3)
+
+
+ACCURACY, ACCURACY_UNIT = 0.95, 0.04  # the accuracy family: mean 0.95, one sd unit is 4 points of accuracy
+
+
+def _accuracy(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
+    # a Beta accuracy near its ceiling (skewed towards 0), of sd ``sd`` units, centred on its mean
+    k = ACCURACY * (1 - ACCURACY) / (ACCURACY_UNIT * sd) ** 2 - 1  # the Beta's concentration for that sd
+    return (rng.beta(ACCURACY * k, (1 - ACCURACY) * k, shape) - ACCURACY) / ACCURACY_UNIT
+
+
+DIVERGES, JUMP = 0.05, 20.0  # the diverging family: a seed diverges with chance 0.05 and lands 20 sd away
+
+
+def _diverging(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
+    # Gaussian seeds of sd ``sd``, except that a seed sometimes diverges (a loss that blew up); centred on the mean
+    jumped = rng.random(shape) < DIVERGES
+    return sd * (rng.normal(0.0, 1.0, shape) + JUMP * (jumped - DIVERGES))
+
+
+# Per-seed metric families: the samplers of cell a and cell b, each of mean 0 and the given sd (the diverging cell's
+# sd is that of its seeds that did not diverge). In "diverging" only cell a's seeds diverge; cell b is Gaussian of
+# the same mean, the hardest case for a rule that sees its first seeds before any divergence.
+FAMILIES: dict[str, tuple[Sampler, Sampler]] = {
+    "gaussian": (_gaussian, _gaussian),
+    "lognormal": (_lognormal, _lognormal),
+    "t3": (_t3, _t3),
+    "accuracy": (_accuracy, _accuracy),
+    "diverging": (_diverging, _gaussian),
+}
+
+
+def draw(
+    reps: int, budget: int, effect: float, sd_a: float, sd_b: float, seed: int, family: str = "gaussian"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seeds of two cells, unequal spreads: a (reps, budget) array each, mean(a) − mean(b) = effect."""
+    if family not in FAMILIES:
+        raise ValueError(f"family={family!r} is not allowed; choose one of {list(FAMILIES)}")
     rng = np.random.default_rng(seed)
-    return rng.normal(effect, sd_a, (reps, budget)), rng.normal(0.0, sd_b, (reps, budget))
+    sample_a, sample_b = FAMILIES[family]
+    return effect + sample_a(rng, (reps, budget), sd_a), sample_b(rng, (reps, budget), sd_b)
 
 
 def anytime_bounds(d: np.ndarray, alpha: float, c: float = MIXTURE) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +103,14 @@ def anytime_bounds(d: np.ndarray, alpha: float, c: float = MIXTURE) -> tuple[np.
 def _first(hit: np.ndarray) -> np.ndarray:
     """The first column where each row is True, or −1."""
     return np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
+
+
+@dataclass
+class Outcome:
+    """Per simulated comparison: +1 (a − b decided above the margin), −1 (below), 0 (undecided); seeds per side."""
+
+    decision: np.ndarray
+    seeds: np.ndarray
 
 
 def run_rule(rule: str, a: np.ndarray, b: np.ndarray, alpha: float, margin: float = 0.0, c: float = MIXTURE) -> Outcome:
@@ -80,96 +134,130 @@ def run_rule(rule: str, a: np.ndarray, b: np.ndarray, alpha: float, margin: floa
     return Outcome(np.where(decided, sign, 0), np.where(decided, at + 1, budget))
 
 
-def type_one_error(rule: str, alpha: float, reps: int, budget: int, seed: int = 0) -> tuple[float, float]:
-    """The share of null comparisons (equal means, unequal spreads) a rule ever decides, and its Monte-Carlo s.e."""
-    a, b = draw(reps, budget, 0.0, 1.0, 1.5, seed)
+def type_one_error(
+    rule: str, alpha: float, reps: int, budget: int, seed: int = 0, family: str = "gaussian"
+) -> tuple[float, float]:
+    """The share of null comparisons (equal means, spreads 1 and 1.5) a rule ever decides, and its Monte-Carlo s.e."""
+    a, b = draw(reps, budget, 0.0, 1.0, 1.5, seed, family)
     rate = float((run_rule(rule, a, b, alpha).decision != 0).mean())
     return rate, math.sqrt(max(rate * (1 - rate), alpha * (1 - alpha)) / reps)
 
 
 @dataclass
-class Savings:
-    """A planted effect decided by the anytime rule, against the fixed Welch design of the same power."""
+class Adaptive:
+    """The anytime rule on simulated Gaussian observations: how often it decides correctly within the budget."""
 
-    effect: float  # planted difference in units of the per-cell standard deviation
     power: float  # share decided correctly within the budget
     wrong: float  # share decided the wrong way
-    mean_seeds: float  # seeds per side the adaptive rule spent, on average
-    fixed_seeds: int | None  # seeds per side of the two-sided Welch test at alpha with the same power
+    mean_seeds: float  # observations (seeds per side) it spent, on average
 
 
-def fixed_design(effect: float, alpha: float, power: float) -> int | None:
-    """Seeds per side for a two-sided Welch test at alpha to reach ``power`` (at most POWER_CAP) at ``effect``."""
-    if not power > 0 or effect == 0:
-        return None
-    power = min(power, POWER_CAP)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        n = float(TTestIndPower().solve_power(effect_size=abs(effect), alpha=alpha, power=power))
-    if math.isfinite(n):
-        return max(2, math.ceil(n))
-    # an effect so large that the solver finds no root: the fewest seeds, counted up, whose power reaches it
-    n = 2
-    while welch_power(effect, n, alpha) < power:
-        n += 1
-    return n
-
-
-def welch_power(effect: float, n: int, alpha: float) -> float:
-    """Power of the two-sided two-sample t-test with n seeds a side (statsmodels); where its noncentral t gives
-    no number (a noncentrality far past the critical value), the normal approximation, then close to 1."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        found = float(TTestIndPower().power(effect_size=abs(effect), nobs1=n, alpha=alpha))
-    if math.isfinite(found):
-        return found
-    critical, shift = stats.t.ppf(1 - alpha / 2, 2 * n - 2), abs(effect) * math.sqrt(n / 2)
-    return float(stats.norm.sf(critical - shift) + stats.norm.cdf(-critical - shift))
-
-
-def savings(effect: float, alpha: float, reps: int, budget: int, seed: int = 0) -> Savings:
-    """Simulate the anytime rule on a planted standardised effect (both cells' sd 1) and price the fixed design."""
-    a, b = draw(reps, budget, effect, 1.0, 1.0, seed)
-    out = run_rule("anytime", a, b, alpha)
-    power = float((out.decision == np.sign(effect)).mean())
-    return Savings(
-        effect=effect,
-        power=power,
-        wrong=float((out.decision == -np.sign(effect)).mean()),
-        mean_seeds=float(out.seeds.mean()),
-        fixed_seeds=fixed_design(effect, alpha, power),
+def decided_share(
+    mean: float,
+    sd: float,
+    edges: tuple[float, float],
+    budget: int,
+    alpha: float,
+    c: float = MIXTURE,
+    reps: int = 2000,
+    seed: int = 0,
+) -> Adaptive:
+    """The anytime rule replayed on ``reps`` simulated sequences of Gaussian observations (paired differences or
+    ratios) of this mean and sd, deciding the claim whose region is ``edges`` as common.sequential.verdict does."""
+    d = np.random.default_rng(seed).normal(mean, sd, (reps, budget))
+    low, high = anytime_bounds(d, alpha, c)
+    lo, hi = edges
+    supported = (low > lo) & (high < hi)
+    contradicted = (high < lo) | (low > hi)
+    at = _first(supported | contradicted)
+    rows, decided = np.arange(reps), at >= 0
+    said_supported = decided & supported[rows, np.maximum(at, 0)]
+    said_contradicted = decided & ~said_supported
+    correct, wrong = (said_supported, said_contradicted) if lo < mean < hi else (said_contradicted, said_supported)
+    return Adaptive(
+        power=float(correct.mean()),
+        wrong=float(wrong.mean()),
+        mean_seeds=float(np.where(decided, at + 1, budget).mean()),
     )
+
+
+@dataclass
+class Savings:
+    """A planted effect decided by the anytime rule, against the suite's fixed test of the same power."""
+
+    effect: float  # planted difference in units of the per-cell standard deviation
+    margin: float | None  # an equivalence claim's margin (same units); None for a difference claim (a − b > 0)
+    adaptive: Adaptive
+    fixed_seeds: int | None  # seeds per side of the fixed test (one-sided Welch, or TOST) with the same power
+    planned_seeds: int | None  # seeds per side of the fixed test sized in advance for 80% power (see tables)
+
+
+def savings(effect: float, alpha: float, reps: int, budget: int, seed: int = 0, margin: float | None = None) -> Savings:
+    """The anytime rule on a planted standardised effect (both cells' sd 1), against the fixed design of equal power.
+
+    Without ``margin``: the claim a − b > 0, the fixed test one-sided Welch, planned for 80% at effect PLANNED.
+    With it: the claim |a − b| < margin, the fixed test TOST, planned for 80% at a true difference of 0.
+    """
+    edges = region("greater") if margin is None else region("equivalent", margin)
+    found = decided_share(effect, math.sqrt(2.0), edges, budget, alpha, reps=reps, seed=seed)
+    fixed = equal_power(found.power, effect, edges, 1.0, 1.0, alpha)
+    planned_at = PLANNED if margin is None else 0.0
+    planned = equal_power(0.8, planned_at, edges, 1.0, 1.0, alpha)
+    return Savings(effect, margin, found, fixed.seeds, planned.seeds)
 
 
 ALPHAS = (0.01, 0.05, 0.1)
 EFFECTS = (0.5, 1.0, 2.0, 3.0)
+MARGINS = (0.5, 1.0, 2.0, 3.0)  # equivalence margins in per-cell standard deviations, at a true difference of 0
 PLANNED = 1.0  # the smallest effect a fixed design is sized for in the table, in standard deviations
 
 
 def tables(reps: int = 10_000, budget: int = 30, seed: int = 0) -> str:
-    """The markdown tables docs/adaptive_seeds.md quotes: type-I error by rule and alpha, seeds by effect."""
+    """The markdown tables docs/adaptive_seeds.md quotes: type-I error by family, rule and alpha; seeds by effect."""
     lines = [
-        f"Type-I error, {reps} null comparisons (sd 1 against 1.5), looked at after every seed up to {budget}:",
+        f"Type-I error, {reps} null comparisons per row (equal means, sd 1 against 1.5), looked at after every seed "
+        f"pair up to {budget}:",
         "",
-        "| alpha | anytime CS | naive Welch re-tested |",
-        "|---|---|---|",
+        "| family | alpha | anytime CS | naive Welch re-tested |",
+        "|---|---|---|---|",
     ]
-    for alpha in ALPHAS:
-        cells = [type_one_error(rule, alpha, reps, budget, seed) for rule in RULES]
-        lines.append(f"| {alpha:g} | " + " | ".join(f"{r:.4f} ± {se:.4f}" for r, se in cells) + " |")
+    for family in FAMILIES:
+        for alpha in ALPHAS:
+            cells = [type_one_error(rule, alpha, reps, budget, seed, family) for rule in RULES]
+            flag = " (above alpha)" if cells[0][0] > alpha + 3 * cells[0][1] else ""
+            lines.append(
+                f"| {family} | {alpha:g} | {cells[0][0]:.4f} ± {cells[0][1]:.4f}{flag} | "
+                f"{cells[1][0]:.4f} ± {cells[1][1]:.4f} |"
+            )
     lines += [
         "",
-        f"Planted effects (in standard deviations), alpha 0.05, budget {budget} seeds per side, {reps} comparisons:",
+        f"Difference claims (a − b > 0), planted effects in per-cell sds (Gaussian), alpha 0.05, budget {budget} seeds "
+        f"per side, {reps} comparisons; fixed test: one-sided Welch:",
         "",
         "| effect | power in budget | wrong way | mean seeds (adaptive) | fixed design, equal power |"
         f" fixed design sized in advance (80% at effect {PLANNED:g}) |",
         "|---|---|---|---|---|---|",
     ]
-    planned = fixed_design(PLANNED, 0.05, 0.8)
     for effect in EFFECTS:
         s = savings(effect, 0.05, reps, budget, seed)
         lines.append(
-            f"| {effect:g} | {s.power:.3f} | {s.wrong:.4f} | {s.mean_seeds:.1f} | {s.fixed_seeds} | {planned} |"
+            f"| {effect:g} | {s.adaptive.power:.3f} | {s.adaptive.wrong:.4f} | {s.adaptive.mean_seeds:.1f} | "
+            f"{s.fixed_seeds} | {s.planned_seeds} |"
+        )
+    lines += [
+        "",
+        f"Equivalence claims (|a − b| < margin), true difference 0, margins in per-cell sds (Gaussian), alpha 0.05, "
+        f"budget {budget} seeds per side, {reps} comparisons; fixed test: TOST (Welch):",
+        "",
+        "| margin | power in budget | wrong way | mean seeds (adaptive) | fixed design, equal power |"
+        " fixed design sized in advance (80% at difference 0) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for margin in MARGINS:
+        s = savings(0.0, 0.05, reps, budget, seed, margin=margin)
+        lines.append(
+            f"| {margin:g} | {s.adaptive.power:.3f} | {s.adaptive.wrong:.4f} | {s.adaptive.mean_seeds:.1f} | "
+            f"{s.fixed_seeds if s.fixed_seeds is not None else '—'} | {s.planned_seeds} |"
         )
     return "\n".join(lines)
 
