@@ -1,4 +1,5 @@
-# make test : set up .venv when missing, install attnlab, run the test suite
+# make test : set up .venv when missing, install attnlab, run the test suite without its slow tier
+# make test-slow : the slow tier (end-to-end trainings, sweeps, compiles); make test-all : both
 # make lint : ruff (lint and format check) and mypy (variants/ and the public entry points)
 # make format : sort the imports and format the code the way make lint checks it
 # make demo : the CPU demo grid (experiment=demo) and its ablation report
@@ -16,7 +17,7 @@ export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
 export HYDRA_FULL_ERROR ?= 0
 
-.PHONY: test lint format demo venv clean bench test-cluster gpu-check
+.PHONY: test test-slow test-all lint format demo venv clean bench test-cluster gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +31,16 @@ endif
 
 venv: $(VENV)/.installed
 
+# Two tiers, both run by CI: `test` leaves out the end-to-end tests marked slow (trainings, sweeps,
+# compiles and process starts of more than a few seconds), so it stays under 10 minutes on 2 cores;
+# `test-slow` runs exactly those.
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
+
+test-slow: venv
+	$(PY) -m pytest $(PYTEST_ARGS) -m slow
+
+test-all: test test-slow
 
 # Every check runs, so one pass shows all that is wrong; the configuration is in pyproject.toml.
 lint: venv

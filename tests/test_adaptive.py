@@ -123,6 +123,7 @@ def adaptive_args(tmp_path: Path, claims: list | None = None, *extra: str) -> li
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "claims,extra,said",
     [

@@ -141,6 +141,7 @@ def test_the_statistics_cap_reads_the_first_examples_of_each_length() -> None:
     assert summary["encoder_self/0"]["5"]["queries"] == 5 * 5
 
 
+@pytest.mark.slow
 def test_a_run_records_statistics_cost_and_wandb_tables(tmp_path) -> None:
     out = tmp_path / "run"
     overrides = [o for o in TINY if o != "logger=none"] + [

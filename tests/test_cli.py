@@ -76,6 +76,7 @@ def test_hydra_flags_are_told_from_overrides() -> None:
     assert overrides_of(["-cn", "other", "a=1"]) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "script, module", [("attnlab-report", "analysis.report"), ("attnlab-bench", "experiments.bench")]
 )
@@ -95,6 +96,7 @@ def test_console_scripts_name_themselves(script: str, module: str, tmp_path: Pat
     assert as_module.stdout.startswith(f"usage: python -m {module} "), as_module.stdout
 
 
+@pytest.mark.slow
 def test_python_api_gives_the_command_lines_result(tmp_path: Path) -> None:
     from experiments import run
 

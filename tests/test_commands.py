@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from rich.console import Console
 
@@ -55,6 +56,7 @@ def test_sweep_cells_are_named_by_the_overrides_that_differ() -> None:
     assert cell_labels([["task=reverse"]]) == ["task=reverse"] and cell_labels([[]]) == ["defaults"]
 
 
+@pytest.mark.slow
 def test_a_users_own_preset_works_under_multirun(tmp_path: Path) -> None:
     mine = tmp_path / "conf" / "experiment" / "mine.yaml"
     mine.parent.mkdir(parents=True)

@@ -66,6 +66,7 @@ def compiled_cases() -> list[tuple[str, str, str]]:
     return [("seq2seq", a, p) for a, p in dict.fromkeys(pairs)] + [("decoder", "multihead", "sinusoidal")]
 
 
+@pytest.mark.slow
 @needs_compiler
 @pytest.mark.parametrize("arch, attention, position", compiled_cases())
 def test_compiled_model_equals_eager(arch: str, attention: str, position: str) -> None:
@@ -105,6 +106,7 @@ def test_compiled_model_equals_eager(arch: str, attention: str, position: str) -
             assert torch.allclose(got_grads[name], grad, atol=1e-5), name
 
 
+@pytest.mark.slow
 @needs_compiler
 def test_training_app_runs_with_model_compile(tmp_path) -> None:
     from experiments.train import train

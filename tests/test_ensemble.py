@@ -266,6 +266,7 @@ def test_members_draw_their_own_dropout_masks(tmp_path: Path) -> None:
         assert (len(set(losses.tolist())) == 3) is differ, (dropout, losses)
 
 
+@pytest.mark.slow
 def test_the_equality_bench_reports_the_largest_difference_and_where(tmp_path: Path, monkeypatch) -> None:
     """``python -m experiments.bench ensemble-equality``: equal members read as ~0; a separate run
     planted to differ by 0.5 in one metric is reported as that difference, at that key."""

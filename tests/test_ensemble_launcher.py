@@ -116,6 +116,7 @@ def test_a_seed_sweep_trains_one_ensemble_per_cell_and_leaves_the_job_by_job_swe
     assert sorted(seeds["attention"]) == ["multihead", "soft"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra, said",
     [

@@ -389,6 +389,7 @@ def classify(keys: dict[str, list[Path]], tmp_path: Path) -> tuple[dict[str, str
     return changed, inert, neither
 
 
+@pytest.mark.slow
 def test_every_key_under_conf_changes_the_computation_or_is_declared_inert(tmp_path: Path) -> None:
     keys = conf_keys()
     for key in schema_keys():

@@ -72,6 +72,7 @@ FIT_CELLS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "attention, a_params, position, p_params", FIT_CELLS, ids=[f"{a}-{p}" for a, _, p, _ in FIT_CELLS]
 )

@@ -133,6 +133,7 @@ def report(tmp_path_factory):
     return truth, html.parent / "report.md", html.parent
 
 
+@pytest.mark.slow
 def test_pareto_table_holds_the_brute_force_set_per_table_and_length(report) -> None:
     truth, md, _ = report
     markdown = md.read_text()
@@ -190,6 +191,7 @@ def test_one_frontier_figure_per_table(report) -> None:
         assert (out / path).stat().st_size > 10_000  # a drawn figure, not an empty canvas
 
 
+@pytest.mark.slow
 def test_runs_without_step_time_warn_once_and_still_report(tmp_path) -> None:
     write_sweep(tmp_path / "sweep", step_ms=False)
     with pytest.warns(UserWarning, match=r"no completed run records cost\.step_ms") as caught:
@@ -236,6 +238,7 @@ def test_bench_measures_each_configuration_once_and_caches(tmp_path) -> None:
     assert again.measured == 0 and len(seen) == 6 and again.by_cell == first.by_cell
 
 
+@pytest.mark.slow
 def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> None:
     write_sweep(tmp_path / "sweep")
     runs = collect([tmp_path / "sweep"])
@@ -255,6 +258,7 @@ def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> Non
     assert command[command.index("--heads") + 1] == "1" and "--causal" not in command
 
 
+@pytest.mark.slow
 def test_a_benchmark_that_cannot_run_is_an_error_record_and_is_not_cached(tmp_path) -> None:
     from analysis.report.bench_cells import Configuration, _environment, _measure
 

@@ -119,6 +119,7 @@ def test_one_check_passing_beside_skipped_ones_is_a_success(tmp_path, monkeypatc
     assert checks["needs-gpu"]["status"] == "skipped" and checks["needs-gpu"]["detail"] == "no CUDA device here"
 
 
+@pytest.mark.slow
 def test_a_hanging_check_and_a_dying_one_end_alone_and_the_summary_is_whole(tmp_path, monkeypatch) -> None:
     """Each check in a process of its own: one that hangs is stopped at its cap (``--timeout``), one whose
     process dies (as a sticky CUDA error leaves it) fails alone, and the others are recorded."""
@@ -419,6 +420,7 @@ def test_a_quick_grid_cut_by_its_timeout_keeps_the_cells_that_finished(tmp_path,
     assert outcome.data["cut"] is True and outcome.data["cells"] == {"soft+none": 0.5, "local+rope": 0.5}
 
 
+@pytest.mark.slow
 def test_cpu_flex_forward_equals_the_math_path_for_every_flex_pair() -> None:
     """The flex check's CPU half: every pair on flex, 150 queries (two blocks), outputs only (no backward on CPU)."""
     import warnings

@@ -96,6 +96,7 @@ def multirun(sweep_dir: Path, *args: str) -> dict[str, dict]:
     return {f"{r['attention']}+{r['position']}": r for r in results}
 
 
+@pytest.mark.slow
 def test_cells_run_two_at_a_time_equal_the_cells_run_one_after_another(tmp_path) -> None:
     # One intra-op thread each: a CPU reduction over more threads adds in another order; on a GPU
     # each process's kernels are the same whatever shares the device.

@@ -70,6 +70,7 @@ def test_unused_setting_never_makes_a_factor_and_old_results_read_as_before(tmp_
     assert len(lines) == 1 and "model.cross_attention (local, soft)" in lines[0]
 
 
+@pytest.mark.slow
 def test_decoder_grid_over_cross_attention_is_one_cell(tmp_path):
     """The command of the issue, end to end: two decoder-only runs that differ only in a cross attention
     the model never builds are one configuration."""

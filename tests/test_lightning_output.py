@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from experiments.lightning_parts import check_trainer_key
@@ -17,6 +18,7 @@ from tests.conftest import ROOT, TINY, compose
 ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.slow
 def test_a_profiler_prints_its_report(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done = subprocess.run(

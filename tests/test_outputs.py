@@ -60,6 +60,7 @@ def small_disk(tmp_path: Path):
 
 
 # default model (a 2.7 MB checkpoint): refused before training; tiny model (68 KB): its first checkpoint fails
+@pytest.mark.slow
 @pytest.mark.parametrize("model, size", [([], "300k"), (TINY[:5], "100k")], ids=["before-training", "checkpoint"])
 def test_a_full_disk_is_named_in_one_line(model: list[str], size: str, small_disk) -> None:
     run_dir = small_disk(size) / "run"

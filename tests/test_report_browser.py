@@ -91,9 +91,9 @@ def measure_in_browser(report_html: Path, browser: str) -> dict:
     page = report_html.parent / "measure.html"
     # The wrapper names its encoding: without it Chromium guesses from the locale (windows-1252 under
     # LANG=C), and the report's "—" reaches the frames as "â€”".
+    head = '<head><meta charset="utf-8"></head>'
     page.write_text(
-        f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">{frames}{MEASURE}</body></html>',
-        encoding="utf-8",
+        f'<!DOCTYPE html><html>{head}<body style="margin:0">{frames}{MEASURE}</body></html>', encoding="utf-8"
     )
     width = max(w for w, _ in SCREENS.values()) + 40
     height = sum(h for _, h in SCREENS.values()) + 200

@@ -169,6 +169,7 @@ def test_alignment_on_multi30k_composes_with_the_translation_preset():
     assert cfg.task.name == "translation" and cfg.model.d_model == 128 and cfg.attention.name == "multihead"
 
 
+@pytest.mark.slow
 def test_alignment_cell_runs_and_names_its_cross_attention(tmp_path: Path):
     """One cell of the preset at a tiny budget, as a multirun: result.json, the flattened config
     and the W&B tags all name the cross attention's variant."""

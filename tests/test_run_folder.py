@@ -74,6 +74,7 @@ def cli(run_dir: Path, *overrides: str, wait: bool = True):
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_in_one_line_with_exit_2_and_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
     assert cli(tmp_path).returncode == 0
     before = folder_state(tmp_path)

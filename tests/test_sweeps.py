@@ -407,6 +407,7 @@ def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> Non
 
 
 # -- presets and cell folders -----------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "preset, extra, sweep_dir, cells",
     [

@@ -8,10 +8,13 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import pytest
+
 from experiments.progress import StepProgressBar, loss_at_log_step
 from tests.conftest import ROOT, TINY
 
 
+@pytest.mark.slow
 def test_the_bar_counts_global_steps_and_shows_loss_rate_and_time_left(tmp_path) -> None:
     overrides = [*TINY, "trainer.max_steps=10", "trainer.log_every_n_steps=5", "trainer.progress_bar=true"]
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "COLUMNS": "160"}

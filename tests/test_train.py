@@ -99,6 +99,7 @@ def test_every_pair_composes_and_runs(arch: str, attention: str, position: str, 
     assert math.isfinite(result["metrics"]["test/loss"])
 
 
+@pytest.mark.slow
 def test_reverse_is_learned(tmp_path: Path) -> None:
     """Learning really happens: generated outputs at the training lengths are >= 95% right."""
     overrides = [
@@ -326,6 +327,7 @@ def _gather_on_rank(rank: int, world: int, port: int, out_dir: Path) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_bleu_sees_every_ranks_sentences(tmp_path: Path) -> None:
     import socket
 

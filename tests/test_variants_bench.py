@@ -74,6 +74,7 @@ def test_a_new_subcommand_is_one_registered_function(capsys):
         del bench.COMMANDS["echo_for_test"]
 
 
+@pytest.mark.slow
 def test_scaling_writes_the_json_the_report_reads(tmp_path):
     out, figure = tmp_path / "scaling.json", tmp_path / "scaling.png"
     status = bench.main(
@@ -120,6 +121,7 @@ def test_scaling_writes_the_json_the_report_reads(tmp_path):
     assert all(e["T_range"] == [16, 32] and isinstance(e["exponent"], float) for e in data["exponents"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True])
 def test_targets_bound_the_fused_speedup_by_the_products_at_the_best_rate(tmp_path, causal):
     out = tmp_path / "targets.json"

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from analysis.collect import collect
 from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_run
 from tests.conftest import ROOT, TINY
@@ -36,6 +38,7 @@ def test_a_single_run_is_train_with_result_and_checkpoint_artifacts(tmp_path: Pa
     assert files["result"] == ["result.json"] and files["model"] == ["last.ckpt"]
 
 
+@pytest.mark.slow
 def test_sweep_cells_carry_job_type_group_cell_and_factors(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     proc = subprocess.run(
