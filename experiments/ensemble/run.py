@@ -115,6 +115,7 @@ def _train_ensemble(
     cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any], sweep_cell: bool
 ) -> list[dict[str, Any]]:
     from experiments.ensemble.folder import claim_ensemble
+    from experiments.ensemble.memory import check_memory
     from experiments.quiet import quiet_library_warnings
     from experiments.roles import expand_roles
     from experiments.single_run import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
@@ -124,6 +125,10 @@ def _train_ensemble(
     quiet_lightning_handlers()
     expand_roles(cfg)
     seeds = member_seeds(cfg)
+    if len(seeds) > 1:
+        # first: even resolving 1000 members' configs takes seconds. All N count (members already completed
+        # are not known yet): an ensemble too large for this device could not have trained them either.
+        check_memory(cfg, len(seeds))
     results: dict[int, dict[str, Any]] = {}
     waiting = []  # (index, seed, folder, config, flat, hash) of each member not completed yet
     for index, (seed, mdir) in enumerate(zip(seeds, member_dirs(cfg, run_dir, seeds))):
