@@ -1,7 +1,8 @@
 """An ensemble's folders are guarded as a single run's (experiments/ensemble/folder.py): another computation is
 refused before any work (or, as a sweep cell, retrained with the old files moved aside), one process writes
-an ensemble at a time, its train_seconds covers every segment of a resumed fit, and the Trainer's stop keys
-end it as they end a single run."""
+an ensemble at a time, its train_seconds covers every segment of a resumed fit, the Trainer's stop keys
+end it as they end a single run, and each member's flex kernel options are chosen on the fit's device as a
+single run's are at fit start."""
 
 from __future__ import annotations
 
@@ -149,3 +150,20 @@ def test_the_trainers_stop_keys_end_an_ensemble_as_they_end_a_single_run(
     for m in members:
         assert m["status"] == "completed" and m["stop"] == alone["stop"]
         assert m["cost"]["steps"] == alone["cost"]["steps"]
+
+
+def test_each_member_chooses_its_kernel_options_on_the_fits_device_and_records_them(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from experiments.module import Seq2SeqModule
+
+    asked = []
+
+    def choose(self, device: torch.device, precision: str) -> None:  # records what a CUDA fit would choose for
+        asked.append((device.type, precision))
+        self.flex_options = {"device": device.type, "precision": precision}
+
+    monkeypatch.setattr(Seq2SeqModule, "choose_flex_options", choose)
+    members = ensemble([*BASE, "trainer.precision=bf16-mixed"], tmp_path / "ens")
+    assert [m["kernel_options"] for m in members] == [{"device": "cpu", "precision": "bf16-mixed"}] * 2
+    assert asked == [("cpu", "bf16-mixed")] * 2

@@ -343,6 +343,8 @@ def _evaluate_member(
         parts = build.assemble(m.cfg, m.run_dir, run_id=result["run_id"], flat_config=m.flat)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         ensemble.load_member_into(module.model, index)
+        # as a single run's fit start does (the batched step itself runs every layer on its math path)
+        module.choose_flex_options(fit_trainer.strategy.root_device, str(fit_trainer.precision))
         module.tokens_seen = tokens
         per_epoch = max(fit_trainer.num_training_batches, 1)
         _log_history(trainer, ensemble.loss_history, record.history, index, per_epoch)
@@ -359,6 +361,8 @@ def _evaluate_member(
 
         evaluate(m.cfg, result, parts, m.run_dir, tested, final_validation)
         result["cost"]["peak_memory_mb"] = build.peak_memory_mb(module.device)
+        if module.flex_options:
+            result["kernel_options"] = module.flex_options  # chosen on the device, as a single run records them
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
         result.update(build.describe_failure(err, trainer, m.run_dir))
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
