@@ -16,6 +16,7 @@ Layout under the run (or cell) folder::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import sys
@@ -107,8 +108,12 @@ def train_ensemble(
     """
     from experiments.run_lock import one_writer
 
-    with one_writer(run_dir / SHARED):
-        return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
+    try:
+        with one_writer(run_dir / SHARED):
+            return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
+    finally:
+        with contextlib.suppress(OSError):  # nothing was trained batched (refused, or the fallback): no empty folder
+            (run_dir / SHARED).rmdir()
 
 
 def _train_ensemble(
