@@ -63,10 +63,14 @@ def test_a_changed_attention_on_an_ensemble_folder_is_refused_before_any_work(tm
 def test_the_command_line_refuses_a_changed_ensemble_in_one_line_with_exit_2(tmp_path: Path) -> None:
     run = tmp_path / "ens"
     ensemble(BASE, run)
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "config.yaml").write_text("the old run's config\n")  # as its Hydra run wrote it
     done = cli(run, *BASE, "ensemble.seeds=2", "attention=local", "logger=none")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("attnlab: ") and "attention multihead → local" in lines[0]
+    # refused in the preflight, before Hydra wrote the refused run's config over the old one
+    assert (run / ".hydra" / "config.yaml").read_text() == "the old run's config\n"
 
 
 def test_a_changed_sweep_cell_retrains_with_the_old_files_moved_aside(tmp_path: Path) -> None:

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from omegaconf import DictConfig
+
 from experiments.run_folder import (
     CHECKPOINT,
     Claim,
+    Held,
     conflict,
     held_by_checkpoint,
     held_by_folder,
@@ -63,25 +66,59 @@ def claim_ensemble(
     if mode == "never":
         _move_shared(shared, "resume=never")
         return EnsembleClaim(members={d: Claim(moved_to=_move_member(d, shared)) for d, _ in members if d.is_dir()})
-    for folder, flat in members:
-        held = held_by_folder(folder)
-        problems = conflict(held, flat) if held is not None else []
-        if problems:
-            return _changed(shared, members, folder, held, problems, sweep_cell)
+    found = another_computation(shared, members, seeds)
+    if found is not None:
+        return _changed(shared, members, *found, sweep_cell)
     if not ckpt.exists():
         return EnsembleClaim()
     if checkpoint_seeds(ckpt) != seeds:
         _move_shared(shared, f"it holds the ensemble of seeds {checkpoint_seeds(ckpt)}, not {seeds}")
         return EnsembleClaim()
+    return EnsembleClaim(resume_from=str(ckpt))
+
+
+def another_computation(
+    shared: Path, members: list[tuple[Path, Mapping[str, Any]]], seeds: list[int]
+) -> tuple[Path, Held, list[tuple[str, Any, Any]]] | None:
+    """(where, what it holds, the keys that differ) of the first folder that holds another computation than
+    ``members``; None when none does. Reads only."""
+    for folder, flat in members:
+        held = held_by_folder(folder)
+        problems = conflict(held, flat) if held is not None else []
+        if problems:
+            return folder, held, problems
+    ckpt = shared / CHECKPOINT
+    if not ckpt.exists() or checkpoint_seeds(ckpt) != seeds:
+        return None  # nothing to resume, or another ensemble's checkpoint: moved aside, no refusal
     first_dir, first_flat = members[0]
     # the record is the first member's computation; a checkpoint written before records were kept is read
     # against the first member's result.json
     held = held_by_checkpoint(ckpt, first_dir, None)
     held.where = str(ckpt)
     problems = conflict(held, first_flat)
-    if problems:
-        return _changed(shared, members, shared, held, problems, sweep_cell)
-    return EnsembleClaim(resume_from=str(ckpt))
+    return (shared, held, problems) if problems else None
+
+
+def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
+    """What ``claim_ensemble`` would refuse for ``ensemble.seeds=N`` in ``run_dir``, checked without touching
+    the folder: the preflight runs it before Hydra writes the new run's ``.hydra/`` into it. Its memory is
+    checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
+    from experiments.ensemble.memory import check_memory
+    from experiments.ensemble.run import SHARED, member_config, member_dirs, member_seeds
+    from experiments.run_lock import check_free
+    from experiments.single_run import resolved
+
+    seeds = member_seeds(cfg)
+    if len(seeds) > 1:
+        check_memory(cfg, len(seeds))
+    if resume_mode(cfg.get("resume")) == "never" or not run_dir.is_dir():
+        return
+    check_free(run_dir / SHARED)
+    members = [(d, resolved(member_config(cfg, s))[0]) for s, d in zip(seeds, member_dirs(cfg, run_dir, seeds))]
+    found = another_computation(run_dir / SHARED, members, seeds)
+    if found is not None:
+        where, held, problems = found
+        raise refusal(where, held, problems)
 
 
 def _changed(shared: Path, members, where: Path, held, problems, sweep_cell: bool) -> EnsembleClaim:
