@@ -171,3 +171,13 @@ def test_each_member_chooses_its_kernel_options_on_the_fits_device_and_records_t
     members = ensemble([*BASE, "trainer.precision=bf16-mixed"], tmp_path / "ens")
     assert [m["kernel_options"] for m in members] == [{"device": "cpu", "precision": "bf16-mixed"}] * 2
     assert asked == [("cpu", "bf16-mixed")] * 2
+
+
+@pytest.mark.parametrize("key", ["ckpt_path", "init_from"])
+def test_a_checkpoint_setting_an_ensemble_would_ignore_is_refused_in_one_line(tmp_path: Path, key: str) -> None:
+    from experiments.checks import check_config
+    from experiments.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{key}=x.ckpt is not taken by an ensemble \\(ensemble.seeds=2\\); "):
+        check_config(compose([*BASE, "ensemble.seeds=2", f"{key}=x.ckpt"]))
+    check_config(compose([*BASE, f"{key}=x.ckpt"]))  # a single run takes it
