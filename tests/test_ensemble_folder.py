@@ -76,7 +76,11 @@ def test_the_command_line_refuses_a_changed_ensemble_in_one_line_with_exit_2(tmp
 def test_a_changed_sweep_cell_retrains_with_the_old_files_moved_aside(tmp_path: Path) -> None:
     run = tmp_path / "ens"
     old = ensemble(BASE, run)
+    # hydra/launcher=ensemble writes each member job's .hydra/ record before the ensemble starts: it stays
+    (run / "seed=1" / ".hydra").mkdir()
+    (run / "seed=1" / ".hydra" / "overrides.yaml").write_text("- optim.lr=0.01\n")
     new = ensemble([*BASE, "optim.lr=0.01"], run, sweep_cell=True)
+    assert (run / "seed=1" / ".hydra" / "overrides.yaml").read_text() == "- optim.lr=0.01\n"
     for before, after, seed in zip(old, new, (0, 1)):
         assert after["status"] == "completed" and after["config"]["optim.lr"] == 0.01
         assert after["previous_run"]["changed"] == {"optim.lr": [before["config"]["optim.lr"], 0.01]}

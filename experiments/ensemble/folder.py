@@ -136,8 +136,10 @@ def _changed(shared: Path, members, where: Path, held, problems, sweep_cell: boo
 
 def _move_member(folder: Path, shared: Path) -> Path | None:
     # under hydra/launcher=ensemble the shared folder (and the lock this process holds in it) lies inside
-    # the first member's folder; it is moved aside on its own
-    return move_aside(folder, keep=(shared.name,) if shared.parent.resolve() == folder.resolve() else ())
+    # the first member's folder; it is moved aside on its own. A member's .hydra/ is this sweep's record of
+    # its job, written by the launcher before the ensemble started (a seed=<s>/ folder has none).
+    inside = shared.parent.resolve() == folder.resolve()
+    return move_aside(folder, keep=(shared.name, ".hydra") if inside else (".hydra",))
 
 
 def _move_shared(shared: Path, why: str) -> None:
