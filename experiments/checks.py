@@ -299,6 +299,16 @@ def check_ensemble(cfg: DictConfig) -> None:
             len({str(x) for x in listed}) == n,
             f"ensemble.{key}={listed} names a member twice; each member needs its own",
         )
+    if n != 1 or cfg.ensemble.get("member_seeds") is not None:
+        # the members resume only their shared checkpoint, and each starts from its own seed's weights
+        for key, instead in (
+            ("ckpt_path", "re-running the ensemble's command resumes it from ensemble/checkpoints/last.ckpt"),
+            ("init_from", "warm-start the seeds as separate runs (-m seed=...)"),
+        ):
+            _require(
+                cfg.get(key) is None,
+                f"{key}={cfg.get(key)} is not taken by an ensemble (ensemble.seeds={n}); {instead}, or drop {key}",
+            )
 
 
 def check_claims(cfg: DictConfig) -> None:

@@ -166,12 +166,16 @@ class Seq2SeqModule(L.LightningModule):
     def on_fit_start(self) -> None:
         # Flex's kernel options are chosen here, on the device and before a compiled model traces flex
         # (which never makes the eager probe that would choose them); result.json records them.
-        if self.device.type == "cuda":
+        self.choose_flex_options(self.device, str(self.trainer.precision))
+
+    def choose_flex_options(self, device: torch.device, precision: str) -> None:
+        """Choose flex's kernel options for the layers that run on flex on ``device`` (CUDA only) at the
+        Trainer's ``precision``: at fit start, and for an ensemble's member before its evaluation."""
+        if device.type == "cuda":
             dims = self.model.flex_head_dims(cuda=True)
             if dims:
-                precision = str(self.trainer.precision)
                 dtype = torch.bfloat16 if "bf16" in precision else torch.float16 if "16" in precision else torch.float32
-                self.flex_options = choose_kernel_options(self.device, dtype, dims)
+                self.flex_options = choose_kernel_options(device, dtype, dims)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         if self.cudagraph_steps:

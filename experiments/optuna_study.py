@@ -136,7 +136,7 @@ def check_study(config: Any, space: Mapping[str, Any], n_trials: Any, n_jobs: An
     a budget below 1, an objective or pruning metric the task never logs."""
     from omegaconf import OmegaConf
 
-    from experiments.metric_names import logged_metrics
+    from experiments.checks import logged_metrics
 
     if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 1:
         raise StudyError(f"hydra.sweeper.n_trials={n_trials!r}: the budget must be an integer of at least 1")
@@ -154,7 +154,7 @@ def check_study(config: Any, space: Mapping[str, Any], n_trials: Any, n_jobs: An
                 f"hydra.sweeper.params.{key}: no config has the key {key!r}; "
                 f"search a key of the composed config (e.g. optim.lr, optim.warmup_steps)"
             )
-    final, validation = logged_metrics(config)
+    final, validation = logged_metrics(config, "result"), logged_metrics(config, "val")
     objective = str(config.objective)
     if objective not in final:
         raise StudyError(f"objective={objective!r}: the task never logs it; choose one of {sorted(final)}")

@@ -236,6 +236,10 @@ def _check_run_folder(full, cfg) -> None:
 
     flat, _ = resolved(cfg)
     ckpt_path = cfg.get("ckpt_path")
+    if cfg.ensemble.seeds != 1:  # its members' folders, its shared checkpoint and lock, and its memory
+        from experiments.ensemble.folder import check_before_start as check_ensemble_folder
+
+        check_ensemble_folder(Path(str(full.hydra.run.dir)), cfg)
     check_before_start(
         Path(str(full.hydra.run.dir)),
         flat,

@@ -141,6 +141,9 @@ class Held:
     computation_hash: str | None
     config: dict[str, Any] | None
     step: int | None = None
+    # a result.json's config holds null for the model settings its model did not use (experiments/unused.py);
+    # the new config is compared under the same mask
+    unused: tuple[str, ...] = ()
 
 
 def held_by_checkpoint(path: Path, run_dir: Path | None, key: str | None) -> Held:
@@ -148,11 +151,12 @@ def held_by_checkpoint(path: Path, run_dir: Path | None, key: str | None) -> Hel
     one) the config of the result.json beside it."""
     state = read_checkpoint(path, key)
     record = state.get(RECORD_KEY) or {}
-    config = record.get("config")
+    config, unused = record.get("config"), ()
     if config is None and run_dir is not None:
-        config = (read_result(run_dir / RESULT) or {}).get("config")
+        result = read_result(run_dir / RESULT) or {}
+        config, unused = result.get("config"), tuple(result.get("unused") or ())
     found = record.get("computation_hash") or (computation_hash(config) if config is not None else None)
-    return Held(_relative(path, run_dir), found, config, int(state["global_step"]))
+    return Held(_relative(path, run_dir), found, config, int(state["global_step"]), unused)
 
 
 def held_by_folder(run_dir: Path) -> Held | None:
@@ -162,8 +166,18 @@ def held_by_folder(run_dir: Path) -> Held | None:
         return held_by_checkpoint(run_dir / CHECKPOINT, run_dir, None)
     result = read_result(run_dir / RESULT)
     if result and result.get("status") != "failed" and isinstance(result.get("config"), dict):
-        return Held(RESULT, computation_hash(result["config"]), result["config"])
+        return Held(
+            RESULT, computation_hash(result["config"]), result["config"], None, tuple(result.get("unused") or ())
+        )
     return None
+
+
+def masked(flat: Mapping[str, Any], unused: tuple[str, ...]) -> Mapping[str, Any]:
+    """``flat`` as a result.json records it when ``unused`` were the model's unused settings: null, no sub-keys."""
+    if not unused:
+        return flat
+    kept = {k: v for k, v in flat.items() if not any(k.startswith(u + ".") for u in unused)}
+    return {**kept, **dict.fromkeys(unused)}
 
 
 def _relative(path: Path, run_dir: Path | None) -> str:
@@ -176,6 +190,7 @@ def conflict(held: Held, flat: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """Why ``held`` is not this computation ([]: it is). A hash recorded with no config to compare keys
     with says so as the hash itself."""
     problems = []
+    flat = masked(flat, held.unused)
     if held.config is not None:
         problems = changed_keys(held.config, flat)
     if not problems and held.computation_hash != computation_hash(flat):
@@ -300,14 +315,15 @@ def _named_checkpoint(run_dir: Path, flat: Mapping[str, Any], ckpt_path: str) ->
     return path
 
 
-def move_aside(run_dir: Path) -> Path | None:
+def move_aside(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
     """Move everything the folder holds into ``previous/<time>/`` (None: nothing to move).
 
-    Kept in place: ``previous/`` itself, the lock of the process now writing, and this Hydra run's own
-    ``.hydra/`` (written for this run before it started). ``train.log``, which Hydra has already opened for
-    this run, is copied and then emptied, so this run's lines stay in the folder.
+    Kept in place: ``previous/`` itself, the lock of the process now writing, this Hydra run's own
+    ``.hydra/`` (written for this run before it started), and the entries named in ``keep`` (an ensemble's
+    shared folder inside its first member's, moved aside on its own). ``train.log``, which Hydra has already
+    opened for this run, is copied and then emptied, so this run's lines stay in the folder.
     """
-    entries = [p for p in run_dir.iterdir() if p.name not in (PREVIOUS, LOCK) and not _this_runs(p)]
+    entries = [p for p in run_dir.iterdir() if p.name not in (PREVIOUS, LOCK, *keep) and not _this_runs(p)]
     if not entries:
         return None
     dest = run_dir / PREVIOUS / datetime.now(timezone.utc).strftime("%Y-%m-%d_%H-%M-%S_%f")

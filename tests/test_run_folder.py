@@ -194,18 +194,18 @@ class Pickled:
 
 
 def test_the_ensemble_reads_its_checkpoint_as_data_only(tmp_path: Path) -> None:
-    from experiments.ensemble.run import _same_members
+    from experiments.ensemble.folder import checkpoint_seeds
 
     plain = tmp_path / "plain.ckpt"
     torch.save(
         {"state_dict": {}, "global_step": 2, "attnlab_ensemble": {"seeds": [0, 1], "torch_rng": torch.ones(2)}}, plain
     )
-    assert _same_members(plain, [0, 1]) and not _same_members(plain, [0, 2])
+    assert checkpoint_seeds(plain) == [0, 1]
     marker = tmp_path / "ran"
     evil = tmp_path / "evil.ckpt"
     torch.save({"attnlab_ensemble": {"seeds": [0, 1]}, "hook": Pickled(marker)}, evil)
     with pytest.raises(Exception, match="(?i)weights_only|unsupported|global"):
-        _same_members(evil, [0, 1])
+        checkpoint_seeds(evil)
     assert not marker.exists()
 
 

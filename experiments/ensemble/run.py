@@ -16,6 +16,7 @@ Layout under the run (or cell) folder::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import sys
@@ -32,6 +33,8 @@ from experiments.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
 SHARED = "ensemble"
+# lightning.Trainer's keywords besides max_steps that stop a fit, honoured by the ensemble's own Trainer
+STOP_KEYS = ("max_epochs", "min_epochs", "min_steps", "max_time", "fast_dev_run")
 
 
 @dataclass
@@ -89,9 +92,35 @@ def without_wandb(cfg: DictConfig) -> DictConfig:
 
 
 def train_ensemble(
-    cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any] | None = None
+    cfg: DictConfig,
+    run_dir: Path,
+    overrides: list[str],
+    callbacks: list[Any] | None = None,
+    *,
+    sweep_cell: bool = False,
 ) -> list[dict[str, Any]]:
-    """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order."""
+    """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order.
+
+    As a single run (experiments/single_run.train): one process writes the ensemble at a time (the lock of
+    its shared folder, experiments/run_lock.py), and its folders are resumed only by the same computation
+    (experiments/ensemble/folder.py): another one raises ``RunFolderError`` before any work, or, as a
+    ``sweep_cell``, trains afresh with the old files moved aside.
+    """
+    from experiments.run_lock import one_writer
+
+    try:
+        with one_writer(run_dir / SHARED):
+            return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
+    finally:
+        with contextlib.suppress(OSError):  # nothing was trained batched (refused, or the fallback): no empty folder
+            (run_dir / SHARED).rmdir()
+
+
+def _train_ensemble(
+    cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any], sweep_cell: bool
+) -> list[dict[str, Any]]:
+    from experiments.ensemble.folder import claim_ensemble
+    from experiments.ensemble.memory import check_memory
     from experiments.quiet import quiet_library_warnings
     from experiments.roles import expand_roles
     from experiments.single_run import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
@@ -101,28 +130,47 @@ def train_ensemble(
     quiet_lightning_handlers()
     expand_roles(cfg)
     seeds = member_seeds(cfg)
+    if len(seeds) > 1:
+        # first: even resolving 1000 members' configs takes seconds. All N count (members already completed
+        # are not known yet): an ensemble too large for this device could not have trained them either.
+        check_memory(cfg, len(seeds))
     results: dict[int, dict[str, Any]] = {}
-    todo: list[Member] = []
+    waiting = []  # (index, seed, folder, config, flat, hash) of each member not completed yet
     for index, (seed, mdir) in enumerate(zip(seeds, member_dirs(cfg, run_dir, seeds))):
         mcfg = member_config(cfg, seed)
-        mdir.mkdir(parents=True, exist_ok=True)
         flat, cfg_hash = resolved(mcfg)
         done = completed_result(mcfg, mdir, cfg_hash)
         if done:
             results[seed] = done
-            continue
+        else:
+            waiting.append((index, seed, mdir, mcfg, flat, cfg_hash))
+    if not waiting:
+        return [results[s] for s in seeds]
+    # before anything is written: another computation is refused, or (a sweep cell) moved aside
+    claim = claim_ensemble(
+        run_dir / SHARED,
+        [(mdir, flat) for _, _, mdir, _, flat, _ in waiting],
+        [seed for _, seed, *_ in waiting],
+        resume=cfg.resume,
+        sweep_cell=sweep_cell,
+    )
+    todo: list[Member] = []
+    for index, seed, mdir, mcfg, flat, cfg_hash in waiting:
+        mdir.mkdir(parents=True, exist_ok=True)
         mover = member_overrides(overrides, seed)
         result = new_result(mcfg, mdir, mover, flat, cfg_hash, run_identity(mdir, cfg_hash))
         result["ensemble"] = {"members": len(seeds), "index": index, "seeds": seeds, "folder": str(run_dir / SHARED)}
+        moved = claim.members.get(mdir)
+        if moved is not None and moved.record(mdir):  # where its old files went, and why
+            result["previous_run"] = moved.record(mdir)
         todo.append(Member(seed, mcfg, mdir, mover, result, flat))
-    if todo:
-        for member, result in zip(todo, _train_members(cfg, run_dir, todo, began, callbacks or [])):
-            results[member.seed] = result
+    for member, result in zip(todo, _train_members(cfg, run_dir, todo, began, callbacks, claim.resume_from)):
+        results[member.seed] = result
     return [results[s] for s in seeds]
 
 
 def _train_members(
-    cfg: DictConfig, run_dir: Path, todo: list[Member], began: float, callbacks: list[Any]
+    cfg: DictConfig, run_dir: Path, todo: list[Member], began: float, callbacks: list[Any], resume_from: str | None
 ) -> list[dict[str, Any]]:
     from experiments import build
     from experiments.result import variant_references
@@ -145,7 +193,7 @@ def _train_members(
         m.result["references"] = variant_references(used_variants(m.cfg, m.result["unused"]))
     ensemble, trainer = None, None
     try:
-        ensemble, trainer, train_seconds, validation = _fit(cfg, run_dir / SHARED, todo, callbacks)
+        ensemble, trainer, train_seconds, validation = _fit(cfg, run_dir / SHARED, todo, callbacks, resume_from)
     except BaseException as err:  # noqa: BLE001 - every ending is recorded, in every member
         failure = build.describe_failure(err, trainer, run_dir / SHARED)
         out = [_finish(m, failure, began, trainer) for m in todo]
@@ -159,16 +207,18 @@ def _train_members(
     return out
 
 
-def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[Any]):
+def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[Any], resume_from: str | None):
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
+    from experiments import run_folder
     from experiments.callbacks import FailAtStep, PlainProgress, StepTimer
     from experiments.checkpointing import AtomicCheckpointIO
     from experiments.ensemble.data import MemberBatches
     from experiments.ensemble.module import EnsembleModule
     from experiments.ensemble.validation import MemberValidation, validation_interval
     from experiments.loggers import csv_logger
+    from experiments.run_clock import RunClock
 
     t = cfg.trainer
     seeds = [m.seed for m in todo]
@@ -186,11 +236,18 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
         [m.run_dir for m in todo],
         validation_interval(todo[0].parts.trainer, min(len(x) for x in loaders)),
     )
+    clock = RunClock()  # train_seconds across the segments of a resumed ensemble
+    first_member = todo[0]
+    # every checkpoint records the computation that wrote it (the first member's), for the next run's comparison
+    recorded = run_folder.record_callback(run_folder.run_record(first_member.flat, first_member.result["config_hash"]))
     trainer = L.Trainer(
         accelerator=t.accelerator,
         devices=1,
         precision=t.precision,
         max_steps=t.max_steps,
+        # the limits besides max_steps that end a single run's fit end the ensemble's alike (stops.stop_after_fit
+        # then records which one did, in every member)
+        **stop_limits(t),
         limit_val_batches=0,
         num_sanity_val_steps=0,
         deterministic=t.deterministic,
@@ -211,6 +268,8 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
             validation,
             PlainProgress(every=max(t.log_every_n_steps, 1)),
             StepTimer(),
+            clock,
+            recorded,
             *extra,
             *callbacks,
         ],
@@ -232,25 +291,15 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
         bos_id=spec.bos_id,
         sep_id=first.datamodule.sep_id,
     )
-    ckpt = shared_dir / "checkpoints" / "last.ckpt"
-    resume_from = str(ckpt) if cfg.resume == "auto" and ckpt.exists() and _same_members(ckpt, seeds) else None
-    if resume_from:
+    if resume_from:  # only ever a checkpoint of these members' computation (experiments/ensemble/folder.py)
         log.info("resuming the ensemble of seeds %s from %s", seeds, resume_from)
     start = time.perf_counter()
     trainer.fit(module, train_dataloaders=batches, ckpt_path=resume_from)
-    train_seconds = time.perf_counter() - start
+    # the whole fit, over every segment of a resumed ensemble (RunClock keeps the earlier ones)
+    train_seconds = time.perf_counter() - start + clock.before["seconds"]
     if trainer.interrupted:
         raise KeyboardInterrupt("training was interrupted")
     return module, trainer, train_seconds, validation
-
-
-def _same_members(ckpt: Path, seeds: list[int]) -> bool:
-    # as data only: a pickled object in a shared run folder must not run code here (tensors memory-mapped)
-    state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
-    same = state.get("attnlab_ensemble", {}).get("seeds") == seeds
-    if not same:
-        log.info("%s holds another ensemble; starting afresh", ckpt)
-    return same
 
 
 def _evaluate_member(
@@ -280,6 +329,7 @@ def _evaluate_member(
             "tokens_per_second": tokens / (train_seconds / n) if train_seconds > 0 else None,
             "threads": torch.get_num_threads(),
             "world_size": 1,
+            "segments": _segments(fit_trainer),  # 1: trained in one go; more: resumed
         }
     )
     result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
@@ -298,6 +348,8 @@ def _evaluate_member(
         parts = build.assemble(m.cfg, m.run_dir, run_id=result["run_id"], flat_config=m.flat)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         ensemble.load_member_into(module.model, index)
+        # as a single run's fit start does (the batched step itself runs every layer on its math path)
+        module.choose_flex_options(fit_trainer.strategy.root_device, str(fit_trainer.precision))
         module.tokens_seen = tokens
         per_epoch = max(fit_trainer.num_training_batches, 1)
         _log_history(trainer, ensemble.loss_history, record.history, index, per_epoch)
@@ -314,9 +366,28 @@ def _evaluate_member(
 
         evaluate(m.cfg, result, parts, m.run_dir, tested, final_validation)
         result["cost"]["peak_memory_mb"] = build.peak_memory_mb(module.device)
+        if module.flex_options:
+            result["kernel_options"] = module.flex_options  # chosen on the device, as a single run records them
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
         result.update(build.describe_failure(err, trainer, m.run_dir))
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
+
+
+def stop_limits(trainer_cfg: DictConfig) -> dict[str, Any]:
+    """The ``STOP_KEYS`` the config sets, as the Trainer takes them (``+trainer.max_time={hours: 1}``: a dict)."""
+    from omegaconf import OmegaConf
+
+    limits = {}
+    for key in STOP_KEYS:
+        value = trainer_cfg.get(key)
+        if value is not None:
+            limits[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    return limits
+
+
+def _segments(trainer) -> int:
+    clock = next((c for c in trainer.callbacks if type(c).__name__ == "RunClock"), None)
+    return int(clock.before["segments"]) + 1 if clock is not None else 1
 
 
 def _log_history(
@@ -373,14 +444,21 @@ def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
 def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
     """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
     from experiments.checks import ConfigError, check_ensemble
-    from experiments.single_run import objective
+    from experiments.errors import user_error_types
+    from experiments.single_run import BAD_OBJECTIVE, objective
 
     try:
         check_ensemble(cfg)  # also in the preflight; here for a caller that skips it
     except ConfigError as err:
         print(f"attnlab: {err}", file=sys.stderr)
         sys.exit(2)
-    results = train_ensemble(cfg, run_dir, overrides)
+    try:
+        results = train_ensemble(cfg, run_dir, overrides, sweep_cell=multirun)
+    except user_error_types() as err:  # the folder is another process's, or holds another computation
+        print(f"attnlab: {err}", file=sys.stderr)
+        if multirun:
+            return BAD_OBJECTIVE
+        sys.exit(2)
     for r in results:
         line = f"seed={r['seed']}: {r['status']}" + (f" ({r.get('error')})" if r["status"] != "completed" else "")
         log.info("%s  (result: %s)", line, Path(r["run_dir"]) / "result.json")

@@ -49,7 +49,7 @@ class TunedSweeper(OptunaSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         from experiments import optuna_study as s
         from experiments import tuned_study as t
-        from experiments.metric_names import logged_metrics
+        from experiments.checks import logged_metrics
 
         assert self.config is not None
         try:
@@ -61,7 +61,7 @@ class TunedSweeper(OptunaSweeper):
                     "hydra.sweeper.pruner: a trial trained on several tuning_seeds reports from several runs; "
                     "prune with one tuning seed"
                 )
-            final_metrics, _ = logged_metrics(self.config)
+            final_metrics = logged_metrics(self.config, "result")
             if self.compare_on not in final_metrics:
                 raise s.StudyError(
                     f"hydra.sweeper.compare_on={self.compare_on!r}: the task never logs it; "

@@ -1,0 +1,149 @@
+"""An ensemble's folders belong to one computation, as a single run's folder does (experiments/run_folder.py).
+
+An ensemble writes its members' folders (``seed=<s>/``, or the sweep jobs' own under hydra/launcher=ensemble)
+and one shared folder (``ensemble/``) whose checkpoint continues every member. Before any work:
+
+- each member's folder is compared, as a single run's, with what it holds (its ``result.json``);
+- the shared checkpoint is compared with the computation of the first member it trains (the record
+  ``run_folder.RECORD_KEY`` the fit writes into it) and must hold the same members (their seeds);
+- another computation is refused in one line naming the keys old → new (``run_folder.refusal``), or, in a
+  sweep cell, the old files move to ``previous/<time>/`` and the members train afresh;
+- a checkpoint of other members (``ensemble.seeds`` changed) is moved aside, never overwritten: the members'
+  own folders guard their results, so this is no refusal;
+- ``resume=never`` moves every member's folder and the shared one aside.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import DictConfig
+
+from experiments.run_folder import (
+    CHECKPOINT,
+    Claim,
+    Held,
+    conflict,
+    held_by_checkpoint,
+    held_by_folder,
+    move_aside,
+    read_checkpoint,
+    refusal,
+    resume_mode,
+)
+
+log = logging.getLogger("attnlab")
+
+
+@dataclass
+class EnsembleClaim:
+    """What an ensemble does with its folders: the shared checkpoint it resumes, and each member's claim."""
+
+    resume_from: str | None = None
+    members: dict[Path, Claim] = field(default_factory=dict)
+
+
+def checkpoint_seeds(ckpt: Path) -> list[int] | None:
+    """The members' seeds a shared checkpoint holds, read as data only (no pickled code runs)."""
+    return read_checkpoint(ckpt, None).get("attnlab_ensemble", {}).get("seeds")
+
+
+def claim_ensemble(
+    shared: Path,
+    members: list[tuple[Path, Mapping[str, Any]]],
+    seeds: list[int],
+    *,
+    resume: Any,
+    sweep_cell: bool,
+) -> EnsembleClaim:
+    """Decide, before any work, whether the ensemble of ``members`` ((folder, flat config), in seed order)
+    resumes ``shared``'s checkpoint, starts afresh, or is refused (``run_folder.RunFolderError``)."""
+    mode = resume_mode(resume)
+    ckpt = shared / CHECKPOINT
+    if mode == "never":
+        _move_shared(shared, "resume=never")
+        return EnsembleClaim(members={d: Claim(moved_to=_move_member(d, shared)) for d, _ in members if d.is_dir()})
+    found = another_computation(shared, members, seeds)
+    if found is not None:
+        return _changed(shared, members, *found, sweep_cell)
+    if not ckpt.exists():
+        return EnsembleClaim()
+    if checkpoint_seeds(ckpt) != seeds:
+        _move_shared(shared, f"it holds the ensemble of seeds {checkpoint_seeds(ckpt)}, not {seeds}")
+        return EnsembleClaim()
+    return EnsembleClaim(resume_from=str(ckpt))
+
+
+def another_computation(
+    shared: Path, members: list[tuple[Path, Mapping[str, Any]]], seeds: list[int]
+) -> tuple[Path, Held, list[tuple[str, Any, Any]]] | None:
+    """(where, what it holds, the keys that differ) of the first folder that holds another computation than
+    ``members``; None when none does. Reads only."""
+    for folder, flat in members:
+        held = held_by_folder(folder)
+        problems = conflict(held, flat) if held is not None else []
+        if problems:
+            return folder, held, problems
+    ckpt = shared / CHECKPOINT
+    if not ckpt.exists() or checkpoint_seeds(ckpt) != seeds:
+        return None  # nothing to resume, or another ensemble's checkpoint: moved aside, no refusal
+    first_dir, first_flat = members[0]
+    # the record is the first member's computation; a checkpoint written before records were kept is read
+    # against the first member's result.json
+    held = held_by_checkpoint(ckpt, first_dir, None)
+    held.where = str(ckpt)
+    problems = conflict(held, first_flat)
+    return (shared, held, problems) if problems else None
+
+
+def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
+    """What ``claim_ensemble`` would refuse for ``ensemble.seeds=N`` in ``run_dir``, checked without touching
+    the folder: the preflight runs it before Hydra writes the new run's ``.hydra/`` into it. Its memory is
+    checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
+    from experiments.ensemble.memory import check_memory
+    from experiments.ensemble.run import SHARED, member_config, member_dirs, member_seeds
+    from experiments.run_lock import check_free
+    from experiments.single_run import resolved
+
+    seeds = member_seeds(cfg)
+    if len(seeds) > 1:
+        check_memory(cfg, len(seeds))
+    if resume_mode(cfg.get("resume")) == "never" or not run_dir.is_dir():
+        return
+    check_free(run_dir / SHARED)
+    members = [(d, resolved(member_config(cfg, s))[0]) for s, d in zip(seeds, member_dirs(cfg, run_dir, seeds))]
+    found = another_computation(run_dir / SHARED, members, seeds)
+    if found is not None:
+        where, held, problems = found
+        raise refusal(where, held, problems)
+
+
+def _changed(shared: Path, members, where: Path, held, problems, sweep_cell: bool) -> EnsembleClaim:
+    if not sweep_cell:
+        raise refusal(where, held, problems)
+    from experiments.run_folder import describe_changes
+
+    _move_shared(shared, describe_changes(problems))
+    moved = {d: Claim(moved_to=_move_member(d, shared), changed=problems) for d, _ in members if d.is_dir()}
+    log.warning(
+        "the configuration of the ensemble in %s changed (%s); retraining", shared.parent, describe_changes(problems)
+    )
+    return EnsembleClaim(members=moved)
+
+
+def _move_member(folder: Path, shared: Path) -> Path | None:
+    # under hydra/launcher=ensemble the shared folder (and the lock this process holds in it) lies inside
+    # the first member's folder; it is moved aside on its own. A member's .hydra/ is this sweep's record of
+    # its job, written by the launcher before the ensemble started (a seed=<s>/ folder has none).
+    inside = shared.parent.resolve() == folder.resolve()
+    return move_aside(folder, keep=(shared.name, ".hydra") if inside else (".hydra",))
+
+
+def _move_shared(shared: Path, why: str) -> None:
+    if shared.is_dir():
+        moved = move_aside(shared)
+        if moved is not None:
+            log.info("%s: %s; its files moved to %s, the ensemble starts afresh", shared, why, moved)
