@@ -60,6 +60,7 @@ def test_a_changed_attention_on_an_ensemble_folder_is_refused_before_any_work(tm
     assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != LOCK} == before
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_a_changed_ensemble_in_one_line_with_exit_2(tmp_path: Path) -> None:
     run = tmp_path / "ens"
     ensemble(BASE, run)
@@ -73,6 +74,7 @@ def test_the_command_line_refuses_a_changed_ensemble_in_one_line_with_exit_2(tmp
     assert (run / ".hydra" / "config.yaml").read_text() == "the old run's config\n"
 
 
+@pytest.mark.slow
 def test_a_changed_sweep_cell_retrains_with_the_old_files_moved_aside(tmp_path: Path) -> None:
     run = tmp_path / "ens"
     old = ensemble(BASE, run)
@@ -89,6 +91,7 @@ def test_a_changed_sweep_cell_retrains_with_the_old_files_moved_aside(tmp_path: 
     assert any((run / SHARED / PREVIOUS).rglob("last.ckpt"))
 
 
+@pytest.mark.slow
 def test_resume_never_moves_an_ensemble_aside_and_starts_afresh(tmp_path: Path) -> None:
     run = tmp_path / "ens"
     ensemble([*BASE, "fail_at_step=3"], run)
@@ -97,6 +100,7 @@ def test_resume_never_moves_an_ensemble_aside_and_starts_afresh(tmp_path: Path) 
     assert [m["status"] for m in fresh] == ["completed"] * 2 and fresh[0]["previous_run"]["moved_to"]
 
 
+@pytest.mark.slow
 def test_a_second_process_on_an_ensemble_being_written_is_refused(tmp_path: Path) -> None:
     run = tmp_path / "ens"
     (run / SHARED).mkdir(parents=True)
@@ -127,6 +131,7 @@ class SlowSteps(L.Callback):
         time.sleep(self.seconds)
 
 
+@pytest.mark.slow
 def test_a_killed_and_resumed_ensemble_counts_the_time_of_both_segments(tmp_path: Path) -> None:
     run = tmp_path / "ens"
     ensemble([*BASE, "trainer.max_steps=6", "fail_at_step=5"], run, callbacks=[SlowSteps(0.5)])
@@ -144,6 +149,7 @@ def test_a_killed_and_resumed_ensemble_counts_the_time_of_both_segments(tmp_path
         assert m["cost"]["train_seconds"] == pytest.approx(m["ensemble"]["train_seconds"] / 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("limit", "reason"),
     [("+trainer.max_epochs=1", "max_epochs"), ("trainer.fast_dev_run=true", "fast_dev_run")],
@@ -160,6 +166,7 @@ def test_the_trainers_stop_keys_end_an_ensemble_as_they_end_a_single_run(
         assert m["cost"]["steps"] == alone["cost"]["steps"]
 
 
+@pytest.mark.slow
 def test_each_member_chooses_its_kernel_options_on_the_fits_device_and_records_them(
     tmp_path: Path, monkeypatch
 ) -> None:

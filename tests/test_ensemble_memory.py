@@ -91,6 +91,7 @@ def test_an_ensemble_that_fits_but_is_large_says_so_before_work(tmp_path: Path, 
         assert not caplog.records  # a small share: no note
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_an_ensemble_larger_than_this_machine_with_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
