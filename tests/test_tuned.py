@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,68 @@ def test_the_lead_summary_says_whether_tuning_changes_the_ranking(tmp_path: Path
         soft, local = scores["soft"], scores["local"]
         p = [ttest_ind(soft[r], local[r], equal_var=False).pvalue for r in ("default", "tuned")]
         assert ("beyond noise" in lead) == all(v < 0.05 for v in p)
+
+
+TUNED_PRESETS = ["study/vaswani_heads_tuned", "study/vaswani_heads_tuned_cpu"]
+
+
+def _preset_checks(cfg: Any, cli: list[str] = ()) -> dict[str, Any]:
+    """What the tuned sweeper checks before any trial (tuned_sweeper.TunedSweeper.sweep), on a composed preset."""
+    from experiments.metric_names import logged_metrics
+    from experiments.optuna_study import check_study, search_space
+    from experiments.tuned_study import grid_arguments
+
+    sweeper = cfg.hydra.sweeper
+    declared = {str(k): v for k, v in sweeper.space.items() if v is not None}  # a null entry leaves, as there
+    space_args, cells, _ = split_cells(declared, grid_arguments(sweeper.params, list(cli)))
+    space, _ = search_space(declared, space_args)
+    check_seeds(list(sweeper.tuning_seeds), list(sweeper.final_seeds))
+    metric = (sweeper.pruning_metric or cfg.objective) if sweeper.get("pruner") else None
+    check_study(cfg, space, sweeper.n_trials, sweeper.n_jobs, metric, "hydra.sweeper.space")
+    assert sweeper.compare_on in logged_metrics(cfg)[0]
+    return {"cells": cells, "space": space}
+
+
+@pytest.mark.parametrize("preset", TUNED_PRESETS)
+def test_a_tuned_preset_is_a_runnable_comparison_in_one_line(preset: str) -> None:
+    from tests.test_optuna_sweeper import composed
+
+    cfg = composed(f"experiment={preset}")
+    planned = _preset_checks(cfg)
+    assert cfg.hydra.sweeper._target_.endswith("TunedSweeper") and cfg.objective == "val/loss"
+    assert planned["cells"] == [["attention.num_heads=1"], ["attention.num_heads=8"]]
+    assert set(planned["space"]) == {"optim.lr", "optim.warmup_steps"}
+    # the study's own learning rate lies inside the space searched, so tuning can find the defaults again
+    lr = planned["space"]["optim.lr"]
+    assert lr.low <= cfg.optim.lr <= lr.high
+
+
+def test_the_cpu_preset_spends_a_fraction_of_the_gpu_budget() -> None:
+    from tests.test_optuna_sweeper import composed
+
+    def steps(cfg: Any) -> int:
+        sweeper = cfg.hydra.sweeper
+        runs = len(sweeper.tuning_seeds) * sweeper.n_trials + 2 * len(sweeper.final_seeds)
+        return runs * cfg.trainer.max_steps
+
+    gpu, cpu = (composed(f"experiment={p}") for p in TUNED_PRESETS)
+    assert steps(cpu) * 10 < steps(gpu)
+
+
+@pytest.mark.parametrize(
+    "overrides, cli, said",
+    [
+        (["++hydra.sweeper.space.lrr='interval(1e-4, 1e-2)'"], [], "hydra.sweeper.space.lrr: no config has the key"),
+        # every searched key pinned on the command line leaves nothing to search
+        ([], ["optim.lr=0.001", "optim.warmup_steps=0"], "hydra.sweeper.space: the search space is empty"),
+        (["hydra.sweeper.n_trials=0"], [], "hydra.sweeper.n_trials=0: the budget must be an integer of at least 1"),
+        (["hydra/sweeper/pruner=median", "hydra.sweeper.pruning_metric=test/bleu"], [], "not logged at validation"),
+        (["hydra.sweeper.final_seeds=[0]"], [], r"seed\(s\) \[0\] also in tuning_seeds"),
+    ],
+)  # fmt: skip
+def test_a_tuned_preset_with_bad_input_is_refused_by_name(overrides: list[str], cli: list[str], said: str) -> None:
+    from tests.test_optuna_sweeper import composed
+
+    cfg = composed(f"experiment={TUNED_PRESETS[1]}", *overrides)
+    with pytest.raises(StudyError, match=said):
+        _preset_checks(cfg, cli)
