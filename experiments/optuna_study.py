@@ -146,7 +146,7 @@ def check_study(
 
     from experiments.metric_names import logged_metrics
 
-    if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 0:
+    if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 1:
         raise StudyError(f"hydra.sweeper.n_trials={n_trials!r}: the budget must be an integer of at least 1")
     if not isinstance(n_jobs, int) or isinstance(n_jobs, bool) or n_jobs < 1:
         raise StudyError(f"hydra.sweeper.n_jobs={n_jobs!r}: trials at once must be an integer of at least 1")
