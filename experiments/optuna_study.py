@@ -131,9 +131,17 @@ def grid_size(space: Mapping[str, Any]) -> int:
 
 
 # -- checks before the first trial -----------------------------------------------------------------
-def check_study(config: Any, space: Mapping[str, Any], n_trials: Any, n_jobs: Any, pruning_metric: str | None) -> None:
+def check_study(
+    config: Any,
+    space: Mapping[str, Any],
+    n_trials: Any,
+    n_jobs: Any,
+    pruning_metric: str | None,
+    space_key: str = "hydra.sweeper.params",
+) -> None:
     """Raise StudyError (one line) for a study that cannot run: an empty space, a key no config has,
-    a budget below 1, an objective or pruning metric the task never logs."""
+    a budget below 1, an objective or pruning metric the task never logs. ``space_key``: where the user
+    declared the space (a tuned comparison's is ``hydra.sweeper.space``), named in the refusal."""
     from omegaconf import OmegaConf
 
     from experiments.checks import logged_metrics
@@ -144,14 +152,14 @@ def check_study(config: Any, space: Mapping[str, Any], n_trials: Any, n_jobs: An
         raise StudyError(f"hydra.sweeper.n_jobs={n_jobs!r}: trials at once must be an integer of at least 1")
     if not space:
         raise StudyError(
-            "hydra.sweeper.params: the search space is empty; declare at least one swept key, "
-            "e.g. hydra.sweeper.params.optim.lr='tag(log, interval(1e-4, 1e-2))'"
+            f"{space_key}: the search space is empty; declare at least one swept key, "
+            f"e.g. {space_key}.optim.lr='tag(log, interval(1e-4, 1e-2))'"
         )
     missing = object()
     for key in space:
         if OmegaConf.select(config, key, default=missing) is missing:
             raise StudyError(
-                f"hydra.sweeper.params.{key}: no config has the key {key!r}; "
+                f"{space_key}.{key}: no config has the key {key!r}; "
                 f"search a key of the composed config (e.g. optim.lr, optim.warmup_steps)"
             )
     final, validation = logged_metrics(config, "result"), logged_metrics(config, "val")

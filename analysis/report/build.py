@@ -66,6 +66,8 @@ from analysis.report.sections import (
     results_frame_for_csv,
     status_table,
 )
+from analysis.report.tuned import RECORD as TUNED_RECORD
+from analysis.report.tuned import lead_section as tuned_lead
 from analysis.stats import inference
 from common.prog import prog_name
 
@@ -515,6 +517,9 @@ def _build_report(
     task_summaries = _lead(doc, runs, figures_dir, colors)
     if claims_block is not None:
         doc.lead.append(claims_block)  # the hypotheses and their verdicts, right after the per-task answers
+    for path in paths:  # a tuned sweep's answer: does tuning each cell change the ranking?
+        if (Path(path) / TUNED_RECORD).is_file():
+            doc.lead.append(tuned_lead(path))
     overview = _overview(runs, chosen, baseline_spec, baseline_present, sorted(set(runs.metrics)), where)
     doc.sections.append(overview)
     confounds, confound_table = _confounds_section(plans, factors)

@@ -11,6 +11,7 @@ is refused.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
@@ -18,7 +19,9 @@ from typing import Any
 
 from analysis.command.errors import ReportError
 from analysis.report.document import Cell, Figure, Paragraph, Section, Table, fmt
+from analysis.report.summary import ALPHA, welch_p
 from analysis.stats.expected_max import expected_best, expected_best_curve
+from analysis.stats.inference import holm
 
 RECORD = "tuned.json"
 
@@ -114,6 +117,58 @@ def ranking_sentence(default: list[str], tuned: list[str]) -> str:
         f"Tuning each cell changes the ranking: at the shared defaults {' ≻ '.join(default)}, tuned "
         f"{' ≻ '.join(tuned)} (rank at defaults → tuned: {'; '.join(moved)})."
     )
+
+
+def swapped_pairs(default: list[str], tuned: list[str]) -> list[tuple[str, str]]:
+    """The pairs (a, b) ranked a above b at the shared defaults and b above a when tuned."""
+    both = [c for c in default if c in tuned]
+    return [(a, b) for i, a in enumerate(both) for b in both[i + 1 :] if tuned.index(b) < tuned.index(a)]
+
+
+def flip_noise(cells: list[CellResult], pairs: list[tuple[str, str]], alpha: float = ALPHA) -> str:
+    """Whether the swapped pairs' order is beyond noise: the report's own test (Welch, Holm over the pairs).
+
+    A swap is real only when the pair differs significantly at both settings: at the defaults one way and
+    tuned the other. With no such pair the change is within noise; with fewer than two seeds a side it is
+    untested.
+    """
+    by_name = {c.cell: c for c in cells}
+    tests = [(pair, welch_p(by_name[pair[0]].default, by_name[pair[1]].default),
+              welch_p(by_name[pair[0]].tuned, by_name[pair[1]].tuned)) for pair in pairs]  # fmt: skip
+    if not tests or any(math.isnan(p) for _, *ps in tests for p in ps):
+        return "untested: a swapped cell has fewer than two final seeds at one setting"
+    holm_default = holm([t[1] for t in tests])
+    holm_tuned = holm([t[2] for t in tests])
+    real = [f"{a} vs {b}" for ((a, b), _, _), pd, pt in zip(tests, holm_default, holm_tuned)
+            if pd < alpha and pt < alpha]  # fmt: skip
+    test = f"Welch, Holm-corrected over the {len(tests)} swapped pair(s), α = {alpha}"
+    if real:
+        return f"beyond noise for {', '.join(real)} (significant at both settings; {test})"
+    return f"within noise (no swapped pair differs significantly at both settings; {test})"
+
+
+def lead_sentence(cells: list[CellResult], maximize: bool, metric: str) -> str:
+    """The report's summary line for a tuned sweep: which cells' rank changed (defaults → tuned) and whether
+    that change is within noise, or that the ranking is the same at tuned settings."""
+    default, tuned = ranking(cells, "default", maximize), ranking(cells, "tuned", maximize)
+    if not default or not tuned or set(default) != set(tuned):
+        return f"Tuned comparison on {metric}: no ranking to compare (a cell lacks completed final seeds)."
+    if default == tuned:
+        return f"Tuned comparison on {metric}: the ranking is the same at tuned settings ({' ≻ '.join(tuned)})."
+    moved = [f"{c} {default.index(c) + 1} → {tuned.index(c) + 1}" for c in tuned
+             if default.index(c) != tuned.index(c)]  # fmt: skip
+    pairs = swapped_pairs(default, tuned)
+    return (
+        f"Tuned comparison on {metric}: the ranking at tuned settings differs from the shared defaults "
+        f"(rank at defaults → tuned: {'; '.join(moved)}); the change is {flip_noise(cells, pairs)}."
+    )
+
+
+def lead_section(sweep_dir: str | Path) -> Section:
+    """The tuned sweep's line in the report's lead summary (``lead_sentence``)."""
+    record, cells = load(sweep_dir)
+    sentence = lead_sentence(cells, record["compare_direction"] == "maximize", record["compare_on"])
+    return Section(f"Summary — tuned comparison ({Path(sweep_dir).name})", [Paragraph(sentence)])
 
 
 def _spread(values: list[float]) -> str:

@@ -87,6 +87,9 @@ class OptunaSweeper(Sweeper):
         self._prepare(space)
         return self._study(self.study_name), space, fixed
 
+    # where the search space is declared, named when it is refused
+    space_key = "hydra.sweeper.params"
+
     def _prepare(self, space: dict[str, Any]) -> None:
         """Check the study before any trial (one line each) and settle its sampler, budget and storage."""
         import optuna
@@ -97,7 +100,7 @@ class OptunaSweeper(Sweeper):
         if self.direction not in ("minimize", "maximize"):
             raise s.StudyError(f"hydra.sweeper.direction={self.direction!r}; choose minimize or maximize")
         self.metric = (self.pruning_metric or str(self.config.objective)) if self.pruner else None
-        s.check_study(self.config, space, self.n_trials, self.n_jobs, self.metric)
+        s.check_study(self.config, space, self.n_trials, self.n_jobs, self.metric, self.space_key)
         sampler = self.sampler or {"_target_": "optuna.samplers.TPESampler", "seed": None}
         self.sampler = sampler
         if str(sampler.get("_target_", "")).endswith("GridSampler"):

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 
 class TunedSweeper(OptunaSweeper):
+    space_key = "hydra.sweeper.space"  # hydra.sweeper.params are the cells here
+
     def __init__(
         self,
         tuning_seeds: Any = (0,),
