@@ -176,7 +176,7 @@ TUNED_PRESETS = ["study/vaswani_heads_tuned", "study/vaswani_heads_tuned_cpu"]
 
 def _preset_checks(cfg: Any, cli: list[str] = ()) -> dict[str, Any]:
     """What the tuned sweeper checks before any trial (tuned_sweeper.TunedSweeper.sweep), on a composed preset."""
-    from experiments.metric_names import logged_metrics
+    from experiments.checks import logged_metrics
     from experiments.optuna_study import check_study, search_space
     from experiments.tuned_study import grid_arguments
 
@@ -187,7 +187,7 @@ def _preset_checks(cfg: Any, cli: list[str] = ()) -> dict[str, Any]:
     check_seeds(list(sweeper.tuning_seeds), list(sweeper.final_seeds))
     metric = (sweeper.pruning_metric or cfg.objective) if sweeper.get("pruner") else None
     check_study(cfg, space, sweeper.n_trials, sweeper.n_jobs, metric, "hydra.sweeper.space")
-    assert sweeper.compare_on in logged_metrics(cfg)[0]
+    assert sweeper.compare_on in logged_metrics(cfg, "result")
     return {"cells": cells, "space": space}
 
 
