@@ -79,8 +79,10 @@ def test_compiled_model_equals_eager(arch: str, attention: str, position: str) -
         position=VariantSpec(position),
         d_model=16,
         ffn_dim=32,
+        # one layer of each: compiled and eager must agree layer by layer, and a second layer only
+        # doubles the graph Inductor compiles (the slowest part of this suite)
         encoder_layers=1,
-        decoder_layers=2,
+        decoder_layers=1,
         dropout=0.0,
     )
     eager = Transformer(spec).train()
