@@ -8,7 +8,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from experiments.progress import StepProgressBar, loss_at_log_step
+from experiments.training.progress import StepProgressBar, loss_at_log_step
 from tests.conftest import ROOT, TINY
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from analysis.report.tuned import TunedError, load, ranking_sentence, tuned_section
-from experiments.optuna_study import StudyError
-from experiments.tuned_study import check_seeds, split_cells
+from experiments.sweep.optuna_study import StudyError
+from experiments.sweep.tuned_study import check_seeds, split_cells
 from tests.test_optuna_sweeper import ENV, QUICK
 
 
@@ -68,7 +68,7 @@ def test_a_tuned_grid_tests_each_cells_best_configuration_on_fresh_seeds(tmp_pat
         assert tuned[0]["config"]["optim.lr"] == pytest.approx(best["params"]["optim.lr"])
         assert default[0]["config"]["optim.lr"] == pytest.approx(
             1e-3
-        )  # the shared default (experiments/config.py OptimConf)
+        )  # the shared default (experiments/config/schema.py OptimConf)
     section = tuned_section(sweep_dir, tmp_path / "report")
     assert (tmp_path / "report" / "tuned_sensitivity.png").stat().st_size > 0
     assert "ranking" in section.blocks[0].text
@@ -83,7 +83,7 @@ def test_a_tuned_grid_tests_each_cells_best_configuration_on_fresh_seeds(tmp_pat
 
 
 def test_a_presets_grid_makes_the_cells_and_its_seeds_give_way() -> None:
-    from experiments.tuned_study import grid_arguments
+    from experiments.sweep.tuned_study import grid_arguments
 
     preset = {"attention.num_heads": "1,8,32", "seed": "0,1,2", "optim.lr": None}
     args = grid_arguments(preset, ["attention.num_heads=1,8", "trainer.max_steps=10"])

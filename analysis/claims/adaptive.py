@@ -26,7 +26,7 @@ from analysis.stats import anytime, inference
 from common.claims import Claim, ClaimError, parse_claims, split_metric
 from common.sequential import replay
 
-STATE = "adaptive.json"  # written by experiments/adaptive.py; analysis reads files only
+STATE = "adaptive.json"  # written by experiments/sweep/adaptive.py; analysis reads files only
 SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power
 
 

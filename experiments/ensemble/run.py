@@ -28,7 +28,7 @@ import torch
 from omegaconf import DictConfig, open_dict
 
 from experiments.ensemble.capability import ensemble_problem
-from experiments.result import environment, now_iso, write_json_atomic
+from experiments.record.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
 SHARED = "ensemble"
@@ -92,9 +92,15 @@ def train_ensemble(
     cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any] | None = None
 ) -> list[dict[str, Any]]:
     """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order."""
-    from experiments.quiet import quiet_library_warnings
-    from experiments.roles import expand_roles
-    from experiments.single_run import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
+    from experiments.app.quiet import quiet_library_warnings
+    from experiments.config.roles import expand_roles
+    from experiments.training.single_run import (
+        completed_result,
+        new_result,
+        quiet_lightning_handlers,
+        resolved,
+        run_identity,
+    )
 
     began = time.perf_counter()
     quiet_library_warnings()
@@ -124,10 +130,10 @@ def train_ensemble(
 def _train_members(
     cfg: DictConfig, run_dir: Path, todo: list[Member], began: float, callbacks: list[Any]
 ) -> list[dict[str, Any]]:
-    from experiments import build
-    from experiments.result import variant_references
-    from experiments.roles import used_variants
-    from experiments.unused import record_unused
+    from experiments.config.roles import used_variants
+    from experiments.config.unused import record_unused
+    from experiments.record.result import variant_references
+    from experiments.training import build
 
     try:
         for m in todo:
@@ -163,12 +169,12 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from experiments.callbacks import FailAtStep, PlainProgress, StepTimer
-    from experiments.checkpointing import AtomicCheckpointIO
     from experiments.ensemble.data import MemberBatches
     from experiments.ensemble.module import EnsembleModule
     from experiments.ensemble.validation import MemberValidation, validation_interval
-    from experiments.loggers import csv_logger
+    from experiments.record.loggers import csv_logger
+    from experiments.training.callbacks import FailAtStep, PlainProgress, StepTimer
+    from experiments.training.checkpointing import AtomicCheckpointIO
 
     t = cfg.trainer
     seeds = [m.seed for m in todo]
@@ -256,14 +262,14 @@ def _same_members(ckpt: Path, seeds: list[int]) -> bool:
 def _evaluate_member(
     m: Member, ensemble, index: int, fit_trainer, train_seconds: float, shared_seconds: float, record
 ) -> dict[str, Any]:
-    """Member ``index`` evaluated by its own run (as ``experiments.train.train`` evaluates a separate run).
+    """Member ``index`` evaluated by its own run (as ``experiments.app.train.train`` evaluates a separate run).
 
     ``record`` (``validation.MemberRecord``) holds what its validations during training found: their
     history, logged here at a separate run's steps; its last one, which is the final validation when
     it saw the final weights; and its best weights, tested under ``eval.checkpoint=best``.
     """
-    from experiments import build, stops
-    from experiments.single_run import evaluate
+    from experiments.training import build, stops
+    from experiments.training.single_run import evaluate
 
     began = time.perf_counter()
     result, n = m.result, ensemble.members
@@ -343,7 +349,7 @@ def _log_history(
 def _finish(
     m: Member, update: dict[str, Any], began: float, trainer=None, shared_seconds: float = 0.0, wandb=None
 ) -> dict[str, Any]:
-    from experiments import build
+    from experiments.training import build
 
     result = m.result
     result.update(update)
@@ -358,7 +364,7 @@ def _finish(
 
 def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
     """The fallback: each member trained as its own run, one after another, with a note why."""
-    from experiments.single_run import train
+    from experiments.training.single_run import train
 
     log.warning("ensemble.seeds: %s; training the %d seeds one after another", problem, len(todo))
     out = []
@@ -371,9 +377,9 @@ def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
 
 
 def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
-    """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
-    from experiments.checks import ConfigError, check_ensemble
-    from experiments.single_run import objective
+    """What ``experiments.app.train`` does with ``ensemble.seeds`` > 1: train, report, return its objective."""
+    from experiments.config.checks import ConfigError, check_ensemble
+    from experiments.training.single_run import objective
 
     try:
         check_ensemble(cfg)  # also in the preflight; here for a caller that skips it
