@@ -1,6 +1,6 @@
 """result.json files shaped like the training app's (flattened config, env), for the cell and report tests.
 
-``config`` follows ``experiments.app.train``: a registry group's parameters sit beside
+``config`` follows ``experiments.train``: a registry group's parameters sit beside
 its ``name`` (``attention.name``, ``attention.window``), so a ``local`` run has a
 window and a ``multihead`` run has none.
 """

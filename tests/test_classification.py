@@ -13,9 +13,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments.app.train import train
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from experiments.training import build
+from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
 from tests.conftest import CONF, ROOT, TINY, compose
 from variants import ATTENTION, POSITION
@@ -247,7 +247,7 @@ def test_cli_bad_pooling_exits_2_with_one_line(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "experiments.app.train",
+            "experiments.train",
             "task=listops",
             "model.arch=encoder",
             "model.pooling=max",

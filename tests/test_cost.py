@@ -39,8 +39,8 @@ def test_steady_tokens_per_second_leaves_out_a_slow_first_step(monkeypatch) -> N
 
 
 def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch) -> None:
-    from experiments.app.train import train
     from experiments.training.module import Seq2SeqModule
+    from experiments.training.single_run import train
 
     slow, original = 1.5, Seq2SeqModule.training_step
     tokens: list[int] = []  # each step's real tokens, counted from the batch: source and target, no padding
@@ -74,7 +74,7 @@ def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune"])
 def test_compile_mode_reaches_torch_compile_and_the_result(tmp_path, monkeypatch, mode) -> None:
-    from experiments.app.train import train
+    from experiments.training.single_run import train
 
     asked = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: asked.append(kwargs))

@@ -111,7 +111,7 @@ COMMANDS = [(doc, argv) for doc in DOCS for argv in printed_commands(doc)]
 
 def test_the_docs_print_commands() -> None:
     modules = {argv[0] for _, argv in COMMANDS}
-    assert {"experiments.app.train", "analysis.report", "analysis.claims", "experiments.bench"} <= modules
+    assert {"experiments.train", "analysis.report", "analysis.claims", "experiments.bench"} <= modules
 
 
 def one_cell(overrides: list[str]) -> list[str]:
@@ -156,7 +156,7 @@ def test_printed_command_is_accepted(doc: Path, argv: list[str]) -> None:
     with an argument parser parse; every other module exists."""
     module, args = argv[0], argv[1:]
     assert importlib.util.find_spec(module) is not None, f"python -m {module}: no such module"
-    if module == "experiments.app.train":
+    if module == "experiments.train":
         compose(one_cell([a for a in args if a not in ("-m", "--multirun")]))
     elif (parser := argparse_parser(module)) is not None:
         parser.parse_args(args)  # exits (SystemExit 2) on an unknown option or a bad value

@@ -10,8 +10,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from experiments.app.preflight import preflight
-from experiments.app.train import train
 from experiments.config.roles import expand_roles
+from experiments.training.single_run import train
 from tests.conftest import CONF, SHARED_DATA, compose
 from variants import ATTENTION
 

@@ -13,9 +13,9 @@ import lightning as L
 import pytest
 import torch
 
-from experiments.app.train import train
 from experiments.bench.ensemble_equality import compare, differences
 from experiments.ensemble import train_ensemble
+from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
 from tests.conftest import TINY, compose
 from variants import ATTENTION, POSITION

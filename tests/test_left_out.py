@@ -93,7 +93,7 @@ def test_decoder_grid_over_cross_attention_is_one_cell(tmp_path):
         [
             sys.executable,
             "-m",
-            "experiments.app.train",
+            "experiments.train",
             "-m",
             "task=reverse",
             "model.arch=decoder",

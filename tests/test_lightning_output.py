@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from experiments.app.train import train
 from experiments.training.lightning_parts import check_trainer_key
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

@@ -357,7 +357,7 @@ def test_a_new_variant_brings_its_reference_into_the_report(tmp_path: Path, monk
 
 
 def test_training_records_the_references_of_every_variant_it_used(tmp_path: Path) -> None:
-    from experiments.app.train import train
+    from experiments.training.single_run import train
     from tests.conftest import TINY, compose
 
     overrides = [*TINY, "attention@model.cross_attention=local", "logger=none"]

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from experiments.app.preflight import PreflightError, preflight
-from experiments.app.train import train
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 

@@ -176,7 +176,7 @@ def test_alignment_cell_runs_and_names_its_cross_attention(tmp_path: Path):
     args = [
         sys.executable,
         "-m",
-        "experiments.app.train",
+        "experiments.train",
         "-m",
         "experiment=alignment",
         *TINY,

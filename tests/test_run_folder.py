@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.app.train import train
 from experiments.sweep.grid import cell_line
 from experiments.training.folder import RunFolderError
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 # a few steps with a checkpoint every 2, so that a resumed run continues from a real step

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from common.run_folders import LOCK
-from experiments.app.train import train
 from experiments.training.lock import FolderBusyError, one_writer
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 

@@ -68,7 +68,7 @@ def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: P
     command = [
         sys.executable,
         "-m",
-        "experiments.app.train",
+        "experiments.train",
         "-m",
         "experiment=study/length_generalization",
         *TINY,

@@ -22,7 +22,6 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from experiments.app.train import BAD_OBJECTIVE, objective
 from experiments.config.schema import register_configs
 from experiments.sweep.grid import (
     MAX_CELL_NAME,
@@ -34,6 +33,7 @@ from experiments.sweep.grid import (
     grid_values,
     threads_per_process,
 )
+from experiments.training.single_run import BAD_OBJECTIVE, objective
 from tests.conftest import CONF, ROOT, TINY
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}

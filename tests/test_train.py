@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from experiments.app.train import train
 from experiments.tasks.base import FIRST_SYMBOL_ID
+from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
 from tests.conftest import ROOT, TINY, compose
 from variants import ATTENTION, POSITION

@@ -104,7 +104,7 @@ def test_a_tiny_variant_params_multirun_records_each_parameter(tmp_path: Path):
         [
             sys.executable,
             "-m",
-            "experiments.app.train",
+            "experiments.train",
             "-m",
             "experiment=variant_params",
             f"variant_param={','.join(options)}",

@@ -42,7 +42,7 @@ def test_sweep_cells_carry_job_type_group_cell_and_factors(tmp_path: Path) -> No
         [
             sys.executable,
             "-m",
-            "experiments.app.train",
+            "experiments.train",
             "-m",
             *WITH_WANDB,
             "name=wb",

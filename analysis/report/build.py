@@ -477,7 +477,7 @@ def _build_report(
     runs = collect(paths)
     if runs.runs.empty:
         shown = ", ".join(str(p) for p in paths)
-        raise ReportError(f"no readable result.json under {shown}; need run folders written by experiments.app.train")
+        raise ReportError(f"no readable result.json under {shown}; need run folders written by experiments.train")
     claims_block, claim_results = report_claims(runs, claims, paths)  # on every run: a claim is about the sweep
     runs = _filtered(runs, where)
     check_asked(factors, runs.factors)

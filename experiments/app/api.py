@@ -38,8 +38,8 @@ def run(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> dic
     A run that diverges or fails returns its result with that status rather than raising.
     """
     from experiments.app.preflight import preflight
-    from experiments.app.train import train
     from experiments.sweep.grid import set_threads, threads_per_process
+    from experiments.training.single_run import train
 
     if isinstance(overrides, (str, bytes)) or not all(isinstance(o, str) for o in overrides):
         # a string is a sequence too: run("attention=local") would be read as one override per character

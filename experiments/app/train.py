@@ -28,7 +28,7 @@ from experiments.record.result import read_result
 from experiments.sweep.gpu_share import shared_gpu
 from experiments.sweep.grid import set_threads, threads_per_process
 
-# train: the run of one configuration, imported from here by the tests and the notebook API as before
+# the run of one configuration, and what the entry reports of it
 from experiments.training.single_run import (
     BAD_OBJECTIVE,
     RESULT,

@@ -85,9 +85,9 @@ def compare(
 ) -> dict[str, Any]:
     """One case: the ensemble, then each member's separate run, and the largest difference."""
     from experiments.app.api import compose
-    from experiments.app.train import train
     from experiments.config.checks import ConfigError, check_config
     from experiments.ensemble import train_ensemble
+    from experiments.training.single_run import train
 
     common = [*BASE, *overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}", *extra]
     row: dict[str, Any] = {"case": name, "overrides": overrides}

@@ -18,7 +18,7 @@ sticky CUDA error (one that poisons every later CUDA call of its process) ends t
   fails alone, by name, and the others are still judged.
 - ``flex-fp32`` / ``flex-bf16`` / ``flex-timing``: every pair on the FlexAttention backend
   against the math path under the same tolerances, and a timing row per encoding family
-  (``experiments.diagnostics.flex_check``);
+  (``experiments.flex_check``);
 - ``train-bf16``: a short run under ``trainer=gpu`` (bf16 autocast); ``train-compile``: the
   same with ``model.compile=true``; ``train-cudagraphs``: with ``model.compile_mode=reduce-overhead``;
   each reports its steady step time and tokens/s beside the whole fit's;
@@ -524,7 +524,7 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
     command = [
         sys.executable,
         "-m",
-        "experiments.app.train",
+        "experiments.train",
         "-m",
         "experiment=quick",
         "trainer=gpu",

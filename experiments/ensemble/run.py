@@ -377,7 +377,7 @@ def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
 
 
 def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
-    """What ``experiments.app.train`` does with ``ensemble.seeds`` > 1: train, report, return its objective."""
+    """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
     from experiments.config.checks import ConfigError, check_ensemble
     from experiments.training.single_run import objective
 

@@ -304,7 +304,7 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     command = [
         sys.executable,
         "-m",
-        "experiments.app.train",
+        "experiments.train",
         *overrides,
         f"hydra.run.dir='{quoted}'",
         "hydra.output_subdir=null",

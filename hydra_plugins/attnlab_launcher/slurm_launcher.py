@@ -95,6 +95,6 @@ class SlurmLauncher(HydraSlurmLauncher):
             log.error(
                 "cell %s: SLURM job %s ended (%s) without a result; see %s", cell, job.job_id, state, job.paths.stdout
             )
-            from experiments.app.train import BAD_OBJECTIVE
+            from experiments.training.single_run import BAD_OBJECTIVE
 
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=BAD_OBJECTIVE)
