@@ -2,7 +2,7 @@
 
 A registry entry names its papers by citation key beside its class
 (``@POSITION.register("alibi", references="press2022train")``); a run records the entries of the
-variants it used in its result.json (experiments.result.variant_references), and the report adds
+variants it used in its result.json (experiments.record.result.variant_references), and the report adds
 those of the metrics and statistics it shows (analysis.paper.bibliography). Each entry is written
 here once; only data that is certain is given (no page numbers where unsure).
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 # earlier runs of the folder, moved aside (resume=never, a sweep cell whose configuration changed):
 # previous/<time>/ holds one whole run folder each, never a run of the folder's current computation
 PREVIOUS = "previous"
-LOCK = ".attnlab.lock"  # the pid and host of the process now writing the folder (experiments/run_lock.py)
+LOCK = ".attnlab.lock"  # the pid and host of the process now writing the folder (experiments/training/lock.py)
 RUN_FILES = ("result.json", "run_state.json")  # what makes the folder above previous/ a run folder
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 
 def run(overrides=(), run_dir=None) -> dict[str, Any]:
-    """``experiments.api.run``: imported on first use, so ``import experiments`` stays light."""
-    from experiments.api import run as _run
+    """``experiments.app.api.run``: imported on first use, so ``import experiments`` stays light."""
+    from experiments.app.api import run as _run
 
     return _run(overrides, run_dir=run_dir)
 

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from experiments import gpu_check
+from experiments.diagnostics import gpu_check
 
 
 def passes(args) -> dict:

@@ -31,8 +31,8 @@ def settings(overrides: list[str]) -> dict[str, Any]:
     """{"model": the runtime model spec, "optim": the optimiser spec, "grad_clip", "compile"}."""
     from omegaconf import OmegaConf
 
-    from experiments.build import model_spec
-    from experiments.roles import expand_roles
+    from experiments.config.roles import expand_roles
+    from experiments.training.build import model_spec
 
     cfg = expand_roles(compose(overrides))
     optim = asdict(OmegaConf.to_object(cfg.optim))

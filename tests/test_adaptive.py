@@ -16,8 +16,8 @@ import pytest
 
 from common.claims import parse_claims
 from common.sequential import replay
-from experiments import adaptive
-from experiments.adaptive import AdaptiveError, Cell, Plan
+from experiments.sweep import adaptive
+from experiments.sweep.adaptive import AdaptiveError, Cell, Plan
 from tests.test_sweeps import ENV, QUIET, multirun, results
 
 

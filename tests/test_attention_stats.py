@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from experiments import attention_stats as A
+from experiments.model import attention_stats as A
 from experiments.tasks import TASKS
 from tests.cases import one_thread  # noqa: F401
 

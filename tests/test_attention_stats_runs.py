@@ -16,10 +16,10 @@ import torch
 from rich.console import Console
 
 from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_run
-from experiments import attention_stats as A
-from experiments.module import Seq2SeqModule
-from experiments.summary import print_summary
+from experiments.app.summary import print_summary
+from experiments.model import attention_stats as A
 from experiments.tasks import TASKS
+from experiments.training.module import Seq2SeqModule
 from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
 from tests.conftest import ROOT, TINY
 from variants import ATTENTION, POSITION

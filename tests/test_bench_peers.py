@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from experiments import bench
-from experiments.batches import lm_io
 from experiments.bench.mfu import flops_per_token, matmul_parameters, peak_tflops
-from experiments.model import ModelSpec, Transformer, VariantSpec
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
+from experiments.tasks.batches import lm_io
 
 TOY = [
     "--batch",

@@ -505,7 +505,7 @@ def test_a_duplicate_claim_is_refused_in_one_line(tmp_path, capsys, twin):
     assert err.count("\n") == 1 and f"claims[2] ({twin['name']!r}) tests the same hypothesis as" in err, err
     assert "claims[0] ('first')" in err
     with pytest.raises(ClaimError, match=r"claims\[1\] .* same hypothesis as claims\[0\]"):
-        parse_claims([claim(), twin])  # a preset's claims: refused before any cell trains (experiments.checks)
+        parse_claims([claim(), twin])  # a preset's claims: refused before any cell trains (experiments.config.checks)
     # an equivalence is symmetric: a ≡ b and b ≡ a are one claim
     same = claim(expect="equivalent", margin=0.1)
     with pytest.raises(ClaimError, match="same hypothesis"):

@@ -13,9 +13,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments import build
-from experiments.model import ModelSpec, Transformer, VariantSpec
-from experiments.train import train
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
+from experiments.training import build
+from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
 from tests.conftest import CONF, ROOT, TINY, compose
 from variants import ATTENTION, POSITION

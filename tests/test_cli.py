@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from experiments.preflight import overrides_of
+from experiments.app.preflight import overrides_of
 from tests.conftest import CONF, ROOT, TINY
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
@@ -114,7 +114,7 @@ def test_python_api_gives_the_command_lines_result(tmp_path: Path) -> None:
 
 def test_python_api_refuses_a_bad_override_in_one_line(tmp_path: Path) -> None:
     from experiments import run
-    from experiments.preflight import PreflightError
+    from experiments.app.preflight import PreflightError
 
     with pytest.raises(PreflightError, match=r"did you mean 'soft'"):
         run(["attention=sofft"], run_dir=tmp_path)

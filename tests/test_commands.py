@@ -15,9 +15,9 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from rich.console import Console
 
-from experiments.single_run import resume_command
-from experiments.summary import print_summary
-from experiments.sweep import cell_labels
+from experiments.app.summary import print_summary
+from experiments.sweep.grid import cell_labels
+from experiments.training.single_run import resume_command
 from tests.conftest import ROOT, TINY
 
 AWKWARD = "runs/it's a b,c=d [x]"  # a space, a quote, Hydra's sweep comma, '=' and brackets

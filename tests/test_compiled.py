@@ -1,6 +1,6 @@
 """``model.compile=true``: the compiled model computes what the eager one does.
 
-The compiled forms of ReLU and dropout (``experiments.elementwise``) differ from
+The compiled forms of ReLU and dropout (``experiments.model.elementwise``) differ from
 the eager ones only in what autograd saves; these tests hold them to the same
 function and gradient, and the compiled Transformer to the eager one.
 """
@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from experiments.compiling import compile_model
-from experiments.elementwise import _ReLUSavingOutput, dropout
-from experiments.model import ModelSpec, Transformer, VariantSpec
+from experiments.model.compiling import compile_model
+from experiments.model.elementwise import _ReLUSavingOutput, dropout
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from variants import ATTENTION, POSITION
 
 needs_compiler = pytest.mark.skipif(
@@ -111,7 +111,7 @@ def test_compiled_model_equals_eager(arch: str, attention: str, position: str) -
 @pytest.mark.slow
 @needs_compiler
 def test_training_app_runs_with_model_compile(tmp_path) -> None:
-    from experiments.train import train
+    from experiments.training.single_run import train
     from tests.conftest import TINY, compose
 
     overrides = [*TINY, "model.compile=true", "model.dropout=0.1", "trainer.max_steps=3"]

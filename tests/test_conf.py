@@ -72,8 +72,10 @@ def test_every_preset_of_the_other_groups_composes(group: str, preset: str) -> N
     if preset == "none":  # logger=none, callbacks=none: nothing at all
         assert not cfg[group], f"{group}=none composes to {OmegaConf.to_container(cfg[group])}"
         return
-    if group == "model" and not written:  # model=small is the schema's defaults, defined once in experiments/config.py
-        from experiments.config import ModelConf
+    if (
+        group == "model" and not written
+    ):  # model=small is the schema's defaults, defined once in experiments/config/schema.py
+        from experiments.config.schema import ModelConf
 
         assert cfg.model == OmegaConf.structured(ModelConf)
         return

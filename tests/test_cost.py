@@ -8,8 +8,8 @@ import time
 import pytest
 import torch
 
-from experiments import callbacks
-from experiments.callbacks import StepTimer
+from experiments.training import callbacks
+from experiments.training.callbacks import StepTimer
 from tests.conftest import TINY, compose
 
 
@@ -39,8 +39,8 @@ def test_steady_tokens_per_second_leaves_out_a_slow_first_step(monkeypatch) -> N
 
 
 def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch) -> None:
-    from experiments.module import Seq2SeqModule
-    from experiments.train import train
+    from experiments.training.module import Seq2SeqModule
+    from experiments.training.single_run import train
 
     slow, original = 1.5, Seq2SeqModule.training_step
     tokens: list[int] = []  # each step's real tokens, counted from the batch: source and target, no padding
@@ -74,7 +74,7 @@ def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune"])
 def test_compile_mode_reaches_torch_compile_and_the_result(tmp_path, monkeypatch, mode) -> None:
-    from experiments.train import train
+    from experiments.training.single_run import train
 
     asked = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: asked.append(kwargs))
@@ -86,7 +86,7 @@ def test_compile_mode_reaches_torch_compile_and_the_result(tmp_path, monkeypatch
 
 
 def test_an_unknown_compile_mode_is_refused_in_one_line() -> None:
-    from experiments.checks import ConfigError, check_config
+    from experiments.config.checks import ConfigError, check_config
 
     with pytest.raises(ConfigError) as err:
         check_config(compose([*TINY, "model.compile=true", "model.compile_mode=reduce_overhead"]))
@@ -96,8 +96,8 @@ def test_an_unknown_compile_mode_is_refused_in_one_line() -> None:
 
 @pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
 def test_fixed_shape_batches_take_few_lengths_and_leave_the_loss_unchanged(tmp_path, arch) -> None:
-    from experiments.build import assemble
     from experiments.tasks.batching import pad_collate
+    from experiments.training.build import assemble
 
     cfg = compose([*TINY, f"model.arch={arch}", "task.batch_size=4", "model.dropout=0.0"])
     parts = assemble(cfg, tmp_path, run_id="shapes", flat_config={})

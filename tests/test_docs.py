@@ -78,7 +78,7 @@ def test_every_relative_link_points_at_an_existing_file_and_heading(doc: Path) -
 
 @pytest.mark.parametrize("doc", DOCS, ids=doc_id)
 def test_every_project_path_named_in_backticks_exists(doc: Path) -> None:
-    """`experiments/gpu_share.py`, `conf/trainer/cpu.yaml`, `docs/hard_relative.md`: named from the repository root.
+    """`conf/trainer/cpu.yaml`, `docs/hard_relative.md`: named from the repository root.
     A path that heads a code block (`variants/attention/cosine.py`:) is a file the example has the reader write."""
     text = doc.read_text()
     folders = "variants|experiments|analysis|common|conf|tests|docs|hydra_plugins"

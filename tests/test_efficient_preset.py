@@ -9,9 +9,9 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from experiments.preflight import preflight
-from experiments.roles import expand_roles
-from experiments.train import train
+from experiments.app.preflight import preflight
+from experiments.config.roles import expand_roles
+from experiments.training.single_run import train
 from tests.conftest import CONF, SHARED_DATA, compose
 from variants import ATTENTION
 
@@ -49,7 +49,7 @@ def test_grid_compares_the_efficient_types_with_grouped_heads(preset):
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_cell_builds_with_the_preset_encoding(preset):
     """Every variant of the grid takes the preset's position encoding (none is refused at build time)."""
-    from experiments.model import ModelSpec, Transformer, VariantSpec
+    from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 
     role = PRESETS[preset]
     for cell in grid(preset):

@@ -1,6 +1,6 @@
 """``ensemble.seeds=N``: each member equals the separate run with its seed, and nothing mixes members.
 
-The reference of every comparison is an ordinary ``experiments.train.train`` run with the member's
+The reference of every comparison is an ordinary ``experiments.app.train.train`` run with the member's
 seed, never the ensemble's own numbers: dropout 0, CPU float32, within 1e-4.
 """
 
@@ -15,7 +15,7 @@ import torch
 
 from experiments.bench.ensemble_equality import compare, differences
 from experiments.ensemble import train_ensemble
-from experiments.train import train
+from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
 from tests.conftest import TINY, compose
 from variants import ATTENTION, POSITION
@@ -135,9 +135,9 @@ def test_a_type_that_declares_it_cannot_batch_falls_back_with_the_reason(tmp_pat
 def test_each_member_is_clipped_by_its_own_norm_as_clip_grad_norm_does(tmp_path: Path) -> None:
     """Gradients of very different sizes per member: each must come out as torch's
     ``clip_grad_norm_`` leaves that member's gradients alone (a clip over all members would not)."""
-    from experiments import build
+    from experiments.ensemble.members import member_config
     from experiments.ensemble.module import EnsembleModule
-    from experiments.ensemble.run import member_config
+    from experiments.training import build
 
     cfg = compose(BASE)
     modules = [build.assemble(member_config(cfg, s), tmp_path, run_id="x", flat_config={}).module for s in (0, 1, 2)]
@@ -252,9 +252,9 @@ def test_with_dropout_members_differ_as_separate_seeds_do(tmp_path: Path) -> Non
 def test_members_draw_their_own_dropout_masks(tmp_path: Path) -> None:
     """Three members with the same weights and the same batch: with dropout their losses differ
     (each draws its own masks, as a separate run does); without it they are equal."""
-    from experiments import build
+    from experiments.ensemble.members import member_config
     from experiments.ensemble.module import EnsembleModule
-    from experiments.ensemble.run import member_config
+    from experiments.training import build
 
     for dropout, differ in ((0.3, True), (0.0, False)):
         cfg = compose([*BASE, f"model.dropout={dropout}"])
@@ -273,7 +273,7 @@ def test_the_equality_bench_reports_the_largest_difference_and_where(tmp_path: P
     tiny = [o for o in BASE if not o.startswith(("trainer.max_steps", "trainer.val_check_interval"))]
     row = compare("soft", ["attention=soft"], 4, 2, tmp_path / "equal", tiny)
     assert row["largest"] <= TOL and row["values"] > 4, row
-    import experiments.train as entry
+    import experiments.app.train as entry
 
     real = entry.train
 

@@ -20,10 +20,10 @@ import torch
 
 from common.run_folders import LOCK, PREVIOUS
 from experiments.ensemble import train_ensemble
-from experiments.ensemble.run import SHARED
-from experiments.run_folder import RunFolderError
-from experiments.run_lock import FolderBusyError
-from experiments.train import train
+from experiments.ensemble.members import SHARED
+from experiments.training.folder import RunFolderError
+from experiments.training.lock import FolderBusyError
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 BASE = [*TINY, "trainer.max_steps=4", "trainer.checkpoint_every_n_steps=2", "model.dropout=0.0"]
@@ -170,7 +170,7 @@ def test_the_trainers_stop_keys_end_an_ensemble_as_they_end_a_single_run(
 def test_each_member_chooses_its_kernel_options_on_the_fits_device_and_records_them(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from experiments.module import Seq2SeqModule
+    from experiments.training.module import Seq2SeqModule
 
     asked = []
 
@@ -186,8 +186,8 @@ def test_each_member_chooses_its_kernel_options_on_the_fits_device_and_records_t
 
 @pytest.mark.parametrize("key", ["ckpt_path", "init_from"])
 def test_a_checkpoint_setting_an_ensemble_would_ignore_is_refused_in_one_line(tmp_path: Path, key: str) -> None:
-    from experiments.checks import check_config
-    from experiments.errors import ConfigError
+    from experiments.config.checks import check_config
+    from experiments.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match=f"^{key}=x.ckpt is not taken by an ensemble \\(ensemble.seeds=2\\); "):
         check_config(compose([*BASE, "ensemble.seeds=2", f"{key}=x.ckpt"]))

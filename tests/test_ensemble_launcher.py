@@ -65,7 +65,7 @@ def test_each_grouped_job_returns_its_own_members_objective(tmp_path: Path) -> N
             )
     ret = JobReturn(overrides=group[0].overrides, status=JobStatus.COMPLETED, _return_value=0.375)
     each = member_returns(ret, group)
-    from experiments.single_run import BAD_OBJECTIVE
+    from experiments.training.single_run import BAD_OBJECTIVE
 
     assert [r.return_value for r in each] == [0.5, 0.25, BAD_OBJECTIVE]
     assert [r.overrides for r in each] == [["seed=0"], ["seed=1"], ["seed=2"]]

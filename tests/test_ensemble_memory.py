@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments import build
 from experiments.ensemble import memory as mem
 from experiments.ensemble import train_ensemble
-from experiments.model import count_parameters
+from experiments.model.transformer import count_parameters
+from experiments.training import build
 from tests.conftest import ROOT, TINY, compose
 
 SIZE = [*TINY, "model.d_model=32", "model.ffn_dim=64", "task.batch_size=16"]

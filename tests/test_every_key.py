@@ -6,7 +6,7 @@ tried on a tiny seeded run, in the context the key belongs to (``attention.windo
 first: the data (every split), the model (parameter shapes, initial weights and the output of
 one training forward), the recorded training (a few optimiser steps: final weights, step count,
 validation steps and the logged and tested metrics). A key whose change none of these sees must be
-declared in ``experiments/inert_keys.py``; a key declared there must not be one the run reads.
+declared in ``experiments/config/inert_keys.py``; a key declared there must not be one the run reads.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments.inert_keys import INERT
+from experiments.config.inert_keys import INERT
 from tests.conftest import compose
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -232,7 +232,7 @@ def _digest(*parts: Any) -> str:
 
 
 def data_print(cfg, run_dir: Path) -> str:
-    from experiments.build import build_datamodule
+    from experiments.training.build import build_datamodule
 
     datamodule = build_datamodule(cfg, run_dir)
     splits = [datamodule.split(name) for name in ("train", "val", "test")]
@@ -266,8 +266,8 @@ class Probe:
         return self._fit
 
     def _assemble(self) -> None:
-        from experiments.build import assemble
-        from experiments.roles import expand_roles
+        from experiments.config.roles import expand_roles
+        from experiments.training.build import assemble
 
         expand_roles(self.cfg)
         self.parts = assemble(self.cfg, self.run_dir, run_id="probe", flat_config={})
@@ -285,7 +285,7 @@ class Probe:
         from lightning.pytorch import seed_everything
         from lightning.pytorch.callbacks import Callback
 
-        from experiments.lightning_parts import tested_checkpoint
+        from experiments.training.lightning_parts import tested_checkpoint
 
         if self._model is None:
             self._assemble()
@@ -397,10 +397,10 @@ def test_every_key_under_conf_changes_the_computation_or_is_declared_inert(tmp_p
     changed, inert, neither = classify(keys, tmp_path)
     print(f"{len(keys)} keys: {len(changed)} change the computation, {len(inert)} declared inert")
     assert neither == [], (
-        f"keys that change nothing a tiny run computes and are not declared in experiments/inert_keys.py: {neither}"
+        f"keys that change nothing a tiny run computes and are not declared in /config/inert_keys.py: {neither}"
     )
     stale = sorted(p for p in INERT if not any(fnmatchcase(k, p) for k in keys))
-    assert stale == [], f"experiments/inert_keys.py declares keys no yaml under conf/ has: {stale}"
+    assert stale == [], f"experiments/config/inert_keys.py declares keys no yaml under conf/ has: {stale}"
 
 
 @pytest.mark.parametrize("key", ["optim.lr", "task.train_size", "attention.num_heads"])

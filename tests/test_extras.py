@@ -9,8 +9,8 @@ from importlib import metadata
 import pytest
 import tomllib
 
-from experiments import extras
-from experiments.preflight import PreflightError, preflight
+from experiments.app.preflight import PreflightError, preflight
+from experiments.config import extras
 from tests.conftest import ROOT
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

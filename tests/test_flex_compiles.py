@@ -15,7 +15,7 @@ import torch
 from torch._dynamo.utils import counters
 
 import variants.flex as flex
-from experiments.model import ModelSpec, Transformer, VariantSpec
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from tests.cases import one_thread  # noqa: F401 (autouse fixture)
 
 #: one compile per (mask_mod, score_mod) pair the model calls flex with, at one batch size and grad mode

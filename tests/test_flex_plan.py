@@ -89,7 +89,7 @@ def test_the_fallback_is_visible_and_flex_stays_where_it_runs():
 
 def test_every_layer_of_a_model_records_its_kernel_and_why():
     """A model of narrow heads on CUDA plans SDPA for its biased self attention and says why, layer by layer."""
-    from experiments.model import ModelSpec, Transformer, VariantSpec
+    from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 
     spec = ModelSpec(
         arch="seq2seq",

@@ -19,7 +19,7 @@ from analysis.data.collect import collect
 from analysis.report.bench_cells import CACHE_FILE, measure_cells
 from analysis.report.build import build_report
 from analysis.report.frontier import pareto_mask
-from experiments.callbacks import StepTimer, step_time_summary
+from experiments.training.callbacks import StepTimer, step_time_summary
 from tests.cell_fixtures import flat_config, result, write
 
 TRAIN, LENGTHS = [2, 12], (8, 12, 16)

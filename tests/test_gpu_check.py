@@ -12,15 +12,15 @@ import pytest
 import torch
 from torch import nn
 
-from experiments import gpu_check
-from experiments.gpu_check import CheckFailed, kernel_cases, run_check
-from experiments.kernel_compare import FP32_TOL, LOW_PRECISION_FLOOR, LOW_PRECISION_FUDGE, within_tolerance
+from experiments.diagnostics import gpu_check
+from experiments.diagnostics.gpu_check import CheckFailed, kernel_cases, run_check
+from experiments.diagnostics.kernel_compare import FP32_TOL, LOW_PRECISION_FLOOR, LOW_PRECISION_FUDGE, within_tolerance
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from tests.conftest import TINY, compose
 
 
 def test_bf16_mixed_training_on_cpu_runs_its_matmuls_in_bf16(tmp_path: Path) -> None:
-    from experiments.build import assemble
+    from experiments.training.build import assemble
 
     cfg = compose([*TINY, "trainer.precision=bf16-mixed", "trainer.max_steps=3"])
     parts = assemble(cfg, tmp_path, run_id="bf16", flat_config={})
@@ -425,7 +425,7 @@ def test_cpu_flex_forward_equals_the_math_path_for_every_flex_pair() -> None:
     """The flex check's CPU half: every pair on flex, 150 queries (two blocks), outputs only (no backward on CPU)."""
     import warnings
 
-    from experiments.flex_check import flex_cases
+    from experiments.diagnostics.flex_check import flex_cases
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
@@ -434,7 +434,7 @@ def test_cpu_flex_forward_equals_the_math_path_for_every_flex_pair() -> None:
 
 
 def test_a_flex_case_that_raises_fails_alone_by_name(monkeypatch) -> None:
-    import experiments.flex_check as flex_check
+    import experiments.diagnostics.flex_check as flex_check
 
     exact = flex_check.flex_run
     calls = {"n": 0}

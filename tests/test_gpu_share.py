@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments import gpu_share
+from experiments.sweep import gpu_share
 from tests.conftest import ROOT, TINY
 
 

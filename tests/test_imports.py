@@ -217,8 +217,68 @@ def test_every_analysis_module_sits_in_a_sub_package():
 def test_the_public_entry_points_still_import():
     from analysis.collect import collect
     from analysis.report import build_report, main
-    from experiments.result import flatten
+    from experiments.record.result import flatten
 
     assert callable(collect) and callable(build_report) and callable(main) and callable(flatten)
     for command in ("report", "claims"):  # python -m analysis.report, python -m analysis.claims
         assert (ROOT / "analysis" / command / "__main__.py").exists()
+
+
+# experiments/'s sub-packages, highest first: each imports only those after it. The command modules at its top
+# (python -m experiments.train, .gpu_check, .flex_check) and its __init__ stand above them all.
+ROOMS = ("diagnostics", "bench", "app", "sweep", "ensemble", "training", "record", "model", "config", "tasks")
+# The imports that still run back up, module -> module; the list may only shrink (a stale entry fails below).
+BACK_IMPORTS = frozenset(
+    {
+        "experiments.config.checks -> experiments.sweep.grid",
+        "experiments.config.checks -> experiments.training.lightning_parts",
+        "experiments.config.metric_names -> experiments.training.task_adapters",
+        "experiments.config.schema -> experiments.model.reinforce",
+        "experiments.ensemble.run -> experiments.app.quiet",
+        "experiments.sweep.grid -> experiments.app.summary",
+        "experiments.training.lightning_parts -> experiments.sweep.gpu_share",
+        "experiments.training.lightning_parts -> experiments.sweep.pruning",
+        "experiments.training.single_run -> experiments.app.quiet",
+        "experiments.training.single_run -> experiments.sweep.pruning",
+    }
+)
+
+
+def room_of(module: str) -> str | None:
+    """The sub-package of ``experiments`` a module lives in; None for the package's own top-level modules."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "experiments" and len(parts) > 1 and parts[1] in ROOMS else None
+
+
+def back_imports(edges: dict[str, set[str]]) -> set[str]:
+    """Imports from a sub-package of ``experiments`` to one listed above it in ROOMS."""
+    found = set()
+    for n, targets in edges.items():
+        source = room_of(n)
+        for m in targets:
+            target = room_of(m) if m.count(".") > 1 else None  # a room's __init__ holds only its docstring
+            if source in ROOMS and target in ROOMS and ROOMS.index(target) < ROOMS.index(source):
+                found.add(f"{n} -> {m}")
+    return found
+
+
+def test_every_experiments_module_lives_in_a_room():
+    loose = sorted(n for n in modules() if n.startswith("experiments.") and room_of(n) is None)
+    commands = sorted(f"experiments.{name}" for name in ("flex_check", "gpu_check", "train"))
+    assert loose == commands, "experiments/ holds its commands only at its top; the rest lives in " + ", ".join(ROOMS)
+
+
+def test_experiments_rooms_import_one_way():
+    found = back_imports(graph())
+    new = sorted(found - BACK_IMPORTS)
+    stale = sorted(BACK_IMPORTS - found)
+    assert not new, "imports up the room order " + " > ".join(ROOMS) + ": " + "; ".join(new)
+    assert not stale, "no longer imported, drop from BACK_IMPORTS: " + "; ".join(stale)
+
+
+def test_a_planted_back_import_is_found():
+    edges = {
+        "experiments.config.checks": {"experiments.training.build"},
+        "experiments.app.train": {"experiments.config.schema"},
+    }
+    assert back_imports(edges) == {"experiments.config.checks -> experiments.training.build"}

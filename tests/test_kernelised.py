@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from experiments.model import ModelSpec, Transformer, VariantSpec
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.checks import VariantConfigError
@@ -222,7 +222,7 @@ def test_a_pair_that_cannot_compose_is_refused_at_build_time_in_one_line(attenti
 
 
 def test_preflight_refuses_an_incompatible_pair_in_one_line():
-    from experiments.preflight import preflight
+    from experiments.app.preflight import preflight
 
     with pytest.raises(VariantConfigError) as err:
         preflight(["attention=performer", "position=t5"])
@@ -231,7 +231,7 @@ def test_preflight_refuses_an_incompatible_pair_in_one_line():
 
 
 def test_preflight_refuses_an_incompatible_pair_set_through_a_self_attention_role():
-    from experiments.preflight import PreflightError, preflight
+    from experiments.app.preflight import PreflightError, preflight
 
     with pytest.raises(PreflightError) as err:
         preflight(["attention@model.encoder_attention=linear", "position=alibi"])

@@ -14,8 +14,8 @@ import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.profilers import SimpleProfiler
 
-from experiments.build import assemble
-from experiments.train import train
+from experiments.training.build import assemble
+from experiments.training.single_run import train
 from tests.conftest import TINY, compose
 
 # a tiny run (2 steps, no loggers); a test's own overrides come after, and the later one wins

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.lightning_parts import check_trainer_key
-from experiments.train import train
+from experiments.training.lightning_parts import check_trainer_key
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments.batches import IGNORE, concat_io, lm_io, seq2seq_io
-from experiments.model import ModelSpec, Transformer, VariantSpec
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
+from experiments.tasks.batches import IGNORE, concat_io, lm_io, seq2seq_io
 from tests.cases import skip_if_incompatible
 from variants import ATTENTION, POSITION
 

@@ -15,7 +15,7 @@ from analysis.stats import inference
 
 def test_the_writer_and_the_reader_of_result_json_share_one_flatten():
     import analysis.data.collect as collect_module
-    import experiments.result as result_module
+    import experiments.record.result as result_module
     from common.flatten import flatten
 
     assert result_module.flatten is flatten and collect_module.flatten is flatten

@@ -15,7 +15,7 @@ import tomllib
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-from experiments.config import register_configs
+from experiments.config.schema import register_configs
 from tests.conftest import CONF, ROOT, TINY
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
@@ -35,7 +35,7 @@ def sweep(tmp_path: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedPr
 def load(sweep_dir: Path, name: str = "default_reverse_multihead_sinusoidal"):
     import optuna
 
-    from experiments.optuna_study import open_storage, storage_spec
+    from experiments.sweep.optuna_study import open_storage, storage_spec
 
     return optuna.load_study(study_name=name, storage=open_storage(storage_spec(None, sweep_dir)))
 
@@ -72,7 +72,7 @@ def test_the_optuna_extra_resolves_optuna_4_or_later() -> None:
     ],
 )
 def test_a_study_that_cannot_run_is_refused_by_name(overrides: list[str], cli: list[str], said: str) -> None:
-    from experiments.optuna_study import StudyError, check_study, search_space
+    from experiments.sweep.optuna_study import StudyError, check_study, search_space
 
     cfg = composed("hparams_search=optuna", *overrides)
     sweeper = cfg.hydra.sweeper
@@ -87,7 +87,7 @@ def test_a_study_that_cannot_run_is_refused_by_name(overrides: list[str], cli: l
 def test_the_search_space_reads_hydras_sweep_syntax() -> None:
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    from experiments.optuna_study import grid, search_space
+    from experiments.sweep.optuna_study import grid, search_space
 
     params = {"optim.lr": "tag(log, interval(1e-4, 1e-2))", "optim.warmup_steps": "range(0, 400, step=50)"}
     space, fixed = search_space(params, ["seed=3", "model.d_model=32,64"])
@@ -126,7 +126,7 @@ def asked_params(n: int) -> list[float]:
 def test_a_killed_study_resumes_without_repeating_a_finished_trial(tmp_path: Path) -> None:
     from optuna.trial import TrialState
 
-    from experiments.optuna_study import sampler_for, search_space
+    from experiments.sweep.optuna_study import sampler_for, search_space
 
     sweep_dir = tmp_path / "s"
     first = sweep(tmp_path, sweep_dir, *RANDOM, LR, "hydra.sweeper.n_trials=2")
@@ -209,7 +209,7 @@ def test_a_study_in_either_storage_survives_reopening(tmp_path: Path, kind: str)
     """optuna 2.10's storage ended in an AssertionError under SQLAlchemy 2; a study must outlive its process."""
     import optuna
 
-    from experiments.optuna_study import open_storage, storage_spec
+    from experiments.sweep.optuna_study import open_storage, storage_spec
 
     spec = f"sqlite:///{tmp_path / 'study.db'}" if kind == "sqlite" else storage_spec(None, tmp_path)
     study = optuna.create_study(study_name="s", storage=open_storage(spec))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.train import train
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}

@@ -23,7 +23,7 @@ from analysis.command.errors import ReportError
 from analysis.report.build import build_report
 from analysis.report.figures import OKABE_ITO
 from common.bibliography import BIBLIOGRAPHY
-from experiments.result import variant_references
+from experiments.record.result import variant_references
 from experiments.tasks import TASKS
 from tests.cell_fixtures import flat_config, result, write
 from variants import ATTENTION, POSITION
@@ -63,7 +63,7 @@ VALUE = re.compile(
 
 
 def references_for(task: str, attention: str, position: str) -> list[dict]:
-    """What the training app records in result.json (experiments.result.variant_references)."""
+    """What the training app records in result.json (experiments.record.result.variant_references)."""
     return variant_references({"attention": [attention], "position": [position], "task": [task]})
 
 
@@ -357,7 +357,7 @@ def test_a_new_variant_brings_its_reference_into_the_report(tmp_path: Path, monk
 
 
 def test_training_records_the_references_of_every_variant_it_used(tmp_path: Path) -> None:
-    from experiments.train import train
+    from experiments.training.single_run import train
     from tests.conftest import TINY, compose
 
     overrides = [*TINY, "attention@model.cross_attention=local", "logger=none"]

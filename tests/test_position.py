@@ -122,7 +122,7 @@ def test_learned_adds_one_row_per_position_and_refuses_longer_inputs():
 def test_a_table_as_long_as_the_target_generates_it_and_refuses_one_token_more():
     """The model declares each forward's length from its shapes, so the table's check reads nothing from
     the device; generation declares prompt + new tokens, one more than it feeds back, and still fits."""
-    from experiments.model import ModelSpec, Transformer, VariantSpec
+    from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 
     T = 6
     spec = ModelSpec(

@@ -11,7 +11,7 @@ import pytest
 
 from common import bibliography
 from common.bibliography import BIBLIOGRAPHY
-from experiments.result import variant_references
+from experiments.record.result import variant_references
 from experiments.tasks import TASKS
 from variants import ATTENTION, POSITION, RegistryError
 

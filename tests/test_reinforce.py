@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from experiments.reinforce import Baseline, ReinforceSpec, leave_one_out, returns, stack_log_probs, surrogate
+from experiments.model.reinforce import Baseline, ReinforceSpec, leave_one_out, returns, stack_log_probs, surrogate
 from tests.cases import one_thread  # noqa: F401 (autouse)
 from variants import ATTENTION, VariantConfigError
 from variants.attention.hard import reinforce_layers
@@ -122,7 +122,7 @@ def test_moving_average_baseline_is_read_before_it_is_updated():
 def test_module_adds_the_surrogate_with_its_baseline_and_updates_it():
     """Through Seq2SeqModule: the term added to the loss is sum (G - beta) log p / N with the baseline
     of the steps before, and the baseline then moves by its decay."""
-    from experiments.module import Seq2SeqModule
+    from experiments.training.module import Seq2SeqModule
 
     torch.manual_seed(0)
     model = {
@@ -154,7 +154,7 @@ def test_module_adds_the_surrogate_with_its_baseline_and_updates_it():
     base.seen[:3] = True
     src = torch.tensor([[4, 5, 6], [7, 8, 0]])
     tgt = torch.tensor([[5, 6, 2], [8, 2, 0]])
-    from experiments.batches import seq2seq_io
+    from experiments.tasks.batches import seq2seq_io
 
     tgt_in, targets = seq2seq_io(tgt, 1, 0)
     logits = module.model(src, tgt_in)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.preflight import PreflightError, preflight
-from experiments.train import train
+from experiments.app.preflight import PreflightError, preflight
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 
@@ -252,8 +252,8 @@ def test_bad_input_table_covers_every_check(monkeypatch) -> None:
     The keys are those of the messages check_config builds on a default config (every ``_require`` call,
     the failing ones and the passing ones), so a new check without a row here fails.
     """
-    from experiments import checks
-    from experiments.preflight import GROUPS
+    from experiments.app.preflight import GROUPS
+    from experiments.config import checks
 
     messages: list[str] = []
     require = checks._require
@@ -399,7 +399,7 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
 
 
 def test_nan_loss_is_recorded_as_diverged_at_its_step(tmp_path: Path, monkeypatch) -> None:
-    from experiments.module import Seq2SeqModule
+    from experiments.training.module import Seq2SeqModule
 
     original = Seq2SeqModule._losses
 
@@ -433,7 +433,7 @@ def test_wandb_failing_to_start_leaves_a_completed_result(tmp_path: Path, monkey
 def test_wandb_failing_mid_run_warns_once_and_the_run_completes(tmp_path: Path, monkeypatch, caplog) -> None:
     from lightning.pytorch.loggers import WandbLogger
 
-    from experiments.loggers import SafeWandbLogger
+    from experiments.record.loggers import SafeWandbLogger
 
     def broken(self, metrics, step=None):
         raise OSError(errno.EDQUOT, "Disk quota exceeded")
@@ -474,7 +474,7 @@ def test_a_resumed_run_logs_each_step_to_wandb_once(tmp_path: Path, monkeypatch)
 def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_checkpoint(
     tmp_path: Path, monkeypatch
 ) -> None:
-    import experiments.checkpointing as ckpt_io
+    import experiments.training.checkpointing as ckpt_io
 
     real_save, calls = torch.save, {"n": 0}
 
@@ -498,7 +498,7 @@ def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_chec
 
 
 def test_result_write_interrupted_keeps_the_old_file(tmp_path: Path, monkeypatch) -> None:
-    import experiments.result as result_mod
+    import experiments.record.result as result_mod
 
     path = tmp_path / "result.json"
     result_mod.write_json_atomic(path, {"status": "completed", "metrics": {"a": 1.0}})
@@ -515,7 +515,7 @@ def test_result_write_interrupted_keeps_the_old_file(tmp_path: Path, monkeypatch
 
 
 def test_checkpoints_load_without_unpickling_code(tmp_path: Path) -> None:
-    from experiments.checkpointing import AtomicCheckpointIO
+    from experiments.training.checkpointing import AtomicCheckpointIO
 
     class Payload:
         def __reduce__(self):

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from experiments.preflight import PreflightError, preflight
-from experiments.result import config_hash, flatten
-from experiments.roles import RoleError, check_roles, expand_roles, label, role_labels
+from experiments.app.preflight import PreflightError, preflight
+from experiments.config.roles import RoleError, check_roles, expand_roles, label, role_labels
+from experiments.record.result import config_hash, flatten
 from tests.conftest import CONF, ROOT, TINY, compose
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
@@ -32,8 +32,8 @@ def yaml_of(name: str) -> dict:
 
 def built(overrides: list[str]):
     """The Transformer a run with these overrides trains."""
-    from experiments.build import model_spec
-    from experiments.model import Transformer
+    from experiments.model.transformer import Transformer
+    from experiments.training.build import model_spec
 
     cfg = expand_roles(compose(overrides))
     return cfg, Transformer(model_spec(cfg, DATA))
@@ -87,7 +87,7 @@ def test_labels_name_the_parameters_that_differ_from_the_yaml():
         "decoder_attention": None,
         "cross_attention": "hard(estimator=gumbel)",
     }
-    from experiments.build import role_tags
+    from experiments.training.build import role_tags
 
     assert role_tags(cfg) == ["cross_attention=hard(estimator=gumbel)"]
 
@@ -119,7 +119,7 @@ BAD = [
 
 @pytest.mark.parametrize("argv, expected", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_role_names_and_parameters_fail_in_one_line_naming_the_role(argv, expected):
-    from experiments.config import register_configs
+    from experiments.config.schema import register_configs
 
     register_configs()
     with pytest.raises(ValueError) as err:
@@ -138,7 +138,7 @@ def test_check_roles_names_the_role_of_a_bad_variant():
 
 # -- the alignment preset ------------------------------------------------------------------------------------
 def alignment_cells() -> list[str]:
-    from experiments.sweep import grid_values
+    from experiments.sweep.grid import grid_values
     from tests.test_sweeps import hydra_config
 
     return dict(grid_values(hydra_config(["experiment=alignment"])))["model.cross_attention"]

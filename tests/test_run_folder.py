@@ -1,4 +1,4 @@
-"""A run folder belongs to one computation (experiments/run_folder.py): a checkpoint is resumed only by a run
+"""A run folder belongs to one computation (experiments/training/folder.py): a checkpoint is resumed only by a run
 that computes the same thing; another run is refused before any work (a single run), or retrains with the
 old files moved aside (a sweep cell). ``ckpt_path`` resumes, ``init_from`` warm-starts; nothing is deleted."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.run_folder import RunFolderError
-from experiments.sweep import cell_line
-from experiments.train import train
+from experiments.sweep.grid import cell_line
+from experiments.training.folder import RunFolderError
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 # a few steps with a checkpoint every 2, so that a resumed run continues from a real step

@@ -1,4 +1,4 @@
-"""One writer per run folder (experiments/run_lock.py): a second live process is refused in one line, a lock
+"""One writer per run folder (experiments/training/lock.py): a second live process is refused in one line, a lock
 left by a killed process is taken over, and the lock is gone after every ending."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from common.run_folders import LOCK
-from experiments.run_lock import FolderBusyError, one_writer
-from experiments.train import train
+from experiments.training.lock import FolderBusyError, one_writer
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 

@@ -1,7 +1,7 @@
 """One schema for the model and the optimiser: every preset resolves to the settings it had before.
 
 tests/fixtures/preset_settings.json was written by ``python -m tests.preset_settings`` from the code
-before the defaults moved into experiments/config.py (then in conf/config.yaml, conf/model/small.yaml,
+before the defaults moved into experiments/config/schema.py (then in conf/config.yaml, conf/model/small.yaml,
 config.py's dataclasses and the runtime specs, joined by a dict round trip).
 """
 
@@ -13,9 +13,9 @@ from dataclasses import fields
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.config import ModelConf, ModelOptions, OptimConf
-from experiments.model import ModelSpec
-from experiments.module import OptimSpec
+from experiments.config.schema import ModelConf, ModelOptions, OptimConf
+from experiments.model.transformer import ModelSpec
+from experiments.training.module import OptimSpec
 from tests.conftest import compose
 from tests.preset_settings import FIXTURE, presets, settings
 

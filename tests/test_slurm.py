@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments import slurm
-from experiments.slurm import (
+from experiments.sweep import slurm
+from experiments.sweep.slurm import (
     ClusterRequestError,
     Node,
     check_request,

@@ -18,7 +18,7 @@ import lightning as L
 import pytest
 import torch
 
-from experiments.callbacks import StepTimer
+from experiments.training.callbacks import StepTimer
 from tests.cases import skip_if_incompatible
 from tests.conftest import TINY, compose
 from variants import ATTENTION, POSITION
@@ -99,7 +99,7 @@ def counter(monkeypatch) -> ReadCounter:
 
 @pytest.mark.parametrize("arch", ["seq2seq", "decoder"])
 def test_training_steps_read_nothing_from_the_device_between_logging_steps(tmp_path, counter, arch) -> None:
-    from experiments.build import assemble
+    from experiments.training.build import assemble
 
     overrides = [
         *TINY,
@@ -174,7 +174,7 @@ def test_step_timer_on_cuda_synchronises_once_per_logging_interval(monkeypatch) 
 
 # -- every registered attention type x position encoding, on every backend it declares ------------------
 def model_for(attention: str, position: str, p_params: dict, backend: str) -> torch.nn.Module:
-    from experiments.model import ModelSpec, Transformer, VariantSpec
+    from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 
     spec = ModelSpec(
         arch="seq2seq",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.train import train
+from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

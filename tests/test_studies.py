@@ -17,8 +17,8 @@ from analysis.claims.evaluate import VERDICTS
 from analysis.claims.evaluate import evaluate as evaluate_claims
 from analysis.data.collect import collect
 from common.claims import parse_claims
-from experiments.config import register_configs
-from experiments.sweep import grid_values
+from experiments.config.schema import register_configs
+from experiments.sweep.grid import grid_values
 from tests.conftest import CONF, ROOT, TINY
 
 STUDIES = sorted(
@@ -40,7 +40,7 @@ def test_there_are_studies() -> None:
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_study_composes_and_its_claims_name_cells_of_its_grid(study: str) -> None:
-    from experiments.checks import check_config
+    from experiments.config.checks import check_config
 
     cfg = study_config(study)
     assert cfg.name == "study_" + study.split("/")[1]

@@ -22,8 +22,8 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from experiments.config import register_configs
-from experiments.sweep import (
+from experiments.config.schema import register_configs
+from experiments.sweep.grid import (
     MAX_CELL_NAME,
     SweepConfigError,
     SweepSummary,
@@ -33,7 +33,7 @@ from experiments.sweep import (
     grid_values,
     threads_per_process,
 )
-from experiments.train import BAD_OBJECTIVE, objective
+from experiments.training.single_run import BAD_OBJECTIVE, objective
 from tests.conftest import CONF, ROOT, TINY
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
@@ -269,7 +269,7 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     assert not (tmp_path / "outputs").exists(), "no second output dir for rank 1"
     assert [run["id"] for run in offline_runs(tmp_path)] == [result["run_id"]], "rank 0's W&B run only"
     # The two ranks' test metrics equal one process testing the same final weights.
-    from experiments.build import assemble, scalar_metrics
+    from experiments.training.build import assemble, scalar_metrics
     from tests.conftest import compose
 
     parts = assemble(compose([*cell, "logger=none"]), tmp_path / "single", run_id="single", flat_config={})
@@ -418,7 +418,7 @@ def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> Non
     ],
 )
 def test_presets_expand_to_their_grids_and_every_value_composes(preset, extra, sweep_dir, cells) -> None:
-    from experiments.checks import check_config
+    from experiments.config.checks import check_config
 
     cfg = hydra_config([f"experiment={preset}", *extra])
     assert cfg.hydra.sweep.dir == sweep_dir

@@ -1,4 +1,4 @@
-"""The task adapters (experiments/task_adapters.py): each kind's loss is torch's own cross-entropy on
+"""The task adapters (experiments/training/task_adapters.py): each kind's loss is torch's own cross-entropy on
 the targets it builds, and the module and the ensemble pick the same adapter once."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from experiments.batches import IGNORE
-from experiments.task_adapters import (
+from experiments.tasks.base import KINDS
+from experiments.tasks.batches import IGNORE
+from experiments.training.task_adapters import (
     ADAPTERS,
     ClassifyAdapter,
     ConcatSeq2SeqAdapter,
@@ -16,7 +17,6 @@ from experiments.task_adapters import (
     Seq2SeqAdapter,
     adapter_for,
 )
-from experiments.tasks.base import KINDS
 
 PAD, BOS, SEP, VOCAB, CLASSES = 0, 1, 3, 11, 4
 # (kind, arch) -> the adapter it must get
@@ -85,7 +85,7 @@ def test_the_module_and_the_ensemble_use_the_same_adapter(kind: str, arch: str) 
     """The module's losses are its adapter's, its targets the adapter's, and the ensemble's member batches
     hold the same targets and tokens seen as the module's own step counts (the REINFORCE-free path)."""
     from experiments.ensemble.data import MemberBatches
-    from experiments.module import Seq2SeqModule
+    from experiments.training.module import Seq2SeqModule
 
     model = {
         "arch": arch,

@@ -13,9 +13,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments.batches import REPEATED, lm_io
 from experiments.tasks import TASKS, TaskConfigError, TaskDataModule
 from experiments.tasks.base import BOS_ID, EOS_ID, FIRST_SYMBOL_ID, PAD_ID, SEP_ID
+from experiments.tasks.batches import REPEATED, lm_io
 from variants.registry import RegistryError
 
 SEQ2SEQ = ["addition", "copy", "recall", "reverse", "sort"]

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from experiments.progress import StepProgressBar, loss_at_log_step
+from experiments.training.progress import StepProgressBar, loss_at_log_step
 from tests.conftest import ROOT, TINY
 
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
-from experiments.train import train
+from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
 from tests.conftest import ROOT, TINY, compose
 from variants import ATTENTION, POSITION
@@ -234,7 +234,7 @@ SHORT, LONG = "a dog runs on the grass", "a big dog runs on the green grass"
 def test_bleu_helper_scores_hypotheses_against_references() -> None:
     import sacrebleu
 
-    from experiments.module import Seq2SeqModule
+    from experiments.training.module import Seq2SeqModule
 
     def scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
         return Seq2SeqModule.bleu_scores(SimpleNamespace(hypotheses=hypotheses, references=references))
@@ -315,7 +315,7 @@ def test_shared_corpora_train_briefly(shared_data: Path, tmp_path: Path) -> None
 def _gather_on_rank(rank: int, world: int, port: int, out_dir: Path) -> None:
     import torch.distributed as dist
 
-    from experiments.module import gather_texts
+    from experiments.training.module import gather_texts
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -333,7 +333,7 @@ def test_bleu_sees_every_ranks_sentences(tmp_path: Path) -> None:
 
     import torch.multiprocessing as mp
 
-    from experiments.module import gather_texts
+    from experiments.training.module import gather_texts
 
     assert gather_texts(["a"], ["b"]) == (["a"], ["b"])  # one process: unchanged
     with socket.socket() as s:

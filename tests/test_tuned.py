@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from analysis.report.tuned import TunedError, load, ranking_sentence, tuned_section
-from experiments.optuna_study import StudyError
-from experiments.tuned_study import check_seeds, split_cells
+from experiments.sweep.optuna_study import StudyError
+from experiments.sweep.tuned_study import check_seeds, split_cells
 from tests.test_optuna_sweeper import ENV, QUICK
 
 
@@ -70,7 +70,7 @@ def test_a_tuned_grid_tests_each_cells_best_configuration_on_fresh_seeds(tmp_pat
         assert tuned[0]["config"]["optim.lr"] == pytest.approx(best["params"]["optim.lr"])
         assert default[0]["config"]["optim.lr"] == pytest.approx(
             1e-3
-        )  # the shared default (experiments/config.py OptimConf)
+        )  # the shared default (experiments/config/schema.py OptimConf)
     section = tuned_section(sweep_dir, tmp_path / "report")
     assert (tmp_path / "report" / "tuned_sensitivity.png").stat().st_size > 0
     assert "ranking" in section.blocks[0].text
@@ -85,7 +85,7 @@ def test_a_tuned_grid_tests_each_cells_best_configuration_on_fresh_seeds(tmp_pat
 
 
 def test_a_presets_grid_makes_the_cells_and_its_seeds_give_way() -> None:
-    from experiments.tuned_study import grid_arguments
+    from experiments.sweep.tuned_study import grid_arguments
 
     preset = {"attention.num_heads": "1,8,32", "seed": "0,1,2", "optim.lr": None}
     args = grid_arguments(preset, ["attention.num_heads=1,8", "trainer.max_steps=10"])
@@ -176,9 +176,9 @@ TUNED_PRESETS = ["study/vaswani_heads_tuned", "study/vaswani_heads_tuned_cpu"]
 
 def _preset_checks(cfg: Any, cli: list[str] = ()) -> dict[str, Any]:
     """What the tuned sweeper checks before any trial (tuned_sweeper.TunedSweeper.sweep), on a composed preset."""
-    from experiments.checks import logged_metrics
-    from experiments.optuna_study import check_study, search_space
-    from experiments.tuned_study import grid_arguments
+    from experiments.config.metric_names import logged_metrics
+    from experiments.sweep.optuna_study import check_study, search_space
+    from experiments.sweep.tuned_study import grid_arguments
 
     sweeper = cfg.hydra.sweeper
     declared = {str(k): v for k, v in sweeper.space.items() if v is not None}  # a null entry leaves, as there

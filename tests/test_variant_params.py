@@ -20,11 +20,11 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-from experiments.build import variant
-from experiments.checks import check_config
-from experiments.config import register_configs
-from experiments.preflight import PreflightError, preflight
-from experiments.sweep import check_grid, grid_values
+from experiments.app.preflight import PreflightError, preflight
+from experiments.config.checks import check_config
+from experiments.config.schema import register_configs
+from experiments.sweep.grid import check_grid, grid_values
+from experiments.training.build import variant
 from tests.conftest import CONF, ROOT, TINY, compose
 from variants import ATTENTION, POSITION
 from variants.attention.hard import ESTIMATORS

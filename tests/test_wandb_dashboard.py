@@ -23,7 +23,7 @@ def test_specification_covers_length_curves_cost_and_maps_of_one_group() -> None
     grids = [b for b in spec["blocks"] if b["type"] == "PanelGrid"]
     assert all(g["runset"]["filters"] == "Group = 'quick'" and g["runset"]["project"] == "attnlab" for g in grids)
     lines = [p for p in panels(spec) if p["type"] == "LinePlot" and p["x"] == "length"]
-    # the keys the training app logs (experiments/wandb_tables.py) against `length`
+    # the keys the training app logs (experiments/record/wandb_tables.py) against `length`
     assert {p["y"][0] for p in lines} >= {"by_length/seq_acc", "by_length/alignment"}
     assert grids[0]["runset"]["groupby"] == GROUP_BY == ["config.attention.name", "config.position.name"]
     assert any(p["type"] == "BarPlot" and p["metrics"] == ["cost/train_seconds"] for p in panels(spec))

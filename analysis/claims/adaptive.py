@@ -27,7 +27,7 @@ from analysis.stats.equal_power import Design, equal_power, fixed_test, region, 
 from common.claims import Claim, ClaimError, parse_claims, split_metric
 from common.sequential import replay
 
-STATE = "adaptive.json"  # written by experiments/adaptive.py; analysis reads files only
+STATE = "adaptive.json"  # written by experiments/sweep/adaptive.py; analysis reads files only
 SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power
 # What the rule's guarantee rests on, and where simulation found it broken (analysis.stats.anytime's families).
 ASSUMPTION = (

@@ -5,7 +5,7 @@ With network access and an API key it creates the report with ``wandb-workspaces
 (``pip install 'attnlab[dashboards]'``) and prints its URL. Without them (or with
 ``--dry-run``) it prints the panel specification it would create, as JSON, and exits 0.
 
-The panels read what every training run logs (experiments/wandb_tables.py): the
+The panels read what every training run logs (experiments/record/wandb_tables.py): the
 per-length metrics ``by_length/*`` against ``length`` (accuracy, attention alignment,
 entropy ratio), the training curves, the cost in the summary (``cost/*``) and the
 attention maps (``attention/<block>/<layer>``). Runs are those of the group (the sweep

@@ -26,7 +26,7 @@ factors are found within each task. Factors are found among the completed runs
 only: a failed run's settings never make a factor, nor a diverged run's (a rerun
 at a higher learning rate that blew up would otherwise make lr, warm-up and
 clipping factors and relabel every cell). A setting the built model did not use is null in its result
-(``experiments.unused``), so it never makes a factor or a cell either.
+(``experiments.config.unused``), so it never makes a factor or a cell either.
 
 **Designed factors and confounds.** Budget and provenance keys
 (``BUDGET_KEYS``, ``PROVENANCE_KEYS``: the training budget, data sizes, device

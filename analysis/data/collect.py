@@ -113,7 +113,7 @@ def _number(value: Any) -> float:
 
 
 def unused_settings(result: Mapping[str, Any]) -> dict[str, Any]:
-    """{config key: value asked} of the settings the run's model did not use (``experiments.unused``); {} for
+    """{config key: value asked} of the settings the run's model did not use (``experiments.config.unused``); {} for
     results written before runs recorded them."""
     unused = result.get("unused")
     if isinstance(unused, Mapping):

@@ -8,7 +8,7 @@ Per task and per table of the report (a cell is one configuration, never a pool)
   them, the whole-test-set metric the summary ranks by. Mean over the completed seeds
   of the cell, bars the 95% t-interval.
 - **Cost** is the time of one training step the runs measured (``cost.step_ms``: the
-  median step after warm-up, ``experiments.callbacks.StepTimer``), mean over seeds with
+  median step after warm-up, ``experiments.training.callbacks.StepTimer``), mean over seeds with
   bars from the fastest to the slowest seed (a timing is a measurement on a possibly
   busy machine, not a sample whose t-interval means much at 2 or 3 seeds); marker area
   is proportional to the runs' peak memory

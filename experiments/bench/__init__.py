@@ -25,7 +25,7 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from experiments.files import OutputError
+from experiments.record.files import OutputError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -123,7 +123,7 @@ POSITIVE_SECONDS = ("max_seconds",)
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Before any work: sizes and counts >= 1, time budgets > 0, and every output file writable (one line each)."""
-    from experiments.files import OutputError, check_output_path
+    from experiments.record.files import OutputError, check_output_path
 
     for name in POSITIVE:
         value = getattr(args, name, None)

@@ -25,7 +25,7 @@ from experiments.bench import command
 from experiments.bench.generation import generation_model, random_prompt
 from experiments.bench.measure import CLOCKS, side_by_side
 from experiments.bench.scaling import BenchArgumentError, parse_params
-from experiments.result import write_json_atomic
+from experiments.record.result import write_json_atomic
 from variants import ATTENTION, KVCache
 
 

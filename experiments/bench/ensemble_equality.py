@@ -84,10 +84,10 @@ def compare(
     name: str, overrides: list[str], steps: int, members: int, work: Path, extra: list[str] = (), floor: bool = False
 ) -> dict[str, Any]:
     """One case: the ensemble, then each member's separate run, and the largest difference."""
-    from experiments.api import compose
-    from experiments.checks import ConfigError, check_config
+    from experiments.app.api import compose
+    from experiments.config.checks import ConfigError, check_config
     from experiments.ensemble import train_ensemble
-    from experiments.train import train
+    from experiments.training.single_run import train
 
     common = [*BASE, *overrides, f"trainer.max_steps={steps}", f"trainer.val_check_interval={steps}", *extra]
     row: dict[str, Any] = {"case": name, "overrides": overrides}
@@ -133,7 +133,7 @@ def compare(
 def ensemble_equality(args: argparse.Namespace) -> int:
     import torch
 
-    from experiments.quiet import quiet_library_warnings
+    from experiments.app.quiet import quiet_library_warnings
 
     quiet_library_warnings()
     torch.set_num_threads(1)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from experiments.model import ModelSpec, Transformer, VariantSpec
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from experiments.tasks.base import FIRST_SYMBOL_ID
 
 

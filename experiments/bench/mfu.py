@@ -30,9 +30,9 @@ from experiments.bench.peers import (
     to_device,
 )
 from experiments.bench.scaling import BenchArgumentError
-from experiments.compiling import compile_model
-from experiments.model import Transformer, count_parameters
-from experiments.result import environment, write_json_atomic
+from experiments.model.compiling import compile_model
+from experiments.model.transformer import Transformer, count_parameters
+from experiments.record.result import environment, write_json_atomic
 
 # Dense (no sparsity) bf16 tensor-core peaks from NVIDIA's data sheets, in TFLOP/s, matched against
 # torch.cuda.get_device_name() in this order (the first name it contains wins, so specific first).

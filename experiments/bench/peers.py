@@ -14,7 +14,7 @@ compilation; each reports the median over its rounds.
    suite's seq2seq multihead + sinusoidal Transformer against ``torch.nn.Transformer``
    wrapped in the same embedding, sinusoidal encoding and tied output projection;
    also the suite's model compiled exactly as ``model.compile=true`` compiles it
-   (``experiments.compiling.compile_model``).
+   (``experiments.model.compiling.compile_model``).
    Targets: eager <= 1.15x torch.nn.Transformer; compiled faster than it (< 1x).
 2. ``decoder``: the suite's decoder-only multihead + learned model against
    x-transformers' ``TransformerWrapper(Decoder)`` of the same width, depth and heads
@@ -41,16 +41,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from experiments.batches import IGNORE, lm_io, seq2seq_io
 from experiments.bench import command
 from experiments.bench.generation import agreement, generation_cases, generation_model, random_prompt
 from experiments.bench.measure import CLOCKS
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.bench.scaling import BenchArgumentError
-from experiments.compiling import compile_model
-from experiments.model import ModelSpec, Transformer, VariantSpec, count_parameters
-from experiments.result import environment, write_json_atomic
+from experiments.model.compiling import compile_model
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec, count_parameters
+from experiments.record.result import environment, write_json_atomic
 from experiments.tasks.base import BOS_ID, FIRST_SYMBOL_ID, PAD_ID
+from experiments.tasks.batches import IGNORE, lm_io, seq2seq_io
 from variants import POSITION
 
 COMPARISONS = ("seq2seq", "decoder", "generation")

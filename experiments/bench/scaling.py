@@ -28,7 +28,7 @@ import torch
 from experiments.bench import command
 from experiments.bench.measure import CLOCKS, Measurement, cpu_memory_limit, is_out_of_memory, loglog_slope, measure
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
-from experiments.result import write_json_atomic
+from experiments.record.result import write_json_atomic
 from variants import ATTENTION, POSITION
 from variants.kernels import BACKENDS, xformers_available
 

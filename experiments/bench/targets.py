@@ -52,7 +52,7 @@ from experiments.bench.scaling import (
     measure_point,
     shared_arguments,
 )
-from experiments.result import write_json_atomic
+from experiments.record.result import write_json_atomic
 
 GLOBAL = ("soft", "multihead")
 

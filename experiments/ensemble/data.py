@@ -1,7 +1,7 @@
 """The members' batches side by side: each member reads its own seed's loader, in that run's order.
 
 A separate run turns a task batch into model inputs and targets through its task adapter
-(``experiments.task_adapters``); here each member does the same on its own batch through the
+(``experiments.training.task_adapters``); here each member does the same on its own batch through the
 same adapter, then the N results are right-padded to common lengths and stacked along a new
 leading member dimension. Padding is what a batch already holds: extra key positions that are
 masked, extra query positions whose targets are ``IGNORE``. So a member's loss is its separate
@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from experiments.batches import IGNORE
-from experiments.task_adapters import TaskAdapter, adapter_for
+from experiments.tasks.batches import IGNORE
+from experiments.training.task_adapters import TaskAdapter, adapter_for
 
 # the model's keyword inputs, as ``Seq2SeqModule._io`` passes them
 INPUT_KEYS = ("src", "tgt_in")

@@ -1,4 +1,4 @@
-"""An ensemble's folders belong to one computation, as a single run's folder does (experiments/run_folder.py).
+"""An ensemble's folders belong to one computation, as a single run's folder does (experiments/training/folder.py).
 
 An ensemble writes its members' folders (``seed=<s>/``, or the sweep jobs' own under hydra/launcher=ensemble)
 and one shared folder (``ensemble/``) whose checkpoint continues every member. Before any work:
@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig
 
-from experiments.run_folder import (
+from experiments.training.folder import (
     CHECKPOINT,
     Claim,
     Held,
@@ -103,10 +103,10 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
     """What ``claim_ensemble`` would refuse for ``ensemble.seeds=N`` in ``run_dir``, checked without touching
     the folder: the preflight runs it before Hydra writes the new run's ``.hydra/`` into it. Its memory is
     checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
+    from experiments.ensemble.members import SHARED, member_config, member_dirs, member_seeds
     from experiments.ensemble.memory import check_memory
-    from experiments.ensemble.run import SHARED, member_config, member_dirs, member_seeds
-    from experiments.run_lock import check_free
-    from experiments.single_run import resolved
+    from experiments.training.lock import check_free
+    from experiments.training.single_run import resolved
 
     seeds = member_seeds(cfg)
     if len(seeds) > 1:
@@ -124,7 +124,7 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
 def _changed(shared: Path, members, where: Path, held, problems, sweep_cell: bool) -> EnsembleClaim:
     if not sweep_cell:
         raise refusal(where, held, problems)
-    from experiments.run_folder import describe_changes
+    from experiments.training.folder import describe_changes
 
     _move_shared(shared, describe_changes(problems))
     moved = {d: Claim(moved_to=_move_member(d, shared), changed=problems) for d, _ in members if d.is_dir()}

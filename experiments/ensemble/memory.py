@@ -26,7 +26,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from experiments.errors import ConfigError
+from experiments.config.errors import ConfigError
 
 log = logging.getLogger("attnlab")
 
@@ -77,8 +77,8 @@ def estimate(cfg: DictConfig, members: int) -> MemoryEstimate:
     """The memory ``members`` batched members of ``cfg`` need: from the model spec and the task's lengths."""
     import torch
 
-    from experiments.build import build_datamodule, model_spec
-    from experiments.model import Transformer
+    from experiments.model.transformer import Transformer
+    from experiments.training.build import build_datamodule, model_spec
 
     with tempfile.TemporaryDirectory() as scratch:  # a task with a download cache writes nothing in the run
         datamodule = build_datamodule(cfg, Path(scratch))  # its constructor: sizes and lengths, no examples
@@ -116,7 +116,7 @@ def estimate(cfg: DictConfig, members: int) -> MemoryEstimate:
 
 def available(cfg: DictConfig) -> tuple[int, str]:
     """(bytes, what they are) the ensemble may use: the CUDA device's free memory, else the RAM available."""
-    from experiments.build import trains_on_cuda
+    from experiments.training.build import trains_on_cuda
 
     if trains_on_cuda(cfg):
         import torch

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import stack_module_state, vmap
 
-from experiments.module import Seq2SeqModule, adamw_with_schedule
+from experiments.training.module import Seq2SeqModule, adamw_with_schedule
 
 log = logging.getLogger("attnlab")
 

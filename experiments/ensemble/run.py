@@ -29,10 +29,10 @@ import torch
 from omegaconf import DictConfig, open_dict
 
 from experiments.ensemble.capability import ensemble_problem
-from experiments.result import environment, now_iso, write_json_atomic
+from experiments.ensemble.members import SHARED, member_config, member_dirs, member_overrides, member_seeds
+from experiments.record.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
-SHARED = "ensemble"
 # lightning.Trainer's keywords besides max_steps that stop a fit, honoured by the ensemble's own Trainer
 STOP_KEYS = ("max_epochs", "min_epochs", "min_steps", "max_time", "fast_dev_run")
 
@@ -46,39 +46,6 @@ class Member:
     result: dict[str, Any]
     flat: dict[str, Any] = field(default_factory=dict)
     parts: Any = None
-
-
-def member_seeds(cfg: DictConfig) -> list[int]:
-    """The members' seeds: those hydra/launcher=ensemble grouped, else ``seed .. seed+N-1``."""
-    listed = cfg.ensemble.get("member_seeds")
-    if listed is not None:
-        return [int(s) for s in listed]
-    return [int(cfg.seed) + i for i in range(int(cfg.ensemble.seeds))]
-
-
-def member_dirs(cfg: DictConfig, run_dir: Path, seeds: list[int]) -> list[Path]:
-    """Each member's folder: the sweep job's own (hydra/launcher=ensemble), else ``seed=<s>/`` under the run."""
-    listed = cfg.ensemble.get("member_dirs")
-    if listed is not None:
-        return [Path(str(d)) for d in listed]
-    return [run_dir / f"seed={s}" for s in seeds]
-
-
-def member_overrides(overrides: list[str], seed: int) -> list[str]:
-    """The command line of the separate run this member stands for."""
-    kept = []
-    for o in overrides:
-        key = o.lstrip("+~").split("=")[0]
-        if key != "seed" and not key.startswith("ensemble."):
-            kept.append(o)
-    return [*kept, f"seed={seed}"]
-
-
-def member_config(cfg: DictConfig, seed: int) -> DictConfig:
-    member = copy.deepcopy(cfg)
-    with open_dict(member):
-        member.seed = seed
-    return member
 
 
 def without_wandb(cfg: DictConfig) -> DictConfig:
@@ -102,11 +69,11 @@ def train_ensemble(
     """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order.
 
     As a single run (experiments/single_run.train): one process writes the ensemble at a time (the lock of
-    its shared folder, experiments/run_lock.py), and its folders are resumed only by the same computation
+    its shared folder, experiments/training/lock.py), and its folders are resumed only by the same computation
     (experiments/ensemble/folder.py): another one raises ``RunFolderError`` before any work, or, as a
     ``sweep_cell``, trains afresh with the old files moved aside.
     """
-    from experiments.run_lock import one_writer
+    from experiments.training.lock import one_writer
 
     try:
         with one_writer(run_dir / SHARED):
@@ -119,11 +86,17 @@ def train_ensemble(
 def _train_ensemble(
     cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any], sweep_cell: bool
 ) -> list[dict[str, Any]]:
+    from experiments.app.quiet import quiet_library_warnings
+    from experiments.config.roles import expand_roles
     from experiments.ensemble.folder import claim_ensemble
     from experiments.ensemble.memory import check_memory
-    from experiments.quiet import quiet_library_warnings
-    from experiments.roles import expand_roles
-    from experiments.single_run import completed_result, new_result, quiet_lightning_handlers, resolved, run_identity
+    from experiments.training.single_run import (
+        completed_result,
+        new_result,
+        quiet_lightning_handlers,
+        resolved,
+        run_identity,
+    )
 
     began = time.perf_counter()
     quiet_library_warnings()
@@ -172,10 +145,10 @@ def _train_ensemble(
 def _train_members(
     cfg: DictConfig, run_dir: Path, todo: list[Member], began: float, callbacks: list[Any], resume_from: str | None
 ) -> list[dict[str, Any]]:
-    from experiments import build
-    from experiments.result import variant_references
-    from experiments.roles import used_variants
-    from experiments.unused import record_unused
+    from experiments.config.roles import used_variants
+    from experiments.config.unused import record_unused
+    from experiments.record.result import variant_references
+    from experiments.training import build
 
     try:
         for m in todo:
@@ -211,14 +184,14 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from experiments import run_folder
-    from experiments.callbacks import FailAtStep, PlainProgress, StepTimer
-    from experiments.checkpointing import AtomicCheckpointIO
     from experiments.ensemble.data import MemberBatches
     from experiments.ensemble.module import EnsembleModule
     from experiments.ensemble.validation import MemberValidation, validation_interval
-    from experiments.loggers import csv_logger
-    from experiments.run_clock import RunClock
+    from experiments.record.loggers import csv_logger
+    from experiments.training import folder as run_folder
+    from experiments.training.callbacks import FailAtStep, PlainProgress, StepTimer
+    from experiments.training.checkpointing import AtomicCheckpointIO
+    from experiments.training.clock import RunClock
 
     t = cfg.trainer
     seeds = [m.seed for m in todo]
@@ -305,14 +278,14 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 def _evaluate_member(
     m: Member, ensemble, index: int, fit_trainer, train_seconds: float, shared_seconds: float, record
 ) -> dict[str, Any]:
-    """Member ``index`` evaluated by its own run (as ``experiments.train.train`` evaluates a separate run).
+    """Member ``index`` evaluated by its own run (as ``experiments.app.train.train`` evaluates a separate run).
 
     ``record`` (``validation.MemberRecord``) holds what its validations during training found: their
     history, logged here at a separate run's steps; its last one, which is the final validation when
     it saw the final weights; and its best weights, tested under ``eval.checkpoint=best``.
     """
-    from experiments import build, stops
-    from experiments.single_run import evaluate
+    from experiments.training import build, stops
+    from experiments.training.single_run import evaluate
 
     began = time.perf_counter()
     result, n = m.result, ensemble.members
@@ -414,7 +387,7 @@ def _log_history(
 def _finish(
     m: Member, update: dict[str, Any], began: float, trainer=None, shared_seconds: float = 0.0, wandb=None
 ) -> dict[str, Any]:
-    from experiments import build
+    from experiments.training import build
 
     result = m.result
     result.update(update)
@@ -429,7 +402,7 @@ def _finish(
 
 def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
     """The fallback: each member trained as its own run, one after another, with a note why."""
-    from experiments.single_run import train
+    from experiments.training.single_run import train
 
     log.warning("ensemble.seeds: %s; training the %d seeds one after another", problem, len(todo))
     out = []
@@ -443,9 +416,9 @@ def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
 
 def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
     """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
-    from experiments.checks import ConfigError, check_ensemble
-    from experiments.errors import user_error_types
-    from experiments.single_run import BAD_OBJECTIVE, objective
+    from experiments.config.checks import ConfigError, check_ensemble
+    from experiments.config.errors import user_error_types
+    from experiments.training.single_run import BAD_OBJECTIVE, objective
 
     try:
         check_ensemble(cfg)  # also in the preflight; here for a caller that skips it

@@ -54,7 +54,7 @@ class MemberValidation(L.Callback):
         self.records = [MemberRecord() for _ in parts]
         self.stoppers = [[c for c in p.trainer.callbacks if isinstance(c, EarlyStopping)] for p in parts]
         self.keepers = [[c for c in p.trainer.callbacks if isinstance(c, ModelCheckpoint) and c.monitor] for p in parts]
-        from experiments.callbacks import PlainProgress
+        from experiments.training.callbacks import PlainProgress
 
         # The member trainers only validate from here on, once set up for it: no loggers (the member's
         # evaluation logs this history, at these steps, with the rest) and no progress line (it would
@@ -73,7 +73,7 @@ class MemberValidation(L.Callback):
             trainer.should_stop = True
 
     def validate(self, ensemble: Any, index: int, step: int) -> dict[str, float]:
-        from experiments.build import scalar_metrics
+        from experiments.training.build import scalar_metrics
 
         parts, record = self.parts[index], self.records[index]
         ensemble.load_member_into(parts.module.model, index)
@@ -124,7 +124,7 @@ class MemberValidation(L.Callback):
             step=step, **{k.replace("/", "_"): v for k, v in metrics.items()}
         )
         path = folder / f"{name}.ckpt"
-        from experiments.files import atomic_write
+        from experiments.record.files import atomic_write
 
         # what trainer.validate/test(ckpt_path=...) reads: the module's state dict and Lightning's version
         module = self.parts[index].module  # holds the member's weights of this step (validate loaded them)

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from experiments.batches import REPEATED
+from experiments.tasks.batches import REPEATED
 
 # (epoch, batches consumed since training began), or None outside a trainer
 Position = Callable[[], "tuple[int, int] | None"]

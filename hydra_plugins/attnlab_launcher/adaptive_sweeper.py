@@ -6,7 +6,7 @@
 The grid is the basic sweeper's (``hydra.sweeper.params`` and the command line's sweeps); its
 ``seed=`` values, when swept, are the first round, else ``first_round`` seeds 0, 1, .... After
 each round the claims (the config's ``claims:``, or ``claims_file``) are decided by their
-anytime-valid confidence sequences (experiments/adaptive.py); the cells of undecided claims get
+anytime-valid confidence sequences (experiments/sweep/adaptive.py); the cells of undecided claims get
 ``step`` more seeds, as one ensemble per cell under ``hydra/launcher=ensemble``, until every claim
 is decided or ``budget`` seeds per cell are spent. Rounds are recorded in
 ``<sweep dir>/adaptive.json``: the same command resumes a killed sweep at its last round.
@@ -79,7 +79,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
 
     def _cells(self, grid: List[List[str]]) -> list:
         from common.flatten import flatten
-        from experiments.adaptive import Cell
+        from experiments.sweep.adaptive import Cell
 
         assert self.hydra_context is not None and self.config is not None
         cells = []
@@ -93,7 +93,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
 
     def sweep(self, arguments: List[str]) -> Any:
         from common.claims import ClaimError
-        from experiments import adaptive
+        from experiments.sweep import adaptive
 
         assert self.config is not None and self.launcher is not None
         try:
@@ -115,7 +115,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
         return self._rounds(state, sweep_dir, plan, claims, cells, sides)
 
     def _rounds(self, state: dict, sweep_dir: Path, plan, claims: list, cells: list, sides: list) -> list:
-        from experiments import adaptive
+        from experiments.sweep import adaptive
 
         assert self.launcher is not None
         returns = []
@@ -194,7 +194,7 @@ def _results(folders: Dict[int, str]) -> Dict[int, dict]:
 
 
 def _decide(plan, claims: list, sides: list, folders: Dict[str, Dict[int, str]]) -> list:
-    from experiments import adaptive
+    from experiments.sweep import adaptive
 
     out = []
     for claim, (a, b) in zip(claims, sides):

@@ -110,7 +110,7 @@ def member_returns(ret: JobReturn, group: list[Job]) -> list[JobReturn]:
 
 
 def member_objective(job: Job) -> float:
-    from experiments.single_run import BAD_OBJECTIVE, objective
+    from experiments.training.single_run import BAD_OBJECTIVE, objective
 
     try:
         result = json.loads((Path(job.folder) / "result.json").read_text())

@@ -1,7 +1,7 @@
 """attnlab's SLURM launcher: Hydra's submitit launcher, checked, quiet, and robust to lost jobs.
 
 It lives here because Hydra instantiates launchers only from the ``hydra_plugins`` package;
-the pieces it uses, and what they change, are in ``experiments/slurm.py``.
+the pieces it uses, and what they change, are in ``experiments/sweep/slurm.py``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as HydraSlurmLauncher
 except ImportError:
     # attnlab[slurm] is not installed: this module then defines no launcher (Hydra's plugin scan
-    # stays quiet) and hydra/launcher=slurm is refused in one line (experiments/extras.py)
+    # stays quiet) and hydra/launcher=slurm is refused in one line (experiments/config/extras.py)
     BaseQueueConf = HydraSlurmLauncher = object
 from omegaconf import OmegaConf
 
-from experiments.slurm import LOST, install_quiet_watcher
+from experiments.sweep.slurm import LOST, install_quiet_watcher
 
 log = logging.getLogger("attnlab")
 
@@ -95,6 +95,6 @@ class SlurmLauncher(HydraSlurmLauncher):
             log.error(
                 "cell %s: SLURM job %s ended (%s) without a result; see %s", cell, job.job_id, state, job.paths.stdout
             )
-            from experiments.train import BAD_OBJECTIVE
+            from experiments.training.single_run import BAD_OBJECTIVE
 
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=BAD_OBJECTIVE)

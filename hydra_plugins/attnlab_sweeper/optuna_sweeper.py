@@ -10,7 +10,7 @@ attnlab runs, on current Optuna (>= 4).
   loads it: finished trials count against ``n_trials`` and are not run again; a trial a killed sweep left
   running is failed as interrupted and run again with the same parameters.
 - Trials run through the configured launcher, ``n_jobs`` at a time.
-- Each trial's job reports ``pruning_metric`` after every validation to its trial (experiments/pruning.py),
+- Each trial's job reports ``pruning_metric`` after every validation to its trial (experiments/sweep/pruning.py),
   through the storage; the pruner (``hydra/sweeper/pruner=median``) stops it, and the trial is PRUNED in
   Optuna and ``status: pruned`` with its step in result.json.
 - A failed or diverged run is a FAIL trial, not a score; the study's best is over completed trials.
@@ -70,7 +70,7 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
-        from experiments.optuna_study import StudyError
+        from experiments.sweep.optuna_study import StudyError
 
         try:
             study, space, fixed = self._open(arguments)
@@ -81,7 +81,7 @@ class OptunaSweeper(Sweeper):
 
     # -- the study -----------------------------------------------------------------------------------
     def _open(self, arguments: list[str]) -> tuple[Any, dict[str, Any], list[str]]:
-        from experiments import optuna_study as s
+        from experiments.sweep import optuna_study as s
 
         space, fixed = s.search_space(self.params, arguments)
         self._prepare(space)
@@ -94,7 +94,7 @@ class OptunaSweeper(Sweeper):
         """Check the study before any trial (one line each) and settle its sampler, budget and storage."""
         import optuna
 
-        from experiments import optuna_study as s
+        from experiments.sweep import optuna_study as s
 
         assert self.config is not None
         if self.direction not in ("minimize", "maximize"):
@@ -114,7 +114,7 @@ class OptunaSweeper(Sweeper):
         """The study of that name in the storage, created or loaded (a resumed sweep)."""
         import optuna
 
-        from experiments import optuna_study as s
+        from experiments.sweep import optuna_study as s
 
         study = optuna.create_study(
             study_name=name, storage=s.open_storage(self.spec), direction=self.direction, load_if_exists=True
@@ -136,7 +136,7 @@ class OptunaSweeper(Sweeper):
         seed of ``seeds`` (its value: the mean over them), or once at the config's seed when None."""
         import optuna
 
-        from experiments import optuna_study as s
+        from experiments.sweep import optuna_study as s
 
         retried = s.recover_interrupted(study)
         done = s.finished(study)
@@ -211,8 +211,8 @@ class OptunaSweeper(Sweeper):
         sweep folder."""
         from optuna.trial import TrialState
 
-        from experiments.optuna_study import INTERRUPTED_ATTR
-        from experiments.result import write_json_atomic
+        from experiments.record.result import write_json_atomic
+        from experiments.sweep.optuna_study import INTERRUPTED_ATTR
 
         assert self.config is not None
         sweep_dir = Path(str(self.config.hydra.sweep.dir))

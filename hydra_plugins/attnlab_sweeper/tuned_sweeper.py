@@ -49,9 +49,9 @@ class TunedSweeper(OptunaSweeper):
         self.compare_direction = compare_direction
 
     def sweep(self, arguments: list[str]) -> Any:
-        from experiments import optuna_study as s
-        from experiments import tuned_study as t
-        from experiments.checks import logged_metrics
+        from experiments.config.metric_names import logged_metrics
+        from experiments.sweep import optuna_study as s
+        from experiments.sweep import tuned_study as t
 
         assert self.config is not None
         try:
@@ -105,7 +105,7 @@ class TunedSweeper(OptunaSweeper):
         log.info("tuned: %d cells tuned; training %d final runs on seeds %s", len(cells), len(finals), final)
         self.launcher.launch(finals, initial_job_idx=self.job_idx)
         record["seconds_this_sweep"] = time.perf_counter() - began
-        from experiments.result import write_json_atomic
+        from experiments.record.result import write_json_atomic
 
         write_json_atomic(Path(str(self.config.hydra.sweep.dir)) / "tuned.json", record)
         return record
@@ -113,8 +113,8 @@ class TunedSweeper(OptunaSweeper):
     def _cell_record(self, study: Any, cell: list[str]) -> dict[str, Any]:
         from optuna.trial import TrialState
 
-        from experiments.optuna_study import INTERRUPTED_ATTR
-        from experiments.tuned_study import cell_label
+        from experiments.sweep.optuna_study import INTERRUPTED_ATTR
+        from experiments.sweep.tuned_study import cell_label
 
         trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(INTERRUPTED_ATTR)]
         complete = [t for t in trials if t.state == TrialState.COMPLETE]

@@ -7,7 +7,7 @@ The forward weights are always one-hot. Training differs by ``estimator``:
 - ``reinforce``: sample a key from the softmax; no gradient flows through the
   choice, and ``log_probs`` holds log p(choice) (and ``entropy`` the entropy of
   the softmax) for a score-function loss that the training loop adds (see
-  ``reinforce_terms`` and ``experiments/reinforce.py``). With ``expected_mix``
+  ``reinforce_terms`` and ``experiments/model/reinforce.py``). With ``expected_mix``
   = p, each training example reads the expected context (the softmax weights)
   instead of a sample with probability p, as Xu et al. 2015 do with p = 0.5; its
   queries then carry no score-function term.

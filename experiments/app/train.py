@@ -1,0 +1,185 @@
+"""``python -m experiments.train``: one run, one result.json.
+
+Compose the config, check it, seed, build the task and the model, fit, test,
+write ``result.json`` into the run's output directory. A run always leaves a
+result: ``completed``, ``diverged`` (NaN/inf loss) or ``failed`` (with the error).
+This module is the command line; the run itself is ``experiments.training.single_run.train``.
+
+    python -m experiments.train task=reverse attention=local position=relative seed=1 trainer.max_steps=300
+    python -m experiments.train -m experiment=quick
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from experiments.config.errors import user_error_types
+from experiments.config.schema import register_configs
+from experiments.record.files import OutputError
+from experiments.record.result import read_result
+from experiments.sweep.gpu_share import shared_gpu
+from experiments.sweep.grid import set_threads, threads_per_process
+
+# the run of one configuration, and what the entry reports of it
+from experiments.training.single_run import (
+    BAD_OBJECTIVE,
+    RESULT,
+    is_rank_zero,
+    objective,
+    resume_command,
+    train,
+    train_in_child,
+)
+
+log = logging.getLogger("attnlab")
+
+
+def runs_ranks_by_rerunning(trainer: DictConfig) -> bool:
+    """Whether Lightning would start DDP ranks > 0 by re-running this command line."""
+    from experiments.training.build import cluster_starts_ranks
+
+    strategy = str(trainer.strategy)
+    return "ddp" in strategy and not any(m in strategy for m in ("spawn", "fork")) and not cluster_starts_ranks()
+
+
+@hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
+def hydra_entry(cfg: DictConfig) -> float:
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    overrides = list(hc.overrides.task)
+    multirun = hc.mode == RunMode.MULTIRUN
+    threads = threads_per_process(hc.launcher, cfg.trainer, cfg.num_threads)
+    # the seeds of this cell batched in this process (experiments/ensemble), by ensemble.seeds=N or
+    # by hydra/launcher=ensemble, which sets the members' seeds and folders
+    if cfg.ensemble.seeds != 1 or cfg.ensemble.member_seeds is not None or cfg.ensemble.member_dirs is not None:
+        from experiments.ensemble import ensemble_entry
+
+        set_threads(threads)
+        try:
+            return ensemble_entry(cfg, run_dir, overrides, multirun)
+        except (KeyboardInterrupt, SystemExit) as err:
+            from experiments.ensemble.members import member_dirs, member_seeds
+            from experiments.training.stops import exit_code
+
+            if exit_code(err) is not None:  # not ensemble_entry's own exit after its one line
+                # the members share one fit: the first member's result says where it stopped
+                stopped_by_signal(err, run_dir, multirun, member_dirs(cfg, run_dir, member_seeds(cfg))[0])
+            raise
+    if multirun and runs_ranks_by_rerunning(cfg.trainer):
+        result = train_in_child(cfg, run_dir, overrides, threads)
+    else:
+        set_threads(threads)
+        try:
+            with shared_gpu(cfg, hc, multirun):  # jobs_per_gpu > 1: this job's GPU slot
+                result = train(cfg, run_dir, overrides, sweep_cell=multirun)
+        except OutputError as err:  # run_state.json could not be written: nothing has started
+            print(f"attnlab: {err}", file=sys.stderr)
+            if multirun:
+                return BAD_OBJECTIVE
+            sys.exit(1)
+        except user_error_types() as err:  # the folder is another process's, or holds another computation
+            print(f"attnlab: {err}", file=sys.stderr)
+            if multirun:
+                return BAD_OBJECTIVE
+            sys.exit(2)
+        except (KeyboardInterrupt, SystemExit) as err:
+            stopped_by_signal(err, run_dir, multirun)
+            raise
+    if not is_rank_zero():
+        # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
+        # Lightning's watchdog kill rank 0 before it writes the result.
+        return objective(result, cfg.objective)
+    status = result["status"]
+    if status not in ("completed", "pruned") or result.get("result_unwritten"):  # pruned: the study's own stop
+        if result.get("result_unwritten"):
+            message = f"{status}, but the result could not be written: {result['result_unwritten']}"
+            if result.get("error"):
+                message = f"{status}: {result['error']}; the result could not be written either"
+        else:
+            message = f"{status}: {result.get('error')}  (result: {run_dir / RESULT})"
+        if (
+            status == "failed"
+            and not result.get("user_error")
+            and cfg.resume
+            and (run_dir / "checkpoints" / "last.ckpt").exists()
+        ):
+            message += f"; resume: {resume_command(run_dir, multirun)}"
+        print(f"attnlab: {message}", file=sys.stderr)
+        if not multirun:
+            # One line for the user; the traceback, if any, is in error.log beside the result.
+            sys.exit(2 if result.get("user_error") else 1)
+    elif multirun:
+        log.info("result: %s", run_dir / RESULT)
+    else:
+        from experiments.app.summary import print_summary
+
+        log.info("result: %s", run_dir / RESULT)
+        print_summary(result, run_dir)
+    return objective(result, cfg.objective)
+
+
+def stopped_by_signal(err: BaseException, run_dir: Path, multirun: bool, result_dir: Path | None = None) -> None:
+    """The run was told to stop: one line (where it stopped, what is kept, how to go on); then, for
+    Ctrl-C or SIGTERM, exit 130 or 143, the shell's codes for those signals, for the whole sweep too
+    (a sweep's summary first). Any other exit goes on as it was raised."""
+    from experiments.training.stops import exit_code
+
+    if is_rank_zero():
+        said = (read_result((result_dir or run_dir) / RESULT) or {}).get("error") or "interrupted"
+        print(f"attnlab: {said}; resume: {resume_command(run_dir, multirun)}", file=sys.stderr)
+    code = exit_code(err)
+    if code is None:
+        return
+    if multirun:
+        from experiments.sweep.grid import summarise_interrupted_sweep
+
+        summarise_interrupted_sweep()  # Hydra's on_multirun_end never runs after an exception
+    sys.exit(code)
+
+
+def version() -> str:
+    """attnlab's version: the installed distribution's, else pyproject.toml's (a source checkout)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("attnlab")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
+def main() -> None:
+    if "--version" in sys.argv[1:]:
+        # Hydra's own --version names Hydra's version
+        print(f"attnlab {version()} (hydra-core {__import__('hydra').__version__})")
+        sys.exit(0)
+    register_configs()
+    os.environ.setdefault("WANDB_SILENT", "true")
+    from experiments.app.preflight import PreflightError, preflight
+    from experiments.sweep.grid import exit_code_for_last_multirun
+
+    if os.environ.get("LOCAL_RANK") in (None, "0"):  # DDP ranks > 0 re-run an already checked command
+        try:
+            preflight(sys.argv[1:])
+        except ValueError as err:
+            # PreflightError first: a typo is reported before Lightning is imported.
+            if not isinstance(err, PreflightError) and not isinstance(err, user_error_types()):
+                raise
+            print(f"attnlab: {err}", file=sys.stderr)
+            sys.exit(2)
+    hydra_entry()
+    sys.exit(exit_code_for_last_multirun())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The Transformer from registry names (plain torch), REINFORCE, attention statistics, compiling."""

@@ -1,0 +1,1 @@
+"""What a run leaves: result.json, files written atomically, loggers, the W&B run and its tables."""

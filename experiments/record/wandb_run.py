@@ -1,0 +1,82 @@
+"""How a run shows in W&B: its job type, its cell and factors in the config, its files as artifacts.
+
+- ``job_type``: ``train`` for a single run, ``sweep_cell`` for a cell of a ``-m`` grid (Optuna
+  trials included), ``study`` for a cell of a sweep that states claims (conf/experiment/study/);
+  ``logger.wandb.job_type`` overrides it.
+- config ``attnlab/cell``: the cell id the report gives this configuration (common.cell_identity: the
+  config minus the seed and what does not change the computation), so runs group by cell in W&B;
+  ``attnlab/factors``: the overrides that made this run, as {key: value}.
+- artifacts: result.json always; checkpoints/last.ckpt when ``logger.wandb.log_checkpoint=true``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Iterable
+
+from omegaconf import DictConfig
+
+log = logging.getLogger("attnlab")
+
+
+def job_type(cfg: DictConfig) -> str:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    chosen = (cfg.get("logger") or {}).get("wandb", {}).get("job_type")
+    if chosen:
+        return str(chosen)
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    if not multirun:
+        return "train"
+    return "study" if cfg.get("claims") else "sweep_cell"
+
+
+def factors(overrides: list[str]) -> dict[str, str]:
+    """``["attention=local", "seed=1"]`` -> {"attention": "local", "seed": "1"} (+/~ prefixes dropped)."""
+    out = {}
+    for line in overrides:
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("hydra"):
+            out[key.lstrip("+~")] = value
+    return out
+
+
+def cell(flat_config: dict[str, Any], result_fields: dict[str, Any]) -> str:
+    """The report's cell id of this configuration (common.cell_identity.identity on this run's config)."""
+    from common.cell_identity import cell_id, identity
+
+    row = {f"config.{k}": v for k, v in flat_config.items()}
+    row.update({k: result_fields.get(k) for k in ("task", "attention", "position")})
+    return cell_id(identity(row))
+
+
+def run_config(
+    cfg: DictConfig, flat_config: dict[str, Any], overrides: list[str], unused: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The W&B config: the flattened config, the cell id and the factors. ``unused``: the model's settings it
+    did not build (``Transformer.unused_settings``), which the cell id, as the report's, leaves out."""
+    from experiments.config.unused import record_unused
+
+    names = {"task": cfg.task.name, "attention": cfg.attention.name, "position": cfg.position.name}
+    computed: dict[str, Any] = {"config": flat_config}
+    record_unused(computed, unused)  # nulls the unused keys in a copy of the config
+    return {**flat_config, "attnlab/cell": cell(computed["config"], names), "attnlab/factors": factors(overrides)}
+
+
+def log_artifacts(run: Any, result: dict[str, Any], run_dir: Path, *, checkpoint: bool) -> None:
+    """result.json (and the final checkpoint when asked) as artifacts of the run."""
+    import wandb
+
+    files = [("result", "result", run_dir / "result.json")]
+    if checkpoint:
+        files.append(("model", "checkpoint", run_dir / "checkpoints" / "last.ckpt"))
+    for kind, name, path in files:
+        if not path.is_file():
+            continue
+        artifact = wandb.Artifact(
+            f"{name}-{result['run_id']}", type=kind, metadata={"status": result["status"], "sweep": result.get("sweep")}
+        )
+        artifact.add_file(str(path))
+        run.log_artifact(artifact)

@@ -1,0 +1,1 @@
+"""One run: assembly, the LightningModule, task adapters, Lightning parts, callbacks, run folders."""

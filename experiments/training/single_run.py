@@ -1,0 +1,364 @@
+"""One configuration trained as one run, and the record of a run that the members of an ensemble
+(``experiments.ensemble``) share: its identity across resumes, its config and hash, the result that says
+``failed`` until the run proves otherwise, and what it reports to a sweeper. ``python -m experiments.train``
+is the command line around it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from hydra.utils import get_original_cwd
+from omegaconf import DictConfig, OmegaConf
+
+from common.stops import describe as describe_stop
+from experiments.app.quiet import quiet_library_warnings, quiet_lightning_info
+from experiments.config.roles import expand_roles, role_labels, used_variants
+from experiments.config.unused import record_unused
+from experiments.record.files import OutputError, check_free_space
+from experiments.record.result import (
+    SCHEMA,
+    command_line,
+    config_hash,
+    environment,
+    flatten,
+    now_iso,
+    read_result,
+    variant_references,
+    write_json_atomic,
+)
+from experiments.training import stops
+
+log = logging.getLogger("attnlab")
+RESULT = "result.json"
+BAD_OBJECTIVE = 1e9  # what a failed or diverged trial reports to a hyperparameter search
+
+
+def is_rank_zero() -> bool:
+    """Whether this process is global rank 0, before a Trainer exists to say so."""
+    env = os.environ
+    if "RANK" in env:  # torchrun
+        return int(env["RANK"]) == 0
+    if int(env.get("LOCAL_RANK", 0)) or int(env.get("NODE_RANK", 0)):  # Lightning's ranks > 0
+        return False
+    if int(env.get("SLURM_NTASKS", 1)) > 1:  # one SLURM task per device
+        return int(env.get("SLURM_PROCID", 0)) == 0
+    return True
+
+
+def run_identity(run_dir: Path, cfg_hash: str) -> str:
+    """Keep the run id of an interrupted run in the same folder, so W&B resumes the same run."""
+    previous = read_result(run_dir / RESULT) or {}
+    state = read_result(run_dir / "run_state.json") or {}
+    for source in (state, previous):
+        if source.get("config_hash") == cfg_hash and source.get("run_id"):
+            return source["run_id"]
+    run_id = uuid.uuid4().hex[:12]
+    if is_rank_zero():
+        write_json_atomic(run_dir / "run_state.json", {"run_id": run_id, "config_hash": cfg_hash})
+    return run_id
+
+
+def quiet_lightning_handlers() -> None:
+    """Lightning adds its own console handler; under Hydra the root handlers already print and
+    write ``train.log``, so keep one copy of each line."""
+    root = logging.getLogger()
+    if root.handlers:
+        for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+            logging.getLogger(name).handlers.clear()
+        # a profiler's report is what the user asked for (+trainer.profiler=simple): it goes where the
+        # run's lines go, although Lightning's own logger, without its handler, no longer prints
+        profilers = logging.getLogger("lightning.pytorch.profilers")
+        profilers.handlers[:] = root.handlers
+        profilers.propagate = False
+    quiet_lightning_info()
+
+
+def resolved(cfg: DictConfig) -> tuple[dict[str, Any], str]:
+    """The flattened, resolved config and its hash."""
+    flat = flatten(OmegaConf.to_container(cfg, resolve=True))
+    return flat, config_hash(flat)
+
+
+def completed_result(cfg: DictConfig, run_dir: Path, cfg_hash: str) -> dict[str, Any] | None:
+    """The result of this folder when it already completed with the same config (and resume is on)."""
+    done = read_result(run_dir / RESULT)
+    if cfg.resume == "auto" and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
+        log.info("already completed with the same config (%s); skipping", run_dir / RESULT)
+        done["skipped"] = True
+        return done
+    return None
+
+
+def new_result(
+    cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[str, Any], cfg_hash: str, run_id: str
+) -> dict[str, Any]:
+    """A result that says ``failed`` until the run proves otherwise."""
+    return {
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "sweep": cfg.name,
+        "status": "failed",
+        "error": None,
+        "task": cfg.task.name,
+        "attention": cfg.attention.name,
+        "position": cfg.position.name,
+        "seed": cfg.seed,
+        "arch": cfg.model.arch,
+        "overrides": overrides,
+        "config": flat,
+        "config_hash": cfg_hash,
+        "metrics": {},
+        "by_length": {},
+        "cost": {},
+        "env": {},
+        "started_at": now_iso(),
+        "finished_at": None,
+        "command": command_line(),
+        "train_lengths": None,
+        "run_dir": str(run_dir),
+        # the variant of each role that has its own, e.g. "local(mode=predictive,window=4)";
+        # null where the role uses ``attention``
+        **role_labels(cfg),
+    }
+
+
+def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
+    """What a sweeper optimises; a failed or diverged run reports a bad value instead of raising."""
+    value = result.get("metrics", {}).get(metric)
+    if result.get("status") != "completed" or value is None:
+        return BAD_OBJECTIVE
+    return float(value)
+
+
+def train(cfg: DictConfig, run_dir: Path, overrides: list[str], *, sweep_cell: bool = False) -> dict[str, Any]:
+    """Run one configuration; returns the result dict (also written to ``run_dir/result.json``).
+
+    One process writes a folder at a time (experiments/training/lock.py), and the folder's checkpoint is
+    resumed only by the same computation (experiments/training/folder.py): another one is refused with a
+    ``RunFolderError`` before any work, or, as a ``sweep_cell``, trains afresh with the old files moved aside.
+    """
+    from experiments.training.lock import one_writer
+
+    with one_writer(run_dir, enabled=is_rank_zero()):  # DDP ranks > 0 write under their rank 0's lock
+        return _train(cfg, run_dir, overrides, sweep_cell)
+
+
+def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: bool) -> dict[str, Any]:
+    from experiments.record.loggers import keep_history, metrics_csv
+    from experiments.training import build, lightning_parts
+    from experiments.training import folder as run_folder
+    from experiments.training.checkpointing import checkpoint_bytes, checkpoint_step
+
+    began = time.perf_counter()
+    quiet_library_warnings()
+    quiet_lightning_handlers()
+    expand_roles(cfg)
+    flat, cfg_hash = resolved(cfg)
+    done = completed_result(cfg, run_dir, cfg_hash)
+    if done:
+        return done
+    claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=sweep_cell, rank_zero=is_rank_zero())
+    result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
+    if claim.record(run_dir):  # where a changed cell's (or resume=never's) old files went, and why
+        result["previous_run"] = claim.record(run_dir)
+    trainer = wandb = None
+    try:
+        parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat, overrides=overrides)
+        trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
+        result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
+        result["cost"]["params"] = parts.params
+        # The kernel each layer trains on where the run trains, and why where flex could not serve it.
+        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(cfg))
+        record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
+        result["references"] = variant_references(used_variants(cfg, result["unused"]))
+        resume_from = claim.resume_from  # only ever a checkpoint of this computation
+        # every checkpoint records the computation that wrote it, for the next run's comparison
+        trainer.callbacks.append(run_folder.record_callback(run_folder.run_record(flat, cfg_hash)))
+        if cfg.init_from is not None and not resume_from:  # resuming continues the warm-started run
+            from experiments.training.warm_start import warm_start
+
+            result["init_from"] = warm_start(module, cfg.init_from)
+            log.info("starting from the weights of %s (step %d)", cfg.init_from, result["init_from"]["step"])
+        elif cfg.init_from is not None:  # the warm start happened in the run's first segment
+            result["init_from"] = (read_result(run_dir / RESULT) or {}).get("init_from")
+        if not cfg.trainer.fast_dev_run and not resume_from:
+            # a disk too small for one checkpoint fails now, not at the first checkpoint
+            check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
+        if resume_from:
+            log.info("resuming from %s", resume_from)
+        if trainer.is_global_zero:
+            # metrics.csv keeps the rows before the checkpoint; W&B (the same run id) keeps what it logged
+            logged = keep_history(metrics_csv(run_dir), checkpoint_step(resume_from) if resume_from else 0)
+            if wandb is not None and resume_from:
+                wandb.logged_until = logged
+        from experiments.model.compiling import compile_seconds_so_far, compiled_since
+
+        compiled_before = compile_seconds_so_far() if cfg.model.compile else None
+        start = time.perf_counter()
+        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
+        train_seconds = time.perf_counter() - start
+        # the fit's compiling (forward, backward, the evaluation graphs), a part of train_seconds
+        compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
+        if trainer.interrupted:
+            raise KeyboardInterrupt("training was interrupted")
+        # the budget reached, or the limit that ended the fit first (max_time, early stopping, ...)
+        from experiments.sweep.pruning import pruned_step
+
+        pruned = pruned_step(trainer.callbacks)
+        result["stop"] = (
+            stops.record("pruned", pruned["step"], stops.budget(cfg))
+            if pruned is not None
+            else stops.stop_after_fit(trainer, stops.budget(cfg))
+        )
+        if result["stop"]["reason"] != stops.BUDGET:
+            log.info("%s", describe_stop(result["stop"]))
+        if pruned is not None:  # the study's pruner stopped it: no test, a pruned trial
+            result.update(status="pruned", pruned=pruned, error=f"pruned at step {pruned['step']}")
+            result["metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+            result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
+            build.release_ddp_ranks(trainer)
+            _finish(result, trainer, wandb, run_dir, began)
+            return result
+        tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
+        evaluate(cfg, result, parts, run_dir, tested, lambda: build.final_validation(trainer, module, datamodule))
+        result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
+        result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
+        if getattr(module, "flex_options", None):
+            result["kernel_options"] = module.flex_options  # chosen on the device at fit start
+    except BaseException as err:  # noqa: BLE001 - every ending is recorded
+        build.release_ddp_ranks(trainer)
+        result.update(build.describe_failure(err, trainer, run_dir))
+        if stops.signal_of(err) and trainer is not None:
+            result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(cfg))
+        if not isinstance(err, Exception):
+            _finish(result, trainer, wandb, run_dir, began)
+            raise
+    build.release_ddp_ranks(trainer)
+    _finish(result, trainer, wandb, run_dir, began)
+    return result
+
+
+def evaluate(
+    cfg: DictConfig,
+    result: dict[str, Any],
+    parts: Any,
+    run_dir: Path,
+    tested: str | None,
+    final_validation: Callable[[], dict[str, float]],
+) -> None:
+    """What every trained run records after training, into ``result``: the validation (of the best
+    weights ``tested``, else ``final_validation()``), the test, per-length metrics, attention
+    statistics and maps. A separate run and each ensemble member (``experiments.ensemble.run``) alike."""
+    from experiments.training import build, lightning_parts
+
+    trainer, module, datamodule = parts.trainer, parts.module, parts.datamodule
+    if tested is None:
+        val = final_validation()
+    else:
+        log.info("testing the best weights (eval.checkpoint=best): %s", tested)
+        result["tested_checkpoint"] = (
+            str(Path(tested).relative_to(run_dir)) if Path(tested).is_relative_to(run_dir) else tested
+        )
+        val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
+    test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
+    result["metrics"] = {**val, **test, **module.bleu_scores()}
+    result["by_length"] = module.length_metrics()
+    result["cost"]["test_seconds"] = module.test_seconds
+    if module.collect_attention_stats:
+        result["cost"]["attention_stats_seconds"] = module.stats_seconds
+        if trainer.is_global_zero:
+            result["attention_stats"] = build.save_attention_stats(module, run_dir)
+    if cfg.eval.attention_maps and trainer.is_global_zero:
+        maps_to_wandb = lightning_parts.wandb_setting(cfg, "log_attention_maps", True)
+        build.save_attention_maps(module, datamodule, run_dir, parts.wandb if maps_to_wandb else None)
+    result["status"] = "completed"
+
+
+def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads: int) -> dict[str, Any]:
+    """A DDP cell of a multirun, run as a single run of its own in the cell's folder.
+
+    Lightning starts ranks > 0 by re-running the command line, which in a multirun is
+    the whole sweep, and its watchdog kills the launching process when a rank dies.
+    A child single run gives the ranks a command that is this cell alone, and the sweep
+    outlives whatever happens to the cell.
+    """
+    expand_roles(cfg)
+    flat, cfg_hash = resolved(cfg)
+    done = completed_result(cfg, run_dir, cfg_hash)
+    if done:
+        return done
+    from experiments.training import folder as run_folder
+
+    # a changed cell's old files move aside here; the child then finds a folder of its own computation
+    claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=True)
+    quoted = str(run_dir).replace("'", "\\'")  # a quoted override value may hold "=" and ","
+    command = [
+        sys.executable,
+        "-m",
+        "experiments.train",
+        *overrides,
+        f"hydra.run.dir='{quoted}'",
+        "hydra.output_subdir=null",
+        f"num_threads={threads}",
+    ]
+    started = time.time()
+    log.info("DDP cell: running it as a single run in %s", run_dir)
+    code = subprocess.run(command, cwd=get_original_cwd(), check=False).returncode
+    result = read_result(run_dir / RESULT)
+    if result is None or (run_dir / RESULT).stat().st_mtime < started:
+        result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
+        result.update(
+            error=f"the DDP run exited with code {code} before writing its result",
+            finished_at=now_iso(),
+            env=environment("unknown"),
+        )
+        write_json_atomic(run_dir / RESULT, result)
+    if claim.record(run_dir):  # the sweep's summary lists the cell as retrained
+        result["previous_run"] = claim.record(run_dir)
+        write_json_atomic(run_dir / RESULT, result)
+    return result
+
+
+def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float) -> None:
+    from experiments.training import build
+
+    result["finished_at"] = now_iso()
+    result["cost"]["wall_seconds"] = time.perf_counter() - began
+    result["env"] = environment(build.device_name(trainer))
+    if trainer is not None and "steps" not in result["cost"]:
+        result["cost"]["steps"] = int(trainer.global_step)
+    rank_zero = trainer.is_global_zero if trainer is not None else is_rank_zero()
+    if rank_zero:
+        try:
+            write_json_atomic(run_dir / RESULT, result)
+        except OutputError as err:
+            result["result_unwritten"] = str(err)  # said once, by hydra_entry
+        build.close_wandb(wandb, result)
+
+
+def resume_command(run_dir: Path, multirun: bool) -> str:
+    """The command that resumes this run: a single run in its own folder (each new one gets a
+    new timestamped folder), a sweep as it was (its cells' folders are fixed)."""
+    # the folder now holds this run's own checkpoint, which the default (resume=auto) finds
+    args = [a for a in sys.argv[1:] if not a.startswith(("resume=", "ckpt_path="))]
+    if not multirun:
+        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={hydra_value(run_dir)}"]
+    return shlex.join(["python", "-m", "experiments.train", *args])  # quoted for the shell: it pastes
+
+
+def hydra_value(value: object) -> str:
+    """``value`` as an override's value that Hydra reads back unchanged: quoted when it holds a character
+    Hydra's grammar gives a meaning to (a space, ``,`` for a sweep, ``=``, brackets, ``$``, quotes)."""
+    text = str(value)
+    if re.fullmatch(r"[\w./:@+-]+", text):
+        return text
+    return "'" + text.replace("'", "\\'") + "'"
