@@ -1,6 +1,6 @@
 """``ensemble.seeds=N``: each member equals the separate run with its seed, and nothing mixes members.
 
-The reference of every comparison is an ordinary ``experiments.app.train.train`` run with the member's
+The reference of every comparison is an ordinary ``experiments.training.single_run.train`` run with the member's
 seed, never the ensemble's own numbers: dropout 0, CPU float32, within 1e-4.
 """
 
@@ -273,7 +273,7 @@ def test_the_equality_bench_reports_the_largest_difference_and_where(tmp_path: P
     tiny = [o for o in BASE if not o.startswith(("trainer.max_steps", "trainer.val_check_interval"))]
     row = compare("soft", ["attention=soft"], 4, 2, tmp_path / "equal", tiny)
     assert row["largest"] <= TOL and row["values"] > 4, row
-    import experiments.app.train as entry
+    import experiments.training.single_run as entry  # where the bench takes its separate runs' train from
 
     real = entry.train
 
