@@ -71,8 +71,9 @@ def claim_ensemble(
         return _changed(shared, members, *found, sweep_cell)
     if not ckpt.exists():
         return EnsembleClaim()
-    if checkpoint_seeds(ckpt) != seeds:
-        _move_shared(shared, f"it holds the ensemble of seeds {checkpoint_seeds(ckpt)}, not {seeds}")
+    held_seeds = checkpoint_seeds(ckpt)  # one read of a checkpoint that may be large
+    if held_seeds != seeds:
+        _move_shared(shared, f"it holds the ensemble of seeds {held_seeds}, not {seeds}")
         return EnsembleClaim()
     return EnsembleClaim(resume_from=str(ckpt))
 
