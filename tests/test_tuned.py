@@ -175,20 +175,12 @@ TUNED_PRESETS = ["study/vaswani_heads_tuned", "study/vaswani_heads_tuned_cpu"]
 
 
 def _preset_checks(cfg: Any, cli: list[str] = ()) -> dict[str, Any]:
-    """What the tuned sweeper checks before any trial (tuned_sweeper.TunedSweeper.sweep), on a composed preset."""
-    from experiments.config.metric_names import logged_metrics
-    from experiments.sweep.optuna_study import check_study, search_space
-    from experiments.sweep.tuned_study import grid_arguments
+    """The tuned sweeper's own checks before any trial (TunedSweeper.plan), on a composed preset."""
+    from hydra.utils import instantiate
 
-    sweeper = cfg.hydra.sweeper
-    declared = {str(k): v for k, v in sweeper.space.items() if v is not None}  # a null entry leaves, as there
-    space_args, cells, _ = split_cells(declared, grid_arguments(sweeper.params, list(cli)))
-    space, _ = search_space(declared, space_args)
-    check_seeds(list(sweeper.tuning_seeds), list(sweeper.final_seeds))
-    metric = (sweeper.pruning_metric or cfg.objective) if sweeper.get("pruner") else None
-    check_study(cfg, space, sweeper.n_trials, sweeper.n_jobs, metric, "hydra.sweeper.space")
-    assert sweeper.compare_on in logged_metrics(cfg, "result")
-    return {"cells": cells, "space": space}
+    sweeper = instantiate(cfg.hydra.sweeper)
+    sweeper.config = cfg  # what Hydra's setup hands it; plan() needs no launcher
+    return sweeper.plan(list(cli))
 
 
 @pytest.mark.parametrize("preset", TUNED_PRESETS)

@@ -48,35 +48,47 @@ class TunedSweeper(OptunaSweeper):
         self.compare_on = compare_on
         self.compare_direction = compare_direction
 
-    def sweep(self, arguments: list[str]) -> Any:
+    def plan(self, arguments: list[str]) -> dict[str, Any]:
+        """Every check before any trial, and what the sweep will run: the search space, the cells, the
+        arguments every run shares, and the tuning and final seeds. Raises StudyError (one line)."""
         from experiments.config.metric_names import logged_metrics
         from experiments.sweep import optuna_study as s
         from experiments.sweep import tuned_study as t
 
         assert self.config is not None
+        space_args, cells, fixed = t.split_cells(self.space, t.grid_arguments(self.params, arguments))
+        space, _ = s.search_space(self.space, space_args)
+        tuning, final = t.check_seeds(self.tuning_seeds, self.final_seeds)
+        if self.pruner is not None and len(tuning) > 1:
+            raise s.StudyError(
+                "hydra.sweeper.pruner: a trial trained on several tuning_seeds reports from several runs; "
+                "prune with one tuning seed"
+            )
+        final_metrics = logged_metrics(self.config, "result")
+        if self.compare_on not in final_metrics:
+            raise s.StudyError(
+                f"hydra.sweeper.compare_on={self.compare_on!r}: the task never logs it; "
+                f"choose one of {sorted(final_metrics)}"
+            )
+        if self.compare_direction not in ("minimize", "maximize"):
+            raise s.StudyError(
+                f"hydra.sweeper.compare_direction={self.compare_direction!r}; choose minimize or maximize"
+            )
+        self._prepare(space)
+        return {"space": space, "cells": cells, "fixed": fixed, "tuning": tuning, "final": final}
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from experiments.sweep import optuna_study as s
+        from experiments.sweep import tuned_study as t
+
+        assert self.config is not None
         try:
-            space_args, cells, fixed = t.split_cells(self.space, t.grid_arguments(self.params, arguments))
-            space, _ = s.search_space(self.space, space_args)
-            tuning, final = t.check_seeds(self.tuning_seeds, self.final_seeds)
-            if self.pruner is not None and len(tuning) > 1:
-                raise s.StudyError(
-                    "hydra.sweeper.pruner: a trial trained on several tuning_seeds reports from several runs; "
-                    "prune with one tuning seed"
-                )
-            final_metrics = logged_metrics(self.config, "result")
-            if self.compare_on not in final_metrics:
-                raise s.StudyError(
-                    f"hydra.sweeper.compare_on={self.compare_on!r}: the task never logs it; "
-                    f"choose one of {sorted(final_metrics)}"
-                )
-            if self.compare_direction not in ("minimize", "maximize"):
-                raise s.StudyError(
-                    f"hydra.sweeper.compare_direction={self.compare_direction!r}; choose minimize or maximize"
-                )
-            self._prepare(space)
+            planned = self.plan(arguments)
         except s.StudyError as err:  # one line and exit code 2, before any trial
             print(f"attnlab: {err}", file=sys.stderr)
             raise SystemExit(2) from None
+        space, cells, fixed = planned["space"], planned["cells"], planned["fixed"]
+        tuning, final = planned["tuning"], planned["final"]
         began = time.perf_counter()
         base = str(self.study_name or "tuned")
         record: dict[str, Any] = {
