@@ -64,3 +64,19 @@ def test_gpu_targets_are_skipped_on_cpu_with_the_reason(tmp_path):
     data = json.loads(out.read_text())
     assert "needs a CUDA device (this run is on cpu)" in data["gpu_targets_skipped"]
     assert not any("flex" in t["name"] for t in data["targets"])  # the CPU targets stay as they were
+
+
+@pytest.mark.parametrize("T, window", [(256, 16), (300, 40)])
+def test_the_kernel_only_case_computes_the_causal_window(T: int, window: int) -> None:
+    """What the attention-call-alone target times is local attention: query i over keys i - window .. i,
+    against a dense reference written here (masked softmax over the scores)."""
+    from experiments.bench.kernel_only import qkv, window_attention, window_block_mask
+
+    q, k, v = qkv(2, 2, T, 16, torch.device("cpu"), torch.float32, grad=False)
+    with torch.no_grad():
+        got = window_attention(q, k, v, window_block_mask(T, window, q.device))  # (B, H, T, D)
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None]
+    allowed = (j <= i) & (j >= i - window)  # (T, T)
+    scores = (q @ k.transpose(-1, -2)) / 16**0.5
+    want = scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ v
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -4,7 +4,8 @@ A GPU-sized shape (``--gpu-*`` options: d_model 1024, 16 heads of 64, batch 4, c
 T 4096 and 16384), forward + backward, each comparison timed side by side in interleaved rounds:
 
 - local attention (window ``--gpu-window``) on flex against soft attention over every key on
-  SDPA's flash kernel, at the longest T: local at most 0.2x soft's time;
+  SDPA's flash kernel, at the longest T: local at most 0.2x soft's time; once for the whole layer and
+  once for the attention call alone (``kernel_only``: the projections, alike in both, left out);
 - multihead + ALiBi on flex against plain causal multihead on flash, at the shortest T: at least
   0.6x flash's speed (flash ms / flex ms);
 - t5 and relative (learned tables) on flex against the same pair on SDPA with the dense
@@ -22,6 +23,7 @@ import math
 from dataclasses import replace
 from typing import Any, Callable
 
+from experiments.bench.kernel_only import kernel_steps
 from experiments.bench.measure import Measurement, side_by_side
 from experiments.bench.scaling import Shape, make_step
 
@@ -99,6 +101,13 @@ def gpu_targets(
     )
     flex_long = steps({label: (a, p, "flex", params) for label, a, p, params in FLEX_CASES if a != "local"}, long)
     local_short = steps({"local/flex": ("local", "none", "flex", window)}, short)
+    head_dim = gpu.d_model // gpu.heads
+    calls = kernel_steps(gpu.batch, gpu.heads, long, head_dim, args.gpu_window, gpu.device, gpu.dtype)
+    for step in calls.values():
+        step()  # compile flex before timing
+    kernels = side_by_side(calls, gpu.device, **rounds)
+    for label, m in kernels.items():
+        note(label, long, gpu.batch, m)
 
     def ratio(a: Measurement, b: Measurement, field: str = "ms") -> float | None:
         x, y = getattr(a, field), getattr(b, field)
@@ -110,6 +119,12 @@ def gpu_targets(
             ratio(at_long["local/flex"], at_long["soft/sdpa (flash)"]),
             "<= 0.2",
             "both causal",
+        ),
+        target(
+            f"local w={args.gpu_window} flex / causal flash: the attention call alone, T={long}",
+            ratio(kernels["local/flex kernel"], kernels["causal/flash kernel"]),
+            "<= 0.2",
+            f"(B, H, T, D) = ({gpu.batch}, {gpu.heads}, {long}, {head_dim}), no projections",
         ),
         target(
             f"alibi on flex: flash ms / flex ms, T={short}",
