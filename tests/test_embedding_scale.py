@@ -13,7 +13,8 @@ import math
 import pytest
 import torch
 
-from experiments.model.transformer import EMBEDDINGS, ModelSpec, Transformer, VariantSpec
+from experiments.config.schema import EMBEDDINGS
+from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from variants import POSITION
 
 D_MODEL, VOCAB, T, PAD = 64, 97, 64, 0

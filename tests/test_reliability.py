@@ -50,6 +50,10 @@ BAD_INPUTS = [
     ("attention dropout >= 1", ["model.attention_dropout=1.5"], ["model.attention_dropout=1.5", "[0, 1)"]),
     ("negative warm-up", ["optim.warmup_steps=-5"], ["optim.warmup_steps=-5", ">= 0"]),
     ("negative gradient clip", ["optim.grad_clip=-1"], ["optim.grad_clip=-1", ">= 0"]),
+    ("negative weight decay", ["optim.weight_decay=-0.1"], ["optim.weight_decay=-0.1", ">= 0"]),
+    ("label smoothing 1", ["optim.label_smoothing=1.0"], ["optim.label_smoothing=1.0", "[0, 1)"]),
+    ("model width 0", ["model.d_model=0"], ["model.d_model=0", "positive integer"]),
+    ("no decoder layers", ["model.decoder_layers=0"], ["model.decoder_layers=0", "positive integer"]),
     ("validation interval 0", ["trainer.val_check_interval=0"], ["trainer.val_check_interval=0", "> 0"]),
     ("negative seed", ["seed=-1"], ["seed=-1", ">= 0"]),
     ("ensemble of no seeds", ["ensemble.seeds=0"], ["ensemble.seeds=0", ">= 1"]),
@@ -249,15 +253,21 @@ def test_bad_input_fails_before_training_in_one_line(overrides, expected, bad_fi
 def test_bad_input_table_covers_every_check(monkeypatch) -> None:
     """Every config key check_config validates, and every config group, has a bad input above.
 
-    The keys are those of the messages check_config builds on a default config (every ``_require`` call,
-    the failing ones and the passing ones), so a new check without a row here fails.
+    The keys are those of the messages check_config builds on a default config (every ``require`` call of the
+    checks and of the schema's validators they call, the failing ones and the passing ones), so a new check
+    without a row here fails.
     """
     from experiments.app.preflight import GROUPS
-    from experiments.config import checks
+    from experiments.config import checks, errors, schema
 
     messages: list[str] = []
-    require = checks._require
-    monkeypatch.setattr(checks, "_require", lambda ok, message: (messages.append(message), require(ok, message)))
+
+    def spy(ok: bool, message: str) -> None:
+        messages.append(message)
+        errors.require(ok, message)
+
+    monkeypatch.setattr(checks, "_require", spy)
+    monkeypatch.setattr(schema, "require", spy)
     checks.check_config(compose(TINY))
     checked = {m.split("=", 1)[0] for m in messages if "=" in m.split(" ", 1)[0]}
     assert {"optim.lr", "model.dropout", "seed"} <= checked, checked  # the spy saw the checks

@@ -11,8 +11,9 @@ import dataclasses
 import pytest
 import torch
 
+from experiments.config.schema import ARCHS
 from experiments.config.unused import record_unused
-from experiments.model.transformer import ARCHS, PART_FIELDS, ModelSpec, Transformer, VariantSpec
+from experiments.model.transformer import PART_FIELDS, ModelSpec, Transformer, VariantSpec
 
 VOCAB = 13
 # One changed value per field that only a part of the model reads.

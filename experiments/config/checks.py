@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.errors import ConfigError
+from experiments.config.errors import choice as _choice
+from experiments.config.errors import require as _require
 from experiments.config.metric_names import logged_metrics
+from experiments.config.schema import COMPILE_MODES, EVAL_CHECKPOINTS, validate_model_options, validate_optim
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-def _choice(key: str, value, allowed: tuple[str, ...]) -> None:
-    if value in allowed:
-        return
-    import difflib
-
-    near = difflib.get_close_matches(str(value), allowed, n=1)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    raise ConfigError(f"{key}={value} is not allowed; choose one of {list(allowed)}{hint}")
 
 
 WANDB_MODES = ("online", "offline", "disabled")
@@ -65,21 +51,15 @@ def check_config(cfg: DictConfig) -> None:
     lightning_parts.check_trainer(cfg.trainer)  # keys and types first: the comparisons below assume them
     lightning_parts.check_callbacks(cfg)
     lightning_parts.check_loggers(cfg)
-    t, o, m = cfg.trainer, cfg.optim, cfg.model
-    _choice("eval.checkpoint", cfg.eval.checkpoint, ("last", "best"))
-    _choice("model.arch", m.arch, ("seq2seq", "decoder", "encoder"))
-    _choice("model.norm", m.norm, ("post", "pre"))
-    _choice("model.pooling", m.pooling, ("mean", "cls"))
-    _choice("model.embedding", m.embedding, ("scaled", "gpt2"))
-    _choice("optim.schedule", o.schedule, ("inverse_sqrt", "cosine", "constant"))
+    t, m = cfg.trainer, cfg.model
+    _choice("eval.checkpoint", cfg.eval.checkpoint, EVAL_CHECKPOINTS)
+    # the schema's validators: the same checks, values and messages as when the model and optimiser are built
+    validate_model_options(m)
     _choice("model.compile_mode", m.compile_mode, COMPILE_MODES)
     _choice("backend", cfg.backend, BACKENDS)
-    _require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
     check_optim(cfg)
     check_trainer_values(cfg)
     check_resources(cfg)
-    _require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
-    _require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")
     _require(
         t.fast_dev_run or t.max_steps > 0,
         f"trainer.max_steps={t.max_steps} is not allowed; it must be a positive number of steps",
@@ -93,9 +73,6 @@ def check_config(cfg: DictConfig) -> None:
         t.get("val_check_interval") is None or t.val_check_interval > 0,
         f"trainer.val_check_interval={t.val_check_interval} is not allowed; it must be > 0",
     )
-    for key in ("dropout", "attention_dropout"):
-        value = m[key]
-        _require(0 <= value < 1, f"model.{key}={value} is not allowed; it must be in [0, 1)")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is not allowed; it must be >= 0")
     _require(cfg.jobs_per_gpu >= 1, f"jobs_per_gpu={cfg.jobs_per_gpu} is not allowed; it must be >= 1")
     _require(
@@ -128,16 +105,10 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def check_optim(cfg: DictConfig) -> None:
-    """Values the optimiser would take and then train with wrongly (a negative or infinite learning rate)."""
+    """Values the optimiser would take and then train with wrongly (a negative or infinite learning rate), and
+    the keys beside ``optim`` that must agree with it."""
     o, m = cfg.optim, cfg.model
-    for key in ("lr", "weight_decay", "grad_clip", "label_smoothing", "min_lr_ratio"):
-        value = o[key]
-        _require(math.isfinite(value), f"optim.{key}={value} is not allowed; it must be a finite number")
-    # cosine decays to lr * min_lr_ratio: below 0 the rate turns negative, above 1 it rises past its peak
-    _require(
-        0 <= o.min_lr_ratio <= 1,
-        f"optim.min_lr_ratio={o.min_lr_ratio} is not allowed; it must be in [0, 1] (the final lr as a fraction of lr)",
-    )
+    validate_optim(o)
     _require(
         m.compile or m.compile_mode == "default",
         f"model.compile_mode={m.compile_mode} takes effect only with model.compile=true; "

@@ -6,9 +6,28 @@ importing each other (which made import circles).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names the key, the value and what is allowed."""
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise ``message`` as a ``ConfigError`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(message)
+
+
+def choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """``value`` is one of ``allowed``; otherwise one line naming the key, the choices and the nearest one."""
+    if value in allowed:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(str(value), allowed, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise ConfigError(f"{key}={value} is not allowed; choose one of {list(allowed)}{hint}")
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:

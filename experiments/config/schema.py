@@ -9,11 +9,72 @@ hold the keywords of Lightning's classes, checked against those classes' signatu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from experiments.config.errors import choice, require
+
+# Each key's allowed values, once; the validators below, the checks (experiments/config/checks.py) and the
+# Transformer (experiments/model/transformer.py) take them from here.
+ARCHS = ("seq2seq", "decoder", "encoder")
+NORMS = ("post", "pre")
+POOLINGS = ("mean", "cls")
+# How token embeddings start and enter the residual stream:
+# - "scaled" (Vaswani et al.): std d^-1/2, multiplied by sqrt(d) at the input (unit scale);
+# - "gpt2": std 0.02 and no input scale, like the learned position table. Under Adam a table
+#   that starts small is learned relatively faster; nanoGPT's recipes assume this one.
+# An absolute position term is matched to whichever is chosen (experiments.model.transformer.Stack).
+EMBEDDINGS = ("scaled", "gpt2")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
 # the learning-rate schedules experiments.training.module implements (optim.schedule)
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
+# the weights that are tested (eval.checkpoint)
+EVAL_CHECKPOINTS = ("last", "best")
+
+
+def validate_model_options(m: Any) -> None:
+    """The ``model.*`` options a user chooses (a ``ModelOptions`` or the config's ``model`` node), one line per error.
+
+    The config checks run it before anything is built, and ``ModelSpec.validate`` when the Transformer is.
+    """
+    from variants.checks import positive
+
+    choice("model.arch", m.arch, ARCHS)
+    choice("model.norm", m.norm, NORMS)
+    choice("model.pooling", m.pooling, POOLINGS)
+    choice("model.embedding", m.embedding, EMBEDDINGS)
+    positive("model.d_model", m.d_model, integer=True)
+    positive("model.ffn_dim", m.ffn_dim, integer=True)
+    for key in ("dropout", "attention_dropout"):
+        value = getattr(m, key)
+        require(0 <= value < 1, f"model.{key}={value} is not allowed; it must be in [0, 1)")
+    if m.arch in ("seq2seq", "encoder"):
+        positive("model.encoder_layers", m.encoder_layers, integer=True)
+    if m.arch in ("seq2seq", "decoder"):
+        positive("model.decoder_layers", m.decoder_layers, integer=True)
+
+
+def validate_optim(o: Any) -> None:
+    """The ``optim.*`` values the optimiser would take and then train with wrongly (an ``OptimConf`` or the
+    config's ``optim`` node), one line per error. REINFORCE's options are checked by ``OptimConf.validate``."""
+    require(o.lr > 0, f"optim.lr={o.lr} is not allowed; it must be > 0")
+    for key in ("lr", "weight_decay", "grad_clip", "label_smoothing", "min_lr_ratio"):
+        value = getattr(o, key)
+        require(math.isfinite(value), f"optim.{key}={value} is not allowed; it must be a finite number")
+    require(o.weight_decay >= 0, f"optim.weight_decay={o.weight_decay} is not allowed; it must be >= 0")
+    require(o.warmup_steps >= 0, f"optim.warmup_steps={o.warmup_steps} is not allowed; it must be >= 0")
+    require(o.grad_clip >= 0, f"optim.grad_clip={o.grad_clip} is not allowed; it must be >= 0 (0 = off)")
+    choice("optim.schedule", o.schedule, SCHEDULES)
+    # cosine decays to lr * min_lr_ratio: below 0 the rate turns negative, above 1 it rises past its peak
+    require(
+        0 <= o.min_lr_ratio <= 1,
+        f"optim.min_lr_ratio={o.min_lr_ratio} is not allowed; it must be in [0, 1] (the final lr as a fraction of lr)",
+    )
+    require(
+        0 <= o.label_smoothing < 1,
+        f"optim.label_smoothing={o.label_smoothing} is not allowed; it must be in [0, 1)",
+    )
 
 
 @dataclass
@@ -36,6 +97,9 @@ class ModelOptions:
     tie_embeddings: bool = True
     pooling: str = "mean"  # encoder only: mean | cls
     embedding: str = "scaled"  # scaled (the paper: std d^-1/2, x sqrt(d) at the input) | gpt2 (std 0.02, no scale)
+
+    def validate(self) -> None:
+        validate_model_options(self)
 
 
 @dataclass
@@ -96,15 +160,7 @@ class OptimConf:
         )
 
     def validate(self) -> None:
-        from variants.checks import VariantConfigError, one_of, positive, probability
-
-        positive("optim.lr", self.lr)
-        if self.weight_decay < 0:
-            raise VariantConfigError(f"optim.weight_decay={self.weight_decay} is not allowed; it must be >= 0")
-        if self.warmup_steps < 0:
-            raise VariantConfigError(f"optim.warmup_steps={self.warmup_steps} is not allowed; it must be >= 0")
-        one_of("optim.schedule", self.schedule, SCHEDULES)
-        probability("optim.label_smoothing", self.label_smoothing)
+        validate_optim(self)
         self.reinforce().validate()
 
 

@@ -26,18 +26,11 @@ from torch import Tensor, nn
 from experiments.config.schema import ModelOptions
 from experiments.model.elementwise import Dropout, ReLU
 from variants import ATTENTION, POSITION, AttentionLayer, KVCache, PositionEncoding
-from variants.checks import VariantConfigError, one_of, positive, probability
+from variants.checks import VariantConfigError, positive
 from variants.pairs import check_pair
 
-ARCHS = ("seq2seq", "decoder", "encoder")
-NORMS = ("post", "pre")
-POOLINGS = ("mean", "cls")
-# How token embeddings start and enter the residual stream:
-# - "scaled" (Vaswani et al.): std d^-1/2, multiplied by sqrt(d) at the input (unit scale);
-# - "gpt2": std 0.02 and no input scale, like the learned position table. Under Adam a table
-#   that starts small is learned relatively faster; nanoGPT's recipes assume this one.
-# An absolute position term is matched to whichever is chosen (see ``Stack``).
-EMBEDDINGS = ("scaled", "gpt2")
+# the token-embedding conventions (model.embedding) are explained beside their allowed values, EMBEDDINGS in
+# experiments/config/schema.py; an absolute position term is matched to whichever is chosen (see ``Stack``)
 GPT2_STD = 0.02
 
 
@@ -99,19 +92,8 @@ class ModelSpec(ModelOptions):
         return cls(**data)
 
     def validate(self) -> None:
-        one_of("model.arch", self.arch, ARCHS)
-        one_of("model.norm", self.norm, NORMS)
-        one_of("model.pooling", self.pooling, POOLINGS)
-        one_of("model.embedding", self.embedding, EMBEDDINGS)
-        positive("model.d_model", self.d_model, integer=True)
-        positive("model.ffn_dim", self.ffn_dim, integer=True)
+        super().validate()  # the user's options, checked as the config checks check them
         positive("model.vocab_size", self.vocab_size, integer=True)
-        probability("model.dropout", self.dropout)
-        probability("model.attention_dropout", self.attention_dropout)
-        if self.arch in ("seq2seq", "encoder"):
-            positive("model.encoder_layers", self.encoder_layers, integer=True)
-        if self.arch in ("seq2seq", "decoder"):
-            positive("model.decoder_layers", self.decoder_layers, integer=True)
         if self.arch == "encoder":
             positive("model.num_classes", self.num_classes, integer=True)
 
@@ -491,4 +473,4 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-__all__ = ["ARCHS", "ModelSpec", "Transformer", "VariantConfigError", "VariantSpec", "count_parameters"]
+__all__ = ["ModelSpec", "Transformer", "VariantConfigError", "VariantSpec", "count_parameters"]
