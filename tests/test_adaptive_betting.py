@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from common.claims import parse_claims
+from analysis.claims.adaptive import SIMULATED, check_observed, fixed_equivalent, section_lines
+from analysis.stats import anytime
+from common.claims import ClaimError, parse_claims
 from common.sequential import replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Plan
 from tests.test_adaptive import CLAIM, adaptive_args, cell, claim, claims_cli
+from tests.test_adaptive_claims import CASES, PLAN, _claim, _inputs
 from tests.test_sweeps import multirun, results
 
 
@@ -135,3 +140,43 @@ def test_a_betting_sweep_records_its_boundary_and_the_analysis_decides_the_same(
     assert "boundary betting, metric bounds [0, 1]" in shown.stdout and "anytime CS (betting)" in shown.stdout
     said = f"{mine.verdict} after {mine.n} seed pair(s)" if mine.verdict else f"undecided at the budget ({mine.n}"
     assert said in shown.stdout
+
+
+# -- the analysis of a finished sweep ----------------------------------------------------------------
+BETTING_PLAN = {**PLAN, "boundary": "betting", "bounds": [0.0, 2.0]}
+
+
+def test_the_section_names_the_betting_boundary_and_its_bounds() -> None:
+    claim = _claim(CASES["greater"][0])
+    values, sides = _inputs(claim)
+    decision = replay(values, "greater", 0.0, None, 0.025, boundary="betting", support=(-2.0, 2.0))
+    fixed = fixed_equivalent(values, sides, claim, BETTING_PLAN)
+    state = {"rule": None, "plan": BETTING_PLAN, "rounds": [], "finished": True}
+    lines = section_lines(Path("sweep"), state, [{"claim": claim, "decision": decision, "fixed": fixed}])
+    assert "Waudby-Smith" in lines[0] and "valid for any distribution" in lines[1]
+    assert "boundary betting, metric bounds [0, 2] (paired differences in [-2, 2])" in lines[2]
+    old = section_lines(
+        Path("sweep"), {**state, "plan": PLAN}, [{"claim": claim, "decision": decision, "fixed": fixed}]
+    )
+    assert "boundary t_mixture, mixture c = 1" in old[2] and "Lai" in old[0]  # a state without the key: t-mixture
+
+
+def test_the_betting_rule_is_priced_by_simulating_the_betting_rule() -> None:
+    # the fixed design of equal power is sized at the betting rule's own power within the budget, on the differences'
+    # range [lo - hi, hi - lo], not at the t-mixture's
+    claim = _claim(CASES["greater"][0])
+    values, sides = _inputs(claim)
+    plan = {**BETTING_PLAN, "budget": 60}
+    priced = fixed_equivalent(values, sides, claim, plan)
+    mean, sd = float(np.mean(values)), float(np.std(values, ddof=1))
+    edges = (0.0, math.inf)
+    betting = anytime.decided_share(mean, sd, edges, 60, 0.025, 1.0, SIMULATED, boundary="betting", support=(-2, 2))
+    mixture = anytime.decided_share(mean, sd, edges, 60, 0.025, 1.0, SIMULATED)
+    assert 0 < betting.power < mixture.power
+    assert priced.power == pytest.approx(betting.power) and priced.seeds is not None
+
+
+def test_the_analysis_refuses_a_seed_outside_the_sweeps_bounds() -> None:
+    claim = _claim(CASES["greater"][0])
+    with pytest.raises(ClaimError, match=r"val/loss=2.5 \(side a\) lies outside the bounds \[0, 2\]"):
+        check_observed(claim, {"a_values": [1.0, 2.5], "b_values": [0.5, 0.5]}, (0.0, 2.0))
