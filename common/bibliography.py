@@ -337,6 +337,15 @@ ENTRIES = (
   pages     = {1055--1080},
   year      = {2021}
 }""",
+    r"""@article{waudbysmith2024estimating,
+  author    = {Waudby-Smith, Ian and Ramdas, Aaditya},
+  title     = {Estimating Means of Bounded Random Variables by Betting},
+  journal   = {Journal of the Royal Statistical Society Series B: Statistical Methodology},
+  volume    = {86},
+  number    = {1},
+  pages     = {1--27},
+  year      = {2024}
+}""",
 )
 
 _HEAD = re.compile(r"^\s*@\s*([A-Za-z]+)\s*\{\s*([^,\s{}]+)\s*,", re.S)

@@ -23,6 +23,11 @@ per-seed ratios. The running intersection of the intervals is reported (a CS's i
 CS), so a decision once reached is kept, and replaying the seeds one by one gives the same decision
 whatever the rounds were. Several claims share alpha by Bonferroni, which holds at every time.
 
+The t-mixture's guarantee fails when a cell's seeds sometimes diverge (analysis.stats.anytime); for a bounded
+metric (an accuracy in [0, 1]) the betting CS of common.betting is valid for any distribution, diverged seeds
+included: ``boundary="betting"`` with the observations' bounds ``support`` (a paired difference of a metric in
+[lo, hi] lies in [lo − hi, hi − lo]).
+
 Standard library only: the sweep driver (experiments) and ``python -m analysis.claims`` both decide here.
 """
 
@@ -32,8 +37,11 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from common import betting
+
 RULE = "Lai (1976) t-mixture confidence sequence, running intersection, Bonferroni over claims"
 MIXTURE = 1.0  # c: the prior precision of the standardised effect; 1 puts the prior's spread at Cohen's d = 1
+BOUNDARIES = ("t_mixture", "betting")
 EXPECTS = ("greater", "less", "equivalent", "ratio")
 VERDICTS = ("supported", "contradicted")
 
@@ -104,9 +112,34 @@ class Decision:
     mean: float
 
 
-def replay(values: Sequence[float], expect: str, margin: float, bounds, alpha: float, c: float = MIXTURE) -> Decision:
-    """The first observation count at which the running CS decides the claim, or the last one if none does."""
-    seq = intervals(values, alpha, c)
+def rule(boundary: str) -> str:
+    """The rule's name as a report states it."""
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"boundary={boundary!r} is not allowed; choose one of {list(BOUNDARIES)}")
+    return RULE if boundary == "t_mixture" else f"{betting.RULE}, running intersection, Bonferroni over claims"
+
+
+def replay(
+    values: Sequence[float],
+    expect: str,
+    margin: float,
+    bounds,
+    alpha: float,
+    c: float = MIXTURE,
+    boundary: str = "t_mixture",
+    support: tuple[float, float] | None = None,
+) -> Decision:
+    """The first observation count at which the running CS decides the claim, or the last one if none does.
+
+    ``boundary`` "t_mixture" (Lai) or "betting" (common.betting, which needs the observations' ``support``).
+    """
+    rule(boundary)
+    if boundary == "betting":
+        if support is None:
+            raise ValueError("boundary=betting needs the observations' bounds [lo, hi]; none were given")
+        seq = betting.intervals(values, alpha, *support)
+    else:
+        seq = intervals(values, alpha, c)
     for n, (low, high) in enumerate(seq, start=1):
         found = verdict(low, high, expect, margin, bounds)
         if found is not None:

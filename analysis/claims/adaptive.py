@@ -25,7 +25,7 @@ from analysis.report.document import fmt
 from analysis.stats import anytime, inference
 from analysis.stats.equal_power import Design, equal_power, fixed_test, region, unpriced
 from common.claims import Claim, ClaimError, parse_claims, split_metric
-from common.sequential import replay
+from common.sequential import replay, rule
 
 STATE = "adaptive.json"  # written by experiments/sweep/adaptive.py; analysis reads files only
 SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power
@@ -35,6 +35,33 @@ ASSUMPTION = (
     "alpha for skewed (log-normal), heavy-tailed (t, 3 dof) and bounded (Beta accuracy) metrics and exceeded it "
     "when one cell's seeds sometimes diverge far from the rest (docs/adaptive_seeds.md): check the seeds for outliers"
 )
+BETTING_ASSUMPTION = (
+    "assumes only independent seeds whose metric lies within the bounds; valid for any distribution there, "
+    "diverged seeds included (simulated: docs/adaptive_seeds.md), at the price of a width set by the bounds"
+)
+
+
+def _boundary(plan: Mapping[str, Any]) -> tuple[str, tuple[float, float] | None]:
+    """The plan's boundary and metric bounds; a state written before the choice used the t-mixture."""
+    boundary = str(plan.get("boundary") or "t_mixture")
+    bounds = plan.get("bounds")
+    return boundary, None if bounds is None else (float(bounds[0]), float(bounds[1]))
+
+
+def _support(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+    return None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
+
+
+def check_observed(claim: Claim, sides: Mapping[str, Any], bounds: tuple[float, float]) -> None:
+    """Under the betting boundary each seed's metric must lie in the sweep's bounds, as the sweep required."""
+    lo, hi = bounds
+    for tag in ("a", "b"):
+        for value in sides[f"{tag}_values"] or ():
+            if not lo <= value <= hi:
+                raise ClaimError(
+                    f"claim {claim.name!r}: {claim.metric}={value!r} (side {tag}) lies outside the bounds "
+                    f"[{lo:g}, {hi:g}] the sweep's betting boundary assumes"
+                )
 
 
 def find_state(paths: Sequence[str | Path]) -> tuple[Path, dict[str, Any]] | None:
@@ -104,8 +131,17 @@ def fixed_equivalent(
         return Design(test, math.nan, reason=reason)
     # Each design is priced at the spread it sees: the rule at the paired differences' (seed i of both cells shares
     # its initialisation and data order where their models match), the unpaired fixed test at each cell's own.
+    boundary, bounds = _boundary(plan)
     found = anytime.decided_share(
-        mean, float(np.std(values, ddof=1)), edges, int(plan["budget"]), alpha, float(plan["mixture"]), SIMULATED
+        mean,
+        float(np.std(values, ddof=1)),
+        edges,
+        int(plan["budget"]),
+        alpha,
+        float(plan["mixture"]),
+        SIMULATED,
+        boundary=boundary,
+        support=_support(bounds),
     )
     return equal_power(found.power, mean, edges, sd_a, sd_b, alpha)
 
@@ -115,11 +151,25 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
     what the section reports."""
     claims = parse_claims(state.get("claims_raw"), f"{origin}: claims")
     plan = state["plan"]
+    boundary, bounds = _boundary(plan)
     rows, details = [], []
     for claim in claims:
+        if boundary == "betting" and claim.expect == "ratio":
+            raise ClaimError(
+                f"{origin}: ratio claim {claim.name!r} under the betting boundary, which bounds differences"
+            )
         values, sides = observations(runs, claim)
+        if boundary == "betting" and bounds is not None:
+            check_observed(claim, sides, bounds)
         decision = replay(
-            values, claim.expect, claim.margin, claim.bounds, float(plan["alpha_per_claim"]), float(plan["mixture"])
+            values,
+            claim.expect,
+            claim.margin,
+            claim.bounds,
+            float(plan["alpha_per_claim"]),
+            float(plan["mixture"]),
+            boundary,
+            _support(bounds),
         )
         row: dict[str, Any] = {c: math.nan for c in COLUMNS}
         row.update(
@@ -131,7 +181,7 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
             diff=decision.mean,
             diff_low=decision.low,
             diff_high=decision.high,
-            test="anytime CS (Lai t-mixture)",
+            test="anytime CS (Lai t-mixture)" if boundary == "t_mixture" else "anytime CS (betting)",
             verdict=decision.verdict or "inconclusive",
             lacked="" if decision.verdict else f"undecided at the budget of {plan['budget']} seeds per cell",
             source=claim.source,
@@ -162,12 +212,19 @@ def section_text(path: Path, state: Mapping[str, Any], details: Sequence[Mapping
 def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mapping[str, Any]]) -> list[str]:
     """How the sweep decided: rule and parameters, seeds per cell, each claim's decision and interval at stopping."""
     plan = state["plan"]
+    boundary, bounds = _boundary(plan)
     k = len(details)
+    if boundary == "betting" and bounds is not None:
+        lo, hi = bounds
+        named = f"boundary betting, metric bounds [{lo:g}, {hi:g}] (paired differences in [{lo - hi:g}, {hi - lo:g}])"
+        assumption = BETTING_ASSUMPTION
+    else:
+        named, assumption = f"boundary t_mixture, mixture c = {plan['mixture']:g}", ASSUMPTION
     lines = [
-        f"Adaptive seeds ({path}): {state.get('rule')}",
-        f"the rule {ASSUMPTION}",
-        f"alpha {plan['alpha']:g} over {k} claim(s), {plan['alpha_per_claim']:g} each; mixture c = "
-        f"{plan['mixture']:g}; first round seeds {', '.join(map(str, plan['first']))}, then {plan['step']} per "
+        f"Adaptive seeds ({path}): {state.get('rule') or rule(boundary)}",
+        f"the rule {assumption}",
+        f"alpha {plan['alpha']:g} over {k} claim(s), {plan['alpha_per_claim']:g} each; {named}; "
+        f"first round seeds {', '.join(map(str, plan['first']))}, then {plan['step']} per "
         f"round, budget {plan['budget']} per cell; {len(state.get('rounds', []))} round(s)"
         + ("" if state.get("finished") else "; the sweep has not finished (resume it with the same command)"),
     ]

@@ -1,11 +1,16 @@
 """Simulations of seeds added until decided: the error rate of a stopping rule under the null, and the seeds
 it spends against the fixed design of equal power. Vectorised over thousands of simulated comparisons.
 
-Two rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision:
+Three rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision:
 
 - ``anytime``: the confidence sequence of common.sequential (Lai's t-mixture, running intersection) on the
   paired differences; its type-I error stays at or below alpha however often it is looked at, when the
   per-seed metric is Gaussian (its assumption).
+- ``betting``: the betting confidence sequence of common.betting (Waudby-Smith and Ramdas) on the paired
+  differences of a bounded metric, mapped from their range to [0, 1]; valid for any distribution within the
+  bounds, so only for the bounded families (SUPPORT). Its running interval passes an edge e exactly when the
+  capital at e reaches its threshold (the capital is monotone in the candidate mean), so the simulation tracks
+  the capital at the claim's edges instead of solving for the interval.
 - ``naive``: Welch's two-sided t-test at alpha (scipy) re-run after every seed, stopping at p < alpha: a
   fixed-n test used sequentially, the practice whose error grows with the number of looks.
 
@@ -26,9 +31,10 @@ import numpy as np
 from scipy import stats
 
 from analysis.stats.equal_power import equal_power, region
+from common import betting
 from common.sequential import MIXTURE, radius_factor
 
-RULES = ("anytime", "naive")
+RULES = ("anytime", "naive", "betting")
 
 Sampler = Callable[[np.random.Generator, tuple[int, int], float], np.ndarray]
 
@@ -48,16 +54,37 @@ def _t3(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarr
     return sd * rng.standard_t(3, shape) / math.sqrt(3)
 
 
+DIVERGES, JUMP = 0.05, 20.0  # the diverging family: a seed diverges with chance 0.05 and lands 20 sd away
 ACCURACY, ACCURACY_UNIT = 0.95, 0.04  # the accuracy family: mean 0.95, one sd unit is 4 points of accuracy
+
+
+def _beta(rng: np.random.Generator, shape: tuple[int, int], mean: float, sd: float) -> np.ndarray:
+    """Raw accuracies in [0, 1]: a Beta of this mean and sd (in accuracy, not units)."""
+    k = mean * (1 - mean) / sd**2 - 1  # the Beta's concentration for that sd
+    return rng.beta(mean * k, (1 - mean) * k, shape)
 
 
 def _accuracy(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
     # a Beta accuracy near its ceiling (skewed towards 0), of sd ``sd`` units, centred on its mean
-    k = ACCURACY * (1 - ACCURACY) / (ACCURACY_UNIT * sd) ** 2 - 1  # the Beta's concentration for that sd
-    return (rng.beta(ACCURACY * k, (1 - ACCURACY) * k, shape) - ACCURACY) / ACCURACY_UNIT
+    return (_beta(rng, shape, ACCURACY, ACCURACY_UNIT * sd) - ACCURACY) / ACCURACY_UNIT
 
 
-DIVERGES, JUMP = 0.05, 20.0  # the diverging family: a seed diverges with chance 0.05 and lands 20 sd away
+DIVERGED = 0.01  # a diverged seed's mean accuracy (about chance on a large vocabulary): Beta(1, 99)
+# the diverging-accuracy family's mean: seeds at ACCURACY, one in 20 (DIVERGES) diverged to about DIVERGED
+DIVERGING_ACCURACY = (1 - DIVERGES) * ACCURACY + DIVERGES * DIVERGED
+
+
+def _diverging_accuracy(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
+    # the accuracy family's seeds, except that one in 20 diverges to an accuracy near 0; centred on the mixture's mean
+    raw = np.where(
+        rng.random(shape) < DIVERGES, rng.beta(1.0, 99.0, shape), _beta(rng, shape, ACCURACY, ACCURACY_UNIT * sd)
+    )
+    return (raw - DIVERGING_ACCURACY) / ACCURACY_UNIT
+
+
+def _accuracy_at_the_mixture(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
+    # a Beta accuracy that never diverges, of the diverging-accuracy family's mean: the other side of its null
+    return (_beta(rng, shape, DIVERGING_ACCURACY, ACCURACY_UNIT * sd) - DIVERGING_ACCURACY) / ACCURACY_UNIT
 
 
 def _diverging(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
@@ -75,7 +102,11 @@ FAMILIES: dict[str, tuple[Sampler, Sampler]] = {
     "t3": (_t3, _t3),
     "accuracy": (_accuracy, _accuracy),
     "diverging": (_diverging, _gaussian),
+    "diverging_accuracy": (_diverging_accuracy, _accuracy_at_the_mixture),
 }
+# The bounded families: where a paired difference lies, ± this many sd units (two accuracies in [0, 1] differ by at
+# most 1, which is 1 / ACCURACY_UNIT units). Only these may be decided by the betting rule.
+SUPPORT: dict[str, float] = {"accuracy": 1 / ACCURACY_UNIT, "diverging_accuracy": 1 / ACCURACY_UNIT}
 
 
 def draw(
@@ -100,6 +131,29 @@ def anytime_bounds(d: np.ndarray, alpha: float, c: float = MIXTURE) -> tuple[np.
     return np.maximum.accumulate(mean - half, axis=1), np.minimum.accumulate(mean + half, axis=1)
 
 
+def betting_passes(
+    d: np.ndarray, alpha: float, support: tuple[float, float], edge: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each row's running betting CS lies wholly above ``edge`` (low > edge), and wholly below it, after each
+    column: (above, below), each (reps, budget). Its lower edge passes ``edge`` exactly when the upward capital at
+    ``edge`` reaches 1/(theta alpha) (the capital is nonincreasing in the candidate mean), the upper the mirror."""
+    lo, hi = support
+    y = (d - lo) / (hi - lo)
+    if np.any((y < 0) | (y > 1)):
+        raise ValueError(f"observations outside the bounds [{lo:g}, {hi:g}] the betting rule assumes")
+    lam = np.array([betting.bets(row, alpha) for row in y.tolist()]).reshape(y.shape)  # predictable, per row
+    m = (edge - lo) / (hi - lo)
+    out = []
+    for side, reach in ((+1, 1 / (betting.THETA * alpha)), (-1, 1 / ((1 - betting.THETA) * alpha))):
+        if not 0 <= m <= 1:  # an edge outside the bounds: the interval is always on one side of it
+            out.append(np.full(y.shape, (m < 0) if side > 0 else (m > 1)))
+            continue
+        cap = betting.TRUNCATION / (m if side > 0 else 1 - m) if 0 < m < 1 else np.inf
+        capital = np.cumsum(np.log1p(side * np.minimum(lam, cap) * (y - m)), axis=1)
+        out.append(np.logical_or.accumulate(capital >= math.log(reach), axis=1))
+    return out[0], out[1]
+
+
 def _first(hit: np.ndarray) -> np.ndarray:
     """The first column where each row is True, or −1."""
     return np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
@@ -113,14 +167,27 @@ class Outcome:
     seeds: np.ndarray
 
 
-def run_rule(rule: str, a: np.ndarray, b: np.ndarray, alpha: float, margin: float = 0.0, c: float = MIXTURE) -> Outcome:
-    """Each comparison looked at after every seed pair until ``rule`` decides a − b against ``margin``."""
+def run_rule(
+    rule: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    alpha: float,
+    margin: float = 0.0,
+    c: float = MIXTURE,
+    support: tuple[float, float] | None = None,
+) -> Outcome:
+    """Each comparison looked at after every seed pair until ``rule`` decides a − b against ``margin``; the betting
+    rule needs the differences' ``support``."""
     if rule not in RULES:
         raise ValueError(f"rule={rule!r} is not allowed; choose one of {list(RULES)}")
     reps, budget = a.shape
     if rule == "anytime":
         low, high = anytime_bounds(a - b, alpha, c)
         above, below = low > margin, high < margin
+    elif rule == "betting":
+        if support is None:
+            raise ValueError("rule='betting' needs the differences' support [lo, hi]")
+        above, below = betting_passes(a - b, alpha, support, margin)
     else:
         above = np.zeros((reps, budget), bool)
         below = np.zeros((reps, budget), bool)
@@ -137,9 +204,15 @@ def run_rule(rule: str, a: np.ndarray, b: np.ndarray, alpha: float, margin: floa
 def type_one_error(
     rule: str, alpha: float, reps: int, budget: int, seed: int = 0, family: str = "gaussian"
 ) -> tuple[float, float]:
-    """The share of null comparisons (equal means, spreads 1 and 1.5) a rule ever decides, and its Monte-Carlo s.e."""
+    """The share of null comparisons (equal means, spreads 1 and 1.5) a rule ever decides, and its Monte-Carlo s.e.
+    The betting rule is run only on the bounded families (SUPPORT)."""
+    support = None
+    if rule == "betting":
+        if family not in SUPPORT:
+            raise ValueError(f"family={family!r} is unbounded; the betting rule needs one of {list(SUPPORT)}")
+        support = (-SUPPORT[family], SUPPORT[family])
     a, b = draw(reps, budget, 0.0, 1.0, 1.5, seed, family)
-    rate = float((run_rule(rule, a, b, alpha).decision != 0).mean())
+    rate = float((run_rule(rule, a, b, alpha, support=support).decision != 0).mean())
     return rate, math.sqrt(max(rate * (1 - rate), alpha * (1 - alpha)) / reps)
 
 
@@ -161,14 +234,25 @@ def decided_share(
     c: float = MIXTURE,
     reps: int = 2000,
     seed: int = 0,
+    boundary: str = "t_mixture",
+    support: tuple[float, float] | None = None,
 ) -> Adaptive:
     """The anytime rule replayed on ``reps`` simulated sequences of Gaussian observations (paired differences or
-    ratios) of this mean and sd, deciding the claim whose region is ``edges`` as common.sequential.verdict does."""
+    ratios) of this mean and sd, deciding the claim whose region is ``edges`` as common.sequential.verdict does.
+    ``boundary="betting"`` replays the betting CS instead, on the Gaussian draws clipped to its ``support``."""
     d = np.random.default_rng(seed).normal(mean, sd, (reps, budget))
-    low, high = anytime_bounds(d, alpha, c)
     lo, hi = edges
-    supported = (low > lo) & (high < hi)
-    contradicted = (high < lo) | (low > hi)
+    if boundary == "betting":
+        if support is None:
+            raise ValueError("boundary='betting' needs the observations' support [lo, hi]")
+        d = np.clip(d, *support)
+        above_lo, below_lo = betting_passes(d, alpha, support, lo)
+        above_hi, below_hi = betting_passes(d, alpha, support, hi)
+        supported, contradicted = above_lo & below_hi, below_lo | above_hi
+    else:
+        low, high = anytime_bounds(d, alpha, c)
+        supported = (low > lo) & (high < hi)
+        contradicted = (high < lo) | (low > hi)
     at = _first(supported | contradicted)
     rows, decided = np.arange(reps), at >= 0
     said_supported = decided & supported[rows, np.maximum(at, 0)]
@@ -206,9 +290,31 @@ def savings(effect: float, alpha: float, reps: int, budget: int, seed: int = 0, 
     return Savings(effect, margin, found, fixed.seeds, planned.seeds)
 
 
+def bounded_savings(rule: str, effect: float, alpha: float, reps: int, budget: int, seed: int = 0) -> Savings:
+    """A planted effect on the accuracy family, decided by ``rule`` ("anytime" or "betting"), against the suite's fixed
+    test of the same power: cell a's seeds Beta accuracies at ACCURACY, cell b's ``effect`` units (of ACCURACY_UNIT)
+    lower, both of sd one unit; the claim a − b > 0; the fixed test one-sided Welch at the same spreads."""
+    rng = np.random.default_rng(seed)
+    a = _beta(rng, (reps, budget), ACCURACY, ACCURACY_UNIT)
+    b = _beta(rng, (reps, budget), ACCURACY - effect * ACCURACY_UNIT, ACCURACY_UNIT)
+    half = SUPPORT["accuracy"]
+    out = run_rule(rule, a / ACCURACY_UNIT, b / ACCURACY_UNIT, alpha, support=(-half, half))
+    found = Adaptive(
+        power=float((out.decision == 1).mean()),
+        wrong=float((out.decision == -1).mean()),
+        mean_seeds=float(out.seeds.mean()),
+    )
+    edges = region("greater")
+    fixed = equal_power(found.power, effect, edges, 1.0, 1.0, alpha)
+    planned = equal_power(0.8, PLANNED, edges, 1.0, 1.0, alpha)
+    return Savings(effect, None, found, fixed.seeds, planned.seeds)
+
+
 ALPHAS = (0.01, 0.05, 0.1)
 EFFECTS = (0.5, 1.0, 2.0, 3.0)
 MARGINS = (0.5, 1.0, 2.0, 3.0)  # equivalence margins in per-cell standard deviations, at a true difference of 0
+BOUNDED_EFFECTS = (1.0, 2.0, 5.0, 10.0)  # accuracy-family effects, in units of ACCURACY_UNIT (4 to 40 points)
+BETTING_BUDGET = 400  # a second budget for the betting rule, whose width is set by the bounds, not the seeds' spread
 PLANNED = 1.0  # the smallest effect a fixed design is sized for in the table, in standard deviations
 
 
@@ -218,16 +324,23 @@ def tables(reps: int = 10_000, budget: int = 30, seed: int = 0) -> str:
         f"Type-I error, {reps} null comparisons per row (equal means, sd 1 against 1.5), looked at after every seed "
         f"pair up to {budget}:",
         "",
-        "| family | alpha | anytime CS | naive Welch re-tested |",
-        "|---|---|---|---|",
+        "| family | alpha | anytime CS (t-mixture) | naive Welch re-tested | betting CS (bounded families) |"
+        f" betting CS, looked at up to {BETTING_BUDGET} |",
+        "|---|---|---|---|---|---|",
     ]
     for family in FAMILIES:
         for alpha in ALPHAS:
-            cells = [type_one_error(rule, alpha, reps, budget, seed, family) for rule in RULES]
-            flag = " (above alpha)" if cells[0][0] > alpha + 3 * cells[0][1] else ""
+            rules = [r for r in RULES if r != "betting" or family in SUPPORT]
+            cells = {rule: type_one_error(rule, alpha, reps, budget, seed, family) for rule in rules}
+            if family in SUPPORT:
+                cells["betting_long"] = type_one_error("betting", alpha, reps, BETTING_BUDGET, seed, family)
+            shown = {
+                rule: f"{rate:.4f} ± {se:.4f}" + (" (above alpha)" if rule != "naive" and rate > alpha + 3 * se else "")
+                for rule, (rate, se) in cells.items()
+            }
             lines.append(
-                f"| {family} | {alpha:g} | {cells[0][0]:.4f} ± {cells[0][1]:.4f}{flag} | "
-                f"{cells[1][0]:.4f} ± {cells[1][1]:.4f} |"
+                f"| {family} | {alpha:g} | {shown['anytime']} | {shown['naive']} | {shown.get('betting', '—')} | "
+                f"{shown.get('betting_long', '—')} |"
             )
     lines += [
         "",
@@ -259,6 +372,25 @@ def tables(reps: int = 10_000, budget: int = 30, seed: int = 0) -> str:
             f"| {margin:g} | {s.adaptive.power:.3f} | {s.adaptive.wrong:.4f} | {s.adaptive.mean_seeds:.1f} | "
             f"{s.fixed_seeds if s.fixed_seeds is not None else '—'} | {s.planned_seeds} |"
         )
+    lines += [
+        "",
+        f"Difference claims (a − b > 0) on the accuracy family (Beta accuracies, cell a at {ACCURACY:g}, cell b "
+        f"lower by the effect, sd {ACCURACY_UNIT:g} each; effects in units of {ACCURACY_UNIT:g}), alpha 0.05, "
+        f"{reps} comparisons; the betting rule's bounds [0, 1]; fixed test: one-sided Welch:",
+        "",
+        "| effect | rule | budget | power in budget | wrong way | mean seeds (adaptive) | fixed design, equal power |"
+        f" fixed design sized in advance (80% at effect {PLANNED:g}) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for effect in BOUNDED_EFFECTS:
+        for rule, within in (("anytime", budget), ("betting", budget), ("betting", BETTING_BUDGET)):
+            s = bounded_savings(rule, effect, 0.05, reps, within, seed)
+            name = "t-mixture" if rule == "anytime" else "betting"
+            lines.append(
+                f"| {effect:g} | {name} | {within} | {s.adaptive.power:.3f} | {s.adaptive.wrong:.4f} | "
+                f"{s.adaptive.mean_seeds:.1f} | {s.fixed_seeds if s.fixed_seeds is not None else '—'} | "
+                f"{s.planned_seeds} |"
+            )
     return "\n".join(lines)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from common.claims import Claim, split_metric
-from common.sequential import MIXTURE, RULE, Decision, replay
+from common.sequential import BOUNDARIES, MIXTURE, Decision, replay, rule
 
 STATE = "adaptive.json"
 SCHEMA = 1
@@ -44,6 +44,8 @@ class Plan:
     budget: int
     alpha: float
     mixture: float = MIXTURE
+    boundary: str = "t_mixture"  # common.sequential.BOUNDARIES
+    bounds: tuple[float, float] | None = None  # the claim metrics' range, which the betting boundary needs
 
     def check(self) -> None:
         if not self.first:
@@ -66,6 +68,36 @@ class Plan:
             raise AdaptiveError(
                 f"hydra.sweeper.mixture={self.mixture!r} is not allowed; the mixture's precision c must be > 0"
             )
+        if self.boundary not in BOUNDARIES:
+            raise AdaptiveError(
+                f"hydra.sweeper.boundary={self.boundary!r} is not allowed; choose one of {', '.join(BOUNDARIES)}"
+            )
+        if self.boundary == "betting" or self.bounds is not None:
+            self._check_bounds()
+
+    def _check_bounds(self) -> None:
+        bounds = self.bounds
+        if bounds is None:
+            raise AdaptiveError(
+                "hydra.sweeper.bounds=null is not allowed with boundary=betting; give the claim metrics' range, "
+                "e.g. hydra.sweeper.bounds=[0,1] for an accuracy"
+            )
+        numbers = len(bounds) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bounds
+        )
+        if not numbers or bounds[0] >= bounds[1]:
+            raise AdaptiveError(
+                f"hydra.sweeper.bounds={list(bounds)!r} is not allowed; it must be two finite numbers [lo, hi] "
+                "with lo < hi"
+            )
+
+    @property
+    def support(self) -> tuple[float, float] | None:
+        """Where a paired difference of a metric in [lo, hi] lies: [lo − hi, hi − lo]; None without bounds."""
+        if self.bounds is None:
+            return None
+        lo, hi = self.bounds
+        return (lo - hi, hi - lo)
 
     def next_seeds(self, used: Sequence[int]) -> list[int]:
         """The next round's seeds for a cell that has ``used``: the next free numbers, up to the budget."""
@@ -166,14 +198,53 @@ def claim_values(claim: Claim, a: Mapping[int, Mapping], b: Mapping[int, Mapping
     return out
 
 
+def check_boundary(claims: Sequence[Claim], plan: Plan) -> None:
+    """The betting boundary bounds paired differences; a ratio of two bounded values is not bounded by them."""
+    if plan.boundary != "betting":
+        return
+    for claim in claims:
+        if claim.expect == "ratio":
+            raise AdaptiveError(
+                f"{claim.origin}: a ratio claim ({claim.name}) is not allowed with hydra.sweeper.boundary=betting, "
+                "which bounds paired differences; use boundary=t_mixture"
+            )
+
+
+def check_observed(claim: Claim, sides: Sequence[Mapping[int, Mapping] | None], plan: Plan) -> None:
+    """Under the betting boundary each seed's metric must lie in the bounds; its validity rests on them."""
+    if plan.boundary != "betting" or plan.bounds is None:
+        return
+    lo, hi = plan.bounds
+    for side, results in zip("ab", sides):
+        for seed, result in sorted((results or {}).items()):
+            value = metric_value(result, claim.metric)
+            if value is not None and not lo <= value <= hi:
+                raise AdaptiveError(
+                    f"claim {claim.name!r}: {claim.metric}={value!r} (side {side}, seed {seed}) lies outside "
+                    f"hydra.sweeper.bounds=[{lo:g}, {hi:g}] the betting boundary assumes; widen the bounds"
+                )
+
+
 def decide(claim: Claim, values: Sequence[float], plan: Plan, claims: int) -> Decision:
-    """The claim replayed through its confidence sequence at alpha / (number of claims)."""
-    return replay(values, claim.expect, claim.margin, claim.bounds, plan.alpha / claims, plan.mixture)
+    """The claim replayed through the plan's confidence sequence at alpha / (number of claims)."""
+    return replay(
+        values,
+        claim.expect,
+        claim.margin,
+        claim.bounds,
+        plan.alpha / claims,
+        plan.mixture,
+        plan.boundary,
+        plan.support,
+    )
 
 
 def fingerprint(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan) -> str:
     """What a resumed sweep must share with the one that wrote the state: the grid, the claims and the plan."""
-    content = {"cells": sorted(c.key for c in cells), "claims": [c.key() for c in claims], "plan": asdict(plan)}
+    settings = asdict(plan)
+    if plan.boundary == "t_mixture" and plan.bounds is None:
+        del settings["boundary"], settings["bounds"]  # the default rule: states written before the choice still resume
+    content = {"cells": sorted(c.key for c in cells), "claims": [c.key() for c in claims], "plan": settings}
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -181,8 +252,13 @@ def new_state(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan, raw: A
     """A sweep's first state; ``raw`` is the claims as written, so the analysis decides the same claims."""
     return {
         "schema": SCHEMA,
-        "rule": RULE,
-        "plan": {**asdict(plan), "first": list(plan.first), "alpha_per_claim": plan.alpha / len(claims)},
+        "rule": rule(plan.boundary),
+        "plan": {
+            **asdict(plan),
+            "first": list(plan.first),
+            "bounds": None if plan.bounds is None else list(plan.bounds),
+            "alpha_per_claim": plan.alpha / len(claims),
+        },
         "fingerprint": fingerprint(cells, claims, plan),
         "claims_raw": raw,
         "rounds": [],

@@ -40,10 +40,13 @@ class AdaptiveSeedSweeper(BasicSweeper):
         alpha: float = 0.05,
         mixture: float = 1.0,
         claims_file: Optional[str] = None,
+        boundary: str = "t_mixture",
+        bounds: Optional[Sequence[float]] = None,
     ) -> None:
         super().__init__(max_batch_size=None, params=params)
         self.first_round, self.step, self.budget = first_round, step, budget
         self.alpha, self.mixture, self.claims_file = alpha, mixture, claims_file
+        self.boundary, self.bounds = boundary, bounds
 
     def _grid(self, arguments: List[str]) -> tuple:
         """The cells (overrides without the seed) in sweep order, and the swept seeds (None when not swept)."""
@@ -99,10 +102,12 @@ class AdaptiveSeedSweeper(BasicSweeper):
         try:
             grid, seeds = self._grid(arguments)
             first = tuple(seeds) if seeds is not None else tuple(range(int(self.first_round)))
-            plan = adaptive.Plan(first, self.step, self.budget, self.alpha, self.mixture)
+            bounds = _bounds(self.bounds)
+            plan = adaptive.Plan(first, self.step, self.budget, self.alpha, self.mixture, self.boundary, bounds)
             plan.check()
             raw, claims = self._claims()
             adaptive.require_claims(claims)  # before the cells are composed
+            adaptive.check_boundary(claims, plan)
             cells = self._cells(grid)
             sides = adaptive.claim_cells(cells, claims)
             sweep_dir = Path(str(self.config.hydra.sweep.dir))
@@ -121,7 +126,11 @@ class AdaptiveSeedSweeper(BasicSweeper):
         returns = []
         while True:
             folders = _folders(state, sweep_dir)
-            decisions = _decide(plan, claims, sides, folders)
+            try:
+                decisions = _decide(plan, claims, sides, folders)
+            except adaptive.AdaptiveError as err:
+                print(f"attnlab: {err}", file=sys.stderr)  # a seed outside the betting bounds: one line
+                raise SystemExit(2) from None
             state["decisions"] = [_decision_row(c, d) for c, d in zip(claims, decisions)]
             pending = state["rounds"][-1] if state["rounds"] and not state["rounds"][-1]["done"] else None
             if pending is None:
@@ -156,6 +165,15 @@ class AdaptiveSeedSweeper(BasicSweeper):
         for row in state["decisions"]:
             log.info("Claim %r: %s", row["claim"], row["verdict"] or "undecided at the budget")
         return returns
+
+
+def _bounds(value: Any) -> Optional[tuple]:
+    """hydra.sweeper.bounds as a tuple (a scalar kept whole in one, so the plan's check names it)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return (value,)
+    return tuple(value)
 
 
 def _folders(state: dict, sweep_dir: Path) -> Dict[str, Dict[int, str]]:
@@ -198,9 +216,10 @@ def _decide(plan, claims: list, sides: list, folders: Dict[str, Dict[int, str]])
 
     out = []
     for claim, (a, b) in zip(claims, sides):
-        values = adaptive.claim_values(
-            claim, _results(folders.get(a.key, {})), None if b is None else _results(folders.get(b.key, {}))
-        )
+        results_a = _results(folders.get(a.key, {}))
+        results_b = None if b is None else _results(folders.get(b.key, {}))
+        adaptive.check_observed(claim, (results_a, results_b), plan)
+        values = adaptive.claim_values(claim, results_a, results_b)
         out.append(adaptive.decide(claim, values, plan, len(claims)))
     return out
 
