@@ -33,8 +33,6 @@ from experiments.ensemble.members import SHARED, member_config, member_dirs, mem
 from experiments.record.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
-# lightning.Trainer's keywords besides max_steps that stop a fit, honoured by the ensemble's own Trainer
-STOP_KEYS = ("max_epochs", "min_epochs", "min_steps", "max_time", "fast_dev_run")
 
 
 @dataclass
@@ -186,6 +184,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 
     from experiments.ensemble.data import MemberBatches
     from experiments.ensemble.module import EnsembleModule
+    from experiments.ensemble.trainer_keys import passed_keywords
     from experiments.ensemble.validation import MemberValidation, validation_interval
     from experiments.record.loggers import csv_logger
     from experiments.training import folder as run_folder
@@ -195,7 +194,9 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 
     t = cfg.trainer
     seeds = [m.seed for m in todo]
-    module = EnsembleModule([m.parts.module for m in todo], seeds, cfg.optim.grad_clip, log_every=t.log_every_n_steps)
+    # the clipping a single run's Trainer does with trainer.gradient_clip_val (by default optim.grad_clip)
+    clip = t.get("gradient_clip_val")
+    module = EnsembleModule([m.parts.module for m in todo], seeds, clip, log_every=t.log_every_n_steps)
     extra = [FailAtStep(int(cfg.fail_at_step))] if cfg.get("fail_at_step") is not None else []
     loaders = []
     for m in todo:
@@ -214,20 +215,14 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     # every checkpoint records the computation that wrote it (the first member's), for the next run's comparison
     recorded = run_folder.record_callback(run_folder.run_record(first_member.flat, first_member.result["config_hash"]))
     trainer = L.Trainer(
-        accelerator=t.accelerator,
+        # every key the table passes, as a single run's Trainer takes it; the limits that end a single run's
+        # fit end the ensemble's alike (stops.stop_after_fit then records which one did, in every member).
+        # The table's other keys are handled below or were refused before any work (preflight).
+        **passed_keywords(t),
         devices=1,
-        precision=t.precision,
-        max_steps=t.max_steps,
-        # the limits besides max_steps that end a single run's fit end the ensemble's alike (stops.stop_after_fit
-        # then records which one did, in every member)
-        **stop_limits(t),
-        limit_val_batches=0,
+        limit_val_batches=0,  # the members validate in MemberValidation
         num_sanity_val_steps=0,
-        deterministic=t.deterministic,
-        log_every_n_steps=t.log_every_n_steps,
-        accumulate_grad_batches=t.accumulate_grad_batches,
         enable_progress_bar=False,
-        enable_model_summary=False,
         logger=[csv_logger(shared_dir)],
         callbacks=[
             ModelCheckpoint(
@@ -344,18 +339,6 @@ def _evaluate_member(
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
         result.update(build.describe_failure(err, trainer, m.run_dir))
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
-
-
-def stop_limits(trainer_cfg: DictConfig) -> dict[str, Any]:
-    """The ``STOP_KEYS`` the config sets, as the Trainer takes them (``+trainer.max_time={hours: 1}``: a dict)."""
-    from omegaconf import OmegaConf
-
-    limits = {}
-    for key in STOP_KEYS:
-        value = trainer_cfg.get(key)
-        if value is not None:
-            limits[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-    return limits
 
 
 def _segments(trainer) -> int:
