@@ -104,19 +104,31 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
     """What ``claim_ensemble`` would refuse for ``ensemble.seeds=N`` in ``run_dir``, checked without touching
     the folder: the preflight runs it before Hydra writes the new run's ``.hydra/`` into it. Its memory is
     checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
-    from experiments.ensemble.members import SHARED, member_config, member_dirs, member_seeds
+    from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_seeds
     from experiments.ensemble.memory import check_memory
     from experiments.training.lock import check_free
-    from experiments.training.single_run import resolved
+    from experiments.training.single_run import completed_result, resolved
 
     seeds = member_seeds(cfg)
-    if len(seeds) > 1:
+    dirs = member_dirs(cfg, run_dir, seeds)
+    never = resume_mode(cfg.get("resume")) == "never"
+    if len(seeds) > 1 and (never or not any_result(dirs)):  # every member trains: checked before resolving any
         check_memory(cfg, len(seeds))
-    if resume_mode(cfg.get("resume")) == "never" or not run_dir.is_dir():
+    if never or not run_dir.is_dir():
         return
     check_free(run_dir / SHARED)
-    members = [(d, resolved(member_config(cfg, s))[0]) for s, d in zip(seeds, member_dirs(cfg, run_dir, seeds))]
-    found = another_computation(run_dir / SHARED, members, seeds)
+    members, waiting = [], []  # (folder, flat config) and seed of each member still to train, as the run decides
+    for seed, folder in zip(seeds, dirs):
+        mcfg = member_config(cfg, seed)
+        flat, cfg_hash = resolved(mcfg)
+        if completed_result(mcfg, folder, cfg_hash) is None:
+            members.append((folder, flat))
+            waiting.append(seed)
+    if not members:
+        return
+    if any_result(dirs) and len(members) > 1:  # the completed members stay out of the batched model
+        check_memory(cfg, len(seeds), to_train=len(members))
+    found = another_computation(run_dir / SHARED, members, waiting)
     if found is not None:
         where, held, problems = found
         raise refusal(where, held, problems)

@@ -29,7 +29,7 @@ import torch
 from omegaconf import DictConfig, open_dict
 
 from experiments.ensemble.capability import ensemble_problem
-from experiments.ensemble.members import SHARED, member_config, member_dirs, member_overrides, member_seeds
+from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_overrides, member_seeds
 from experiments.record.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
@@ -101,13 +101,14 @@ def _train_ensemble(
     quiet_lightning_handlers()
     expand_roles(cfg)
     seeds = member_seeds(cfg)
-    if len(seeds) > 1:
-        # first: even resolving 1000 members' configs takes seconds. All N count (members already completed
-        # are not known yet): an ensemble too large for this device could not have trained them either.
+    dirs = member_dirs(cfg, run_dir, seeds)
+    fresh = not any_result(dirs)
+    if len(seeds) > 1 and fresh:
+        # first: even resolving 1000 members' configs takes seconds; with no member's result yet, all N train
         check_memory(cfg, len(seeds))
     results: dict[int, dict[str, Any]] = {}
     waiting = []  # (index, seed, folder, config, flat, hash) of each member not completed yet
-    for index, (seed, mdir) in enumerate(zip(seeds, member_dirs(cfg, run_dir, seeds))):
+    for index, (seed, mdir) in enumerate(zip(seeds, dirs)):
         mcfg = member_config(cfg, seed)
         flat, cfg_hash = resolved(mcfg)
         done = completed_result(mcfg, mdir, cfg_hash)
@@ -117,6 +118,8 @@ def _train_ensemble(
             waiting.append((index, seed, mdir, mcfg, flat, cfg_hash))
     if not waiting:
         return [results[s] for s in seeds]
+    if not fresh and len(waiting) > 1:  # the completed members stay out of the batched model
+        check_memory(cfg, len(seeds), to_train=len(waiting))
     # before anything is written: another computation is refused, or (a sweep cell) moved aside
     claim = claim_ensemble(
         run_dir / SHARED,
