@@ -116,7 +116,7 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
         check_memory(cfg, len(seeds))
     if never or not run_dir.is_dir():
         return
-    check_free(run_dir / SHARED)
+    check_free(run_dir / SHARED, named=run_dir)
     members, waiting = [], []  # (folder, flat config) and seed of each member still to train, as the run decides
     for seed, folder in zip(seeds, dirs):
         mcfg = member_config(cfg, seed)
@@ -130,13 +130,21 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
         check_memory(cfg, len(seeds), to_train=len(members))
     found = another_computation(run_dir / SHARED, members, waiting)
     if found is not None:
-        where, held, problems = found
-        raise refusal(where, held, problems)
+        _, held, problems = found
+        raise ensemble_refusal(run_dir / SHARED, held, problems)
+
+
+def ensemble_refusal(shared: Path, held: Held, problems: list[tuple[str, Any, Any]]) -> Exception:
+    """The refusal naming the ensemble's run folder (the one the user gave, above ``shared``), not the
+    member's folder or the shared checkpoint that differs: ``held.where`` names that file."""
+    return refusal(
+        shared.parent, held, problems, moved_to=f"the previous/<time>/ of each member's folder and of {shared}"
+    )
 
 
 def _changed(shared: Path, members, where: Path, held, problems, sweep_cell: bool) -> EnsembleClaim:
     if not sweep_cell:
-        raise refusal(where, held, problems)
+        raise ensemble_refusal(shared, held, problems)
     from experiments.training.folder import describe_changes
 
     _move_shared(shared, describe_changes(problems))

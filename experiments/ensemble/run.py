@@ -74,7 +74,7 @@ def train_ensemble(
     from experiments.training.lock import one_writer
 
     try:
-        with one_writer(run_dir / SHARED):
+        with one_writer(run_dir / SHARED, named=run_dir):  # refusals name the folder the user gave
             return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
     finally:
         with contextlib.suppress(OSError):  # nothing was trained batched (refused, or the fallback): no empty folder

@@ -266,10 +266,15 @@ def claim_folder(
     raise refusal(run_dir, held, problems)
 
 
-def refusal(run_dir: Path, held: Held, problems: list[tuple[str, Any, Any]]) -> RunFolderError:
+def refusal(
+    run_dir: Path, held: Held, problems: list[tuple[str, Any, Any]], moved_to: str | None = None
+) -> RunFolderError:
+    """The one line refusing ``run_dir`` (the folder the user gave); ``moved_to``: where resume=never moves
+    its files, when not to ``run_dir/previous/<time>/`` (an ensemble's go to each of its folders' own)."""
+    where = moved_to or f"{run_dir / PREVIOUS}/<time>/"
     return RunFolderError(
         f"{run_dir} holds another computation ({held.where}): {describe_changes(problems)}; "
-        f"run in another folder, or add resume=never to move its files to {run_dir / PREVIOUS}/<time>/ and start afresh"
+        f"run in another folder, or add resume=never to move its files to {where} and start afresh"
     )
 
 
