@@ -198,3 +198,28 @@ def test_a_checkpoint_setting_an_ensemble_would_ignore_is_refused_in_one_line(tm
     with pytest.raises(ConfigError, match=f"^{key}=x.ckpt is not taken by an ensemble \\(ensemble.seeds=2\\); "):
         check_config(compose([*BASE, "ensemble.seeds=2", f"{key}=x.ckpt"]))
     check_config(compose([*BASE, f"{key}=x.ckpt"]))  # a single run takes it
+
+
+def test_a_resumed_ensemble_reads_its_shared_checkpoint_once(tmp_path: Path, monkeypatch) -> None:
+    from experiments.ensemble.folder import claim_ensemble
+    from experiments.ensemble.members import member_config, member_dirs, member_seeds
+    from experiments.training.folder import CHECKPOINT
+    from experiments.training.single_run import resolved
+
+    run = tmp_path / "ens"
+    ensemble([*BASE, "fail_at_step=3"], run)  # killed after the checkpoint of step 2
+    ckpt = run / SHARED / CHECKPOINT
+    cfg = compose([*BASE, "ensemble.seeds=2"])
+    seeds = member_seeds(cfg)
+    members = [(d, resolved(member_config(cfg, s))[0]) for s, d in zip(seeds, member_dirs(cfg, run, seeds))]
+    real, reads = torch.load, []
+
+    def counted(f, *args, **kwargs):
+        reads.append((Path(f), kwargs.get("weights_only")))
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counted)
+    claim = claim_ensemble(run / SHARED, members, seeds, resume=cfg.resume, sweep_cell=False)
+    # the same decision as ever (resume the shared checkpoint), from one read of it, as data only
+    assert claim.resume_from == str(ckpt)
+    assert [r for r in reads if r[0] == ckpt] == [(ckpt, True)]

@@ -146,10 +146,13 @@ class Held:
     unused: tuple[str, ...] = ()
 
 
-def held_by_checkpoint(path: Path, run_dir: Path | None, key: str | None) -> Held:
+def held_by_checkpoint(
+    path: Path, run_dir: Path | None, key: str | None, state: Mapping[str, Any] | None = None
+) -> Held:
     """The computation a checkpoint was written by: its own record, else (written before checkpoints held
-    one) the config of the result.json beside it."""
-    state = read_checkpoint(path, key)
+    one) the config of the result.json beside it. ``state``: the checkpoint already read (``read_checkpoint``),
+    so that a caller deciding more than this reads a large file once."""
+    state = read_checkpoint(path, key) if state is None else state
     record = state.get(RECORD_KEY) or {}
     config, unused = record.get("config"), ()
     if config is None and run_dir is not None:
