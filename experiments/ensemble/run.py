@@ -288,7 +288,9 @@ def _evaluate_member(
     began = time.perf_counter()
     result, n = m.result, ensemble.members
     steps = ensemble.member_steps(index, int(fit_trainer.global_step))
-    timer = next((c for c in fit_trainer.callbacks if type(c).__name__ == "StepTimer"), None)
+    from experiments.training.callbacks import StepTimer
+
+    timer = next((c for c in fit_trainer.callbacks if isinstance(c, StepTimer)), None)
     step_ms = timer.summary().get("step_ms") if timer is not None else None
     tokens = int(ensemble.tokens_seen[index])
     result["cost"].update(
@@ -325,6 +327,10 @@ def _evaluate_member(
         per_epoch = max(fit_trainer.num_training_batches, 1)
         _log_history(trainer, ensemble.loss_history, record.history, index, per_epoch)
         # the final validation and the test are logged at the member's last step and epoch, as a separate run's
+        # Lightning (checked against 2.6.6) has no public way to give a Trainer that never fit a step: its
+        # logger connector takes the step of validate/test logs from this private counter, unless a metric
+        # named "step" is logged, which would also drop the "epoch" column of every member's metrics.csv.
+        # tests/test_ensemble_lightning.py fails when the counter is gone.
         trainer.fit_loop.epoch_loop._batches_that_stepped = steps
         # a fit that ends mid-epoch counts that epoch as completed, so the epoch after it is the epochs begun
         trainer.fit_loop.epoch_progress.current.completed = -(-steps // per_epoch)
@@ -345,7 +351,9 @@ def _evaluate_member(
 
 
 def _segments(trainer) -> int:
-    clock = next((c for c in trainer.callbacks if type(c).__name__ == "RunClock"), None)
+    from experiments.training.clock import RunClock
+
+    clock = next((c for c in trainer.callbacks if isinstance(c, RunClock)), None)
     return int(clock.before["segments"]) + 1 if clock is not None else 1
 
 
