@@ -56,6 +56,8 @@ def test_a_changed_attention_on_an_ensemble_folder_is_refused_before_any_work(tm
     with pytest.raises(RunFolderError, match="attention multihead → local") as refused:
         ensemble([*BASE, "attention=local"], run)
     assert "resume=never" in str(refused.value) and "\n" not in str(refused.value)
+    # named by the folder the user gave (the held file in brackets), not by a member's seed=<s>/ folder
+    assert str(refused.value).startswith(f"{run} holds another computation ("), refused.value
     # nothing was written: the members' results and the shared checkpoint are the old computation's
     assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != LOCK} == before
 
@@ -69,7 +71,9 @@ def test_the_command_line_refuses_a_changed_ensemble_in_one_line_with_exit_2(tmp
     done = cli(run, *BASE, "ensemble.seeds=2", "attention=local", "logger=none")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert lines[0].startswith("attnlab: ") and "attention multihead → local" in lines[0]
+    assert (
+        lines[0].startswith(f"attnlab: {run} holds another computation (") and "attention multihead → local" in lines[0]
+    )
     # refused in the preflight, before Hydra wrote the refused run's config over the old one
     assert (run / ".hydra" / "config.yaml").read_text() == "the old run's config\n"
 
@@ -107,12 +111,14 @@ def test_a_second_process_on_an_ensemble_being_written_is_refused(tmp_path: Path
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # a live holder
     try:
         (run / SHARED / LOCK).write_text(json.dumps({"pid": writer.pid, "host": socket.gethostname()}))
-        with pytest.raises(FolderBusyError, match=f"being written by process {writer.pid}"):
+        with pytest.raises(FolderBusyError, match=f"being written by process {writer.pid}") as refused:
             ensemble(BASE, run)
+        assert str(refused.value).startswith(f"{run} is being written by"), refused.value  # not {run}/ensemble
         assert not (run / "seed=0" / "result.json").exists()
         done = cli(run, *BASE, "ensemble.seeds=2", "logger=none")
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and f"process {writer.pid}" in lines[0], done.stderr
+        assert lines[0].startswith(f"attnlab: {run} is being written by"), lines[0]
     finally:
         writer.kill()
         writer.wait()
@@ -192,3 +198,28 @@ def test_a_checkpoint_setting_an_ensemble_would_ignore_is_refused_in_one_line(tm
     with pytest.raises(ConfigError, match=f"^{key}=x.ckpt is not taken by an ensemble \\(ensemble.seeds=2\\); "):
         check_config(compose([*BASE, "ensemble.seeds=2", f"{key}=x.ckpt"]))
     check_config(compose([*BASE, f"{key}=x.ckpt"]))  # a single run takes it
+
+
+def test_a_resumed_ensemble_reads_its_shared_checkpoint_once(tmp_path: Path, monkeypatch) -> None:
+    from experiments.ensemble.folder import claim_ensemble
+    from experiments.ensemble.members import member_config, member_dirs, member_seeds
+    from experiments.training.folder import CHECKPOINT
+    from experiments.training.single_run import resolved
+
+    run = tmp_path / "ens"
+    ensemble([*BASE, "fail_at_step=3"], run)  # killed after the checkpoint of step 2
+    ckpt = run / SHARED / CHECKPOINT
+    cfg = compose([*BASE, "ensemble.seeds=2"])
+    seeds = member_seeds(cfg)
+    members = [(d, resolved(member_config(cfg, s))[0]) for s, d in zip(seeds, member_dirs(cfg, run, seeds))]
+    real, reads = torch.load, []
+
+    def counted(f, *args, **kwargs):
+        reads.append((Path(f), kwargs.get("weights_only")))
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counted)
+    claim = claim_ensemble(run / SHARED, members, seeds, resume=cfg.resume, sweep_cell=False)
+    # the same decision as ever (resume the shared checkpoint), from one read of it, as data only
+    assert claim.resume_from == str(ckpt)
+    assert [r for r in reads if r[0] == ckpt] == [(ckpt, True)]

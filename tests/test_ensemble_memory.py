@@ -113,3 +113,28 @@ def test_the_command_line_refuses_an_ensemble_larger_than_this_machine_with_exit
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("attnlab: ensemble.seeds=100000 needs about") and "lower ensemble.seeds" in lines[0]
     assert not list(tmp_path.glob("seed=*"))
+
+
+def test_a_resumed_ensemble_estimates_only_the_members_still_to_train(tmp_path: Path, monkeypatch) -> None:
+    from experiments.ensemble.folder import check_before_start
+    from experiments.training.single_run import train
+
+    run = tmp_path / "ens"
+    # member 0 completed before: its separate run with the member's config, in the member's folder
+    done = train(compose([*SIZE, "seed=0"]), run / "seed=0", [*SIZE, "seed=0"])
+    assert done["status"] == "completed"
+    cfg = compose([*SIZE, "ensemble.seeds=3"])
+    per_member = mem.estimate(cfg, 1).per_member
+    room = {"members": 2}
+    monkeypatch.setattr(
+        mem, "available", lambda cfg: (room["members"] * per_member + per_member // 2, "of RAM is available")
+    )
+    check_before_start(run, cfg)  # seeds 1 and 2 fit; all three would not
+    with pytest.raises(mem.EnsembleMemoryError, match=r"^ensemble.seeds=3 \(2 still to train\) needs about"):
+        room["members"] = 1
+        check_before_start(run, cfg)
+    with pytest.raises(mem.EnsembleMemoryError, match=r"^ensemble.seeds=3 needs about"):
+        room["members"] = 2
+        check_before_start(tmp_path / "fresh", cfg)  # nothing completed: all three count
+    members = train_ensemble(cfg, run, [*SIZE, "ensemble.seeds=3"])
+    assert [m["status"] for m in members] == ["completed"] * 3 and members[0].get("skipped")

@@ -326,6 +326,10 @@ def check_lightning(cfg) -> None:
         lightning_parts.check_trainer(cfg.trainer)
         lightning_parts.check_callbacks(cfg)
         lightning_parts.check_loggers(cfg)
+        if cfg.ensemble.seeds != 1:  # its own Trainer: every trainer key passed, handled or refused here
+            from experiments.ensemble.trainer_keys import check_trainer_keys
+
+            check_trainer_keys(cfg.trainer)
     except ConfigError as err:
         raise PreflightError(str(err)) from None
 

@@ -15,10 +15,11 @@ and one shared folder (``ensemble/``) whose checkpoint continues every member. B
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from omegaconf import DictConfig
 
@@ -48,7 +49,12 @@ class EnsembleClaim:
 
 def checkpoint_seeds(ckpt: Path) -> list[int] | None:
     """The members' seeds a shared checkpoint holds, read as data only (no pickled code runs)."""
-    return read_checkpoint(ckpt, None).get("attnlab_ensemble", {}).get("seeds")
+    return seeds_of(read_checkpoint(ckpt, None))
+
+
+def seeds_of(state: Mapping[str, Any]) -> list[int] | None:
+    """The members' seeds of a shared checkpoint already read."""
+    return state.get("attnlab_ensemble", {}).get("seeds")
 
 
 def claim_ensemble(
@@ -66,12 +72,15 @@ def claim_ensemble(
     if mode == "never":
         _move_shared(shared, "resume=never")
         return EnsembleClaim(members={d: Claim(moved_to=_move_member(d, shared)) for d, _ in members if d.is_dir()})
-    found = another_computation(shared, members, seeds)
+    # the shared checkpoint, which may be large, read once for all three decisions (its seeds, its record,
+    # whether it resumes) and only when they come to it: a member's other computation is found first
+    state = functools.cache(lambda: read_checkpoint(ckpt, None))
+    found = another_computation(shared, members, seeds, state)
     if found is not None:
         return _changed(shared, members, *found, sweep_cell)
     if not ckpt.exists():
         return EnsembleClaim()
-    held_seeds = checkpoint_seeds(ckpt)  # one read of a checkpoint that may be large
+    held_seeds = seeds_of(state())
     if held_seeds != seeds:
         _move_shared(shared, f"it holds the ensemble of seeds {held_seeds}, not {seeds}")
         return EnsembleClaim()
@@ -79,22 +88,28 @@ def claim_ensemble(
 
 
 def another_computation(
-    shared: Path, members: list[tuple[Path, Mapping[str, Any]]], seeds: list[int]
+    shared: Path,
+    members: list[tuple[Path, Mapping[str, Any]]],
+    seeds: list[int],
+    state: Callable[[], Mapping[str, Any]] | None = None,
 ) -> tuple[Path, Held, list[tuple[str, Any, Any]]] | None:
     """(where, what it holds, the keys that differ) of the first folder that holds another computation than
-    ``members``; None when none does. Reads only."""
+    ``members``; None when none does. Reads only; ``state`` gives the shared checkpoint read once."""
     for folder, flat in members:
         held = held_by_folder(folder)
         problems = conflict(held, flat) if held is not None else []
         if problems:
             return folder, held, problems
     ckpt = shared / CHECKPOINT
-    if not ckpt.exists() or checkpoint_seeds(ckpt) != seeds:
+    if not ckpt.exists():
+        return None
+    read = state() if state is not None else read_checkpoint(ckpt, None)
+    if seeds_of(read) != seeds:
         return None  # nothing to resume, or another ensemble's checkpoint: moved aside, no refusal
     first_dir, first_flat = members[0]
     # the record is the first member's computation; a checkpoint written before records were kept is read
     # against the first member's result.json
-    held = held_by_checkpoint(ckpt, first_dir, None)
+    held = held_by_checkpoint(ckpt, first_dir, None, state=read)
     held.where = str(ckpt)
     problems = conflict(held, first_flat)
     return (shared, held, problems) if problems else None
@@ -104,27 +119,47 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
     """What ``claim_ensemble`` would refuse for ``ensemble.seeds=N`` in ``run_dir``, checked without touching
     the folder: the preflight runs it before Hydra writes the new run's ``.hydra/`` into it. Its memory is
     checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
-    from experiments.ensemble.members import SHARED, member_config, member_dirs, member_seeds
+    from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_seeds
     from experiments.ensemble.memory import check_memory
     from experiments.training.lock import check_free
-    from experiments.training.single_run import resolved
+    from experiments.training.single_run import completed_result, resolved
 
     seeds = member_seeds(cfg)
-    if len(seeds) > 1:
+    dirs = member_dirs(cfg, run_dir, seeds)
+    never = resume_mode(cfg.get("resume")) == "never"
+    if len(seeds) > 1 and (never or not any_result(dirs)):  # every member trains: checked before resolving any
         check_memory(cfg, len(seeds))
-    if resume_mode(cfg.get("resume")) == "never" or not run_dir.is_dir():
+    if never or not run_dir.is_dir():
         return
-    check_free(run_dir / SHARED)
-    members = [(d, resolved(member_config(cfg, s))[0]) for s, d in zip(seeds, member_dirs(cfg, run_dir, seeds))]
-    found = another_computation(run_dir / SHARED, members, seeds)
+    check_free(run_dir / SHARED, named=run_dir)
+    members, waiting = [], []  # (folder, flat config) and seed of each member still to train, as the run decides
+    for seed, folder in zip(seeds, dirs):
+        mcfg = member_config(cfg, seed)
+        flat, cfg_hash = resolved(mcfg)
+        if completed_result(mcfg, folder, cfg_hash) is None:
+            members.append((folder, flat))
+            waiting.append(seed)
+    if not members:
+        return
+    if any_result(dirs) and len(members) > 1:  # the completed members stay out of the batched model
+        check_memory(cfg, len(seeds), to_train=len(members))
+    found = another_computation(run_dir / SHARED, members, waiting)
     if found is not None:
-        where, held, problems = found
-        raise refusal(where, held, problems)
+        _, held, problems = found
+        raise ensemble_refusal(run_dir / SHARED, held, problems)
+
+
+def ensemble_refusal(shared: Path, held: Held, problems: list[tuple[str, Any, Any]]) -> Exception:
+    """The refusal naming the ensemble's run folder (the one the user gave, above ``shared``), not the
+    member's folder or the shared checkpoint that differs: ``held.where`` names that file."""
+    return refusal(
+        shared.parent, held, problems, moved_to=f"the previous/<time>/ of each member's folder and of {shared}"
+    )
 
 
 def _changed(shared: Path, members, where: Path, held, problems, sweep_cell: bool) -> EnsembleClaim:
     if not sweep_cell:
-        raise refusal(where, held, problems)
+        raise ensemble_refusal(shared, held, problems)
     from experiments.training.folder import describe_changes
 
     _move_shared(shared, describe_changes(problems))

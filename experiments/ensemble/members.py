@@ -45,3 +45,9 @@ def member_config(cfg: DictConfig, seed: int) -> DictConfig:
     with open_dict(member):
         member.seed = seed
     return member
+
+
+def any_result(dirs: list[Path]) -> bool:
+    """Whether any member's folder holds a result (``result.json``): only then can a member be completed
+    already, and the memory estimate must wait for the members still to train to be known."""
+    return any((d / "result.json").is_file() for d in dirs)

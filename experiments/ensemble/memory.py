@@ -137,18 +137,23 @@ def ram_available() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_memory(cfg: DictConfig, members: int, limit: tuple[int, str] | None = None) -> MemoryEstimate:
+def check_memory(
+    cfg: DictConfig, members: int, limit: tuple[int, str] | None = None, to_train: int | None = None
+) -> MemoryEstimate:
     """Refuse (one line) an ensemble that would not fit; announce one that takes a large share. ``limit``:
-    (bytes, what they are), else what ``available`` finds."""
-    need = estimate(cfg, members)
+    (bytes, what they are), else what ``available`` finds. ``to_train``: the members still to train when
+    some completed before (a resumed ensemble trains only the rest batched), else all ``members``."""
+    left = members if to_train is None else to_train
+    need = estimate(cfg, left)
     have, what = limit if limit is not None else available(cfg)
     fits = max(have // max(need.per_member, 1), 0)
+    named = f"ensemble.seeds={members}" + (f" ({left} still to train)" if left != members else "")
     if need.total > have:
         raise EnsembleMemoryError(
-            f"ensemble.seeds={members} needs {need.describe()}, but {gib(have)} {what}; lower ensemble.seeds "
+            f"{named} needs {need.describe()}, but {gib(have)} {what}; lower ensemble.seeds "
             f"to at most {fits}, or task.batch_size / model sizes, or batch fewer seeds at once "
             f"(hydra/launcher=ensemble hydra.launcher.max_members={max(fits, 2)})"
         )
     if need.total > LARGE_SHARE * have:
-        log.info("ensemble.seeds=%d: %s of the %s %s", members, need.describe(), gib(have), what)
+        log.info("%s: %s of the %s %s", named, need.describe(), gib(have), what)
     return need

@@ -29,12 +29,10 @@ import torch
 from omegaconf import DictConfig, open_dict
 
 from experiments.ensemble.capability import ensemble_problem
-from experiments.ensemble.members import SHARED, member_config, member_dirs, member_overrides, member_seeds
+from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_overrides, member_seeds
 from experiments.record.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
-# lightning.Trainer's keywords besides max_steps that stop a fit, honoured by the ensemble's own Trainer
-STOP_KEYS = ("max_epochs", "min_epochs", "min_steps", "max_time", "fast_dev_run")
 
 
 @dataclass
@@ -76,7 +74,7 @@ def train_ensemble(
     from experiments.training.lock import one_writer
 
     try:
-        with one_writer(run_dir / SHARED):
+        with one_writer(run_dir / SHARED, named=run_dir):  # refusals name the folder the user gave
             return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
     finally:
         with contextlib.suppress(OSError):  # nothing was trained batched (refused, or the fallback): no empty folder
@@ -103,13 +101,14 @@ def _train_ensemble(
     quiet_lightning_handlers()
     expand_roles(cfg)
     seeds = member_seeds(cfg)
-    if len(seeds) > 1:
-        # first: even resolving 1000 members' configs takes seconds. All N count (members already completed
-        # are not known yet): an ensemble too large for this device could not have trained them either.
+    dirs = member_dirs(cfg, run_dir, seeds)
+    fresh = not any_result(dirs)
+    if len(seeds) > 1 and fresh:
+        # first: even resolving 1000 members' configs takes seconds; with no member's result yet, all N train
         check_memory(cfg, len(seeds))
     results: dict[int, dict[str, Any]] = {}
     waiting = []  # (index, seed, folder, config, flat, hash) of each member not completed yet
-    for index, (seed, mdir) in enumerate(zip(seeds, member_dirs(cfg, run_dir, seeds))):
+    for index, (seed, mdir) in enumerate(zip(seeds, dirs)):
         mcfg = member_config(cfg, seed)
         flat, cfg_hash = resolved(mcfg)
         done = completed_result(mcfg, mdir, cfg_hash)
@@ -119,6 +118,8 @@ def _train_ensemble(
             waiting.append((index, seed, mdir, mcfg, flat, cfg_hash))
     if not waiting:
         return [results[s] for s in seeds]
+    if not fresh and len(waiting) > 1:  # the completed members stay out of the batched model
+        check_memory(cfg, len(seeds), to_train=len(waiting))
     # before anything is written: another computation is refused, or (a sweep cell) moved aside
     claim = claim_ensemble(
         run_dir / SHARED,
@@ -186,6 +187,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 
     from experiments.ensemble.data import MemberBatches
     from experiments.ensemble.module import EnsembleModule
+    from experiments.ensemble.trainer_keys import passed_keywords
     from experiments.ensemble.validation import MemberValidation, validation_interval
     from experiments.record.loggers import csv_logger
     from experiments.training import folder as run_folder
@@ -195,7 +197,9 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
 
     t = cfg.trainer
     seeds = [m.seed for m in todo]
-    module = EnsembleModule([m.parts.module for m in todo], seeds, cfg.optim.grad_clip, log_every=t.log_every_n_steps)
+    # the clipping a single run's Trainer does with trainer.gradient_clip_val (by default optim.grad_clip)
+    clip = t.get("gradient_clip_val")
+    module = EnsembleModule([m.parts.module for m in todo], seeds, clip, log_every=t.log_every_n_steps)
     extra = [FailAtStep(int(cfg.fail_at_step))] if cfg.get("fail_at_step") is not None else []
     loaders = []
     for m in todo:
@@ -214,20 +218,14 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     # every checkpoint records the computation that wrote it (the first member's), for the next run's comparison
     recorded = run_folder.record_callback(run_folder.run_record(first_member.flat, first_member.result["config_hash"]))
     trainer = L.Trainer(
-        accelerator=t.accelerator,
+        # every key the table passes, as a single run's Trainer takes it; the limits that end a single run's
+        # fit end the ensemble's alike (stops.stop_after_fit then records which one did, in every member).
+        # The table's other keys are handled below or were refused before any work (preflight).
+        **passed_keywords(t),
         devices=1,
-        precision=t.precision,
-        max_steps=t.max_steps,
-        # the limits besides max_steps that end a single run's fit end the ensemble's alike (stops.stop_after_fit
-        # then records which one did, in every member)
-        **stop_limits(t),
-        limit_val_batches=0,
+        limit_val_batches=0,  # the members validate in MemberValidation
         num_sanity_val_steps=0,
-        deterministic=t.deterministic,
-        log_every_n_steps=t.log_every_n_steps,
-        accumulate_grad_batches=t.accumulate_grad_batches,
         enable_progress_bar=False,
-        enable_model_summary=False,
         logger=[csv_logger(shared_dir)],
         callbacks=[
             ModelCheckpoint(
@@ -290,7 +288,9 @@ def _evaluate_member(
     began = time.perf_counter()
     result, n = m.result, ensemble.members
     steps = ensemble.member_steps(index, int(fit_trainer.global_step))
-    timer = next((c for c in fit_trainer.callbacks if type(c).__name__ == "StepTimer"), None)
+    from experiments.training.callbacks import StepTimer
+
+    timer = next((c for c in fit_trainer.callbacks if isinstance(c, StepTimer)), None)
     step_ms = timer.summary().get("step_ms") if timer is not None else None
     tokens = int(ensemble.tokens_seen[index])
     result["cost"].update(
@@ -327,6 +327,10 @@ def _evaluate_member(
         per_epoch = max(fit_trainer.num_training_batches, 1)
         _log_history(trainer, ensemble.loss_history, record.history, index, per_epoch)
         # the final validation and the test are logged at the member's last step and epoch, as a separate run's
+        # Lightning (checked against 2.6.6) has no public way to give a Trainer that never fit a step: its
+        # logger connector takes the step of validate/test logs from this private counter, unless a metric
+        # named "step" is logged, which would also drop the "epoch" column of every member's metrics.csv.
+        # tests/test_ensemble_lightning.py fails when the counter is gone.
         trainer.fit_loop.epoch_loop._batches_that_stepped = steps
         # a fit that ends mid-epoch counts that epoch as completed, so the epoch after it is the epochs begun
         trainer.fit_loop.epoch_progress.current.completed = -(-steps // per_epoch)
@@ -346,20 +350,10 @@ def _evaluate_member(
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
 
 
-def stop_limits(trainer_cfg: DictConfig) -> dict[str, Any]:
-    """The ``STOP_KEYS`` the config sets, as the Trainer takes them (``+trainer.max_time={hours: 1}``: a dict)."""
-    from omegaconf import OmegaConf
-
-    limits = {}
-    for key in STOP_KEYS:
-        value = trainer_cfg.get(key)
-        if value is not None:
-            limits[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-    return limits
-
-
 def _segments(trainer) -> int:
-    clock = next((c for c in trainer.callbacks if type(c).__name__ == "RunClock"), None)
+    from experiments.training.clock import RunClock
+
+    clock = next((c for c in trainer.callbacks if isinstance(c, RunClock)), None)
     return int(clock.before["segments"]) + 1 if clock is not None else 1
 
 

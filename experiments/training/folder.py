@@ -146,10 +146,13 @@ class Held:
     unused: tuple[str, ...] = ()
 
 
-def held_by_checkpoint(path: Path, run_dir: Path | None, key: str | None) -> Held:
+def held_by_checkpoint(
+    path: Path, run_dir: Path | None, key: str | None, state: Mapping[str, Any] | None = None
+) -> Held:
     """The computation a checkpoint was written by: its own record, else (written before checkpoints held
-    one) the config of the result.json beside it."""
-    state = read_checkpoint(path, key)
+    one) the config of the result.json beside it. ``state``: the checkpoint already read (``read_checkpoint``),
+    so that a caller deciding more than this reads a large file once."""
+    state = read_checkpoint(path, key) if state is None else state
     record = state.get(RECORD_KEY) or {}
     config, unused = record.get("config"), ()
     if config is None and run_dir is not None:
@@ -266,10 +269,15 @@ def claim_folder(
     raise refusal(run_dir, held, problems)
 
 
-def refusal(run_dir: Path, held: Held, problems: list[tuple[str, Any, Any]]) -> RunFolderError:
+def refusal(
+    run_dir: Path, held: Held, problems: list[tuple[str, Any, Any]], moved_to: str | None = None
+) -> RunFolderError:
+    """The one line refusing ``run_dir`` (the folder the user gave); ``moved_to``: where resume=never moves
+    its files, when not to ``run_dir/previous/<time>/`` (an ensemble's go to each of its folders' own)."""
+    where = moved_to or f"{run_dir / PREVIOUS}/<time>/"
     return RunFolderError(
         f"{run_dir} holds another computation ({held.where}): {describe_changes(problems)}; "
-        f"run in another folder, or add resume=never to move its files to {run_dir / PREVIOUS}/<time>/ and start afresh"
+        f"run in another folder, or add resume=never to move its files to {where} and start afresh"
     )
 
 

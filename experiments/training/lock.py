@@ -48,14 +48,15 @@ def _holder(path: Path) -> dict | None:
     return holder if isinstance(holder, dict) else {}
 
 
-def check_free(run_dir: Path) -> None:
-    """Raise ``FolderBusyError`` when a live process holds the folder's lock (nothing is taken)."""
+def check_free(run_dir: Path, named: Path | None = None) -> None:
+    """Raise ``FolderBusyError`` when a live process holds the folder's lock (nothing is taken). ``named``: the
+    folder the user gave, named in the refusal when the lock lies in a folder below it (an ensemble's)."""
     holder = _holder(run_dir / LOCK)
     if holder is not None:
-        _refuse_live(run_dir, holder)
+        _refuse_live(run_dir, holder, named)
 
 
-def _refuse_live(run_dir: Path, holder: dict) -> None:
+def _refuse_live(run_dir: Path, holder: dict, named: Path | None = None) -> None:
     """Raise unless ``holder`` is a process of this host that has ended."""
     pid, host = holder.get("pid"), holder.get("host")
     here = host == socket.gethostname()
@@ -63,12 +64,12 @@ def _refuse_live(run_dir: Path, holder: dict) -> None:
         who = f"process {pid} on {host}" if isinstance(pid, int) else "another process"
         gone = "" if here or not isinstance(pid, int) else f"; if it has ended, remove {run_dir / LOCK}"
         raise FolderBusyError(
-            f"{run_dir} is being written by {who}{gone}; one process writes a run folder at a time: "
+            f"{named or run_dir} is being written by {who}{gone}; one process writes a run folder at a time: "
             "wait for it, or run in another folder"
         )
 
 
-def acquire(run_dir: Path) -> Path:
+def acquire(run_dir: Path, named: Path | None = None) -> Path:
     """Take the folder's lock or raise ``FolderBusyError`` (one line: who holds it, what to do)."""
     path = run_dir / LOCK
     for _ in range(3):  # a lock released or taken over between our looks: look again
@@ -77,7 +78,7 @@ def acquire(run_dir: Path) -> Path:
         holder = _holder(path)
         if holder is None:
             continue
-        _refuse_live(run_dir, holder)
+        _refuse_live(run_dir, holder, named)
         pid, host = holder.get("pid"), holder.get("host")
         # the holder is gone: move its lock out of the way under a name of our own, so that of two
         # processes taking over at once only one removes it
@@ -106,13 +107,13 @@ def release(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def one_writer(run_dir: Path, enabled: bool = True) -> Iterator[None]:
+def one_writer(run_dir: Path, enabled: bool = True, named: Path | None = None) -> Iterator[None]:
     """Hold ``run_dir``'s lock for the block (``enabled=False``: a DDP rank > 0, whose rank 0 holds it)."""
     if not enabled:
         yield
         return
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = acquire(run_dir)
+    path = acquire(run_dir, named)
     try:
         yield
     finally:
