@@ -28,22 +28,21 @@ from typing import Sequence
 import pandas as pd
 
 from analysis.claims.render import report_claims
-from analysis.claims.scope import load_claims_file
 from analysis.command.errors import ReportError, run_cli
 from analysis.command.outputs import check_out_dir, writing
-from analysis.data.cells import assign_cells
 from analysis.data.collect import Runs, collect, learning_curves
 from analysis.report import figures, summary
-from analysis.report.baseline import DEFAULT_BASELINE, Baseline, parse_baseline, resolve_baseline
+from analysis.report.baseline import DEFAULT_BASELINE, Baseline, resolve_baseline
 from analysis.report.bench_cells import measure_cells
-from analysis.report.benchmarks import bench_section, load_bench
+from analysis.report.benchmarks import bench_section
 from analysis.report.context import ReportContext
 from analysis.report.details import task_section
 from analysis.report.document import Document, Paragraph, Section, fold
 from analysis.report.exports import write_report
 from analysis.report.front import confounds_section, lead, left_out, overview
 from analysis.report.frontier import quality_cost_section
-from analysis.report.layout import apply_where, check_asked, parse_assignments
+from analysis.report.inputs import check_options, filtered, prepare_out, read_bench
+from analysis.report.layout import check_asked
 from analysis.report.plan import TaskPlan, choose_metrics
 from analysis.report.report_figures import MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget
 from analysis.report.sections import failures_table, provenance_section
@@ -54,36 +53,6 @@ from analysis.stats import inference
 from common.prog import prog_name
 
 __all__ = ["ReportError", "build_report", "main"]
-
-
-def _prepare_out(out: Path) -> Path:
-    figures_dir = out / "figures"
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    for form in figures.FORMATS:  # figures of an earlier report would be mistaken for new ones
-        for stale in figures_dir.glob(f"*.{form}"):
-            stale.unlink()
-    return figures_dir
-
-
-def _filtered(runs: Runs, where: Sequence[str] | None) -> Runs:
-    """The runs of ``--where``, with the factors found again among them."""
-    if not where:
-        return runs
-    kept = apply_where(runs.runs, where)
-    frame, factors = assign_cells(
-        kept.drop(columns=[c for c in runs.factors if c in kept.columns and c not in ("attention", "position")])
-    )
-    lengths = runs.by_length[runs.by_length["run_id"].isin(set(frame["run_id"]))]
-    dropped = runs.dropped[runs.dropped["run_id"].isna() | runs.dropped["run_id"].isin(set(frame["run_id"]))]
-    return Runs(
-        frame.reset_index(drop=True),
-        lengths.reset_index(drop=True),
-        runs.metrics,
-        factors,
-        runs.duplicates,
-        dropped.reset_index(drop=True),
-        runs.unused,
-    )
 
 
 def build_report(
@@ -120,29 +89,6 @@ def build_report(
         )
 
 
-def _check_options(
-    baseline: str | None, where: Sequence[str] | None, claims: str | Path | None, figure_style: dict
-) -> None:
-    """A malformed option fails before any file is read."""
-    if baseline is not None:
-        parse_baseline(baseline)
-    if where:
-        parse_assignments(where, "--where")
-    if claims is not None:
-        load_claims_file(claims)
-    figures.FigureStyle({}, **figure_style)
-
-
-def _bench_data(bench: str | Path | bool | None):
-    """The benchmark file's data; None for no file or for True (the cells are measured once the output exists)."""
-    if not isinstance(bench, (str, Path, bool, type(None))):
-        raise ReportError(
-            f"bench={bench!r} is not allowed; give a benchmark JSON path, True (measure each cell) or None"
-        )
-    # False and None both mean no benchmark section (False once reached load_bench as a path)
-    return load_bench(bench) if isinstance(bench, (str, Path)) else None
-
-
 def _context(
     runs: Runs,
     paths: Sequence[str | Path],
@@ -163,7 +109,7 @@ def _context(
         runs=runs,
         paths=paths,
         out=out,
-        figures_dir=_prepare_out(out),
+        figures_dir=prepare_out(out),
         metrics=metrics,
         all_metrics=sorted(set(runs.metrics)),
         factors=factors,
@@ -246,17 +192,17 @@ def _build_report(
     paper_files: bool,
 ) -> Path:
     figure_style = {"width": figure_width, "formats": figure_formats}
-    _check_options(baseline, where, claims, figure_style)
+    check_options(baseline, where, claims, figure_style)
     runs = collect(paths)
     if runs.runs.empty:
         shown = ", ".join(str(p) for p in paths)
         raise ReportError(f"no readable result.json under {shown}; need run folders written by experiments.train")
     claims_block, claim_results = report_claims(runs, claims, paths)  # on every run: a claim is about the sweep
-    runs = _filtered(runs, where)
+    runs = filtered(runs, where)
     check_asked(factors, runs.factors)
     chosen = summary.by_importance(choose_metrics(runs, metrics))
     resolved = resolve_baseline(runs.runs, baseline)  # (the baseline, whether it is in the sweep)
-    bench_data = _bench_data(bench)
+    bench_data = read_bench(bench)
     ctx = _context(runs, paths, Path(out), chosen, factors, where, resolved, figure_style)
     measured = measure_cells(ctx.frame, ctx.out) if bench is True else None  # cached in out/, measured once
     if measured is not None:
