@@ -98,7 +98,7 @@ def assemble(
         eval_lengths=list(getattr(datamodule, "eval_lengths", []) or []),
         sep_id=datamodule.sep_id,
         generate=cfg.eval.generate,
-        bleu=cfg.task.name == "translation",
+        bleu=datamodule.bleu_at_test,
     )
     module.decode_text = datamodule.decode
     module.collect_attention_stats = bool(cfg.eval.attention_stats)
