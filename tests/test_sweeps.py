@@ -269,7 +269,8 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     assert not (tmp_path / "outputs").exists(), "no second output dir for rank 1"
     assert [run["id"] for run in offline_runs(tmp_path)] == [result["run_id"]], "rank 0's W&B run only"
     # The two ranks' test metrics equal one process testing the same final weights.
-    from experiments.training.build import assemble, scalar_metrics
+    from experiments.training.build import assemble
+    from experiments.training.outcome import scalar_metrics
     from tests.conftest import compose
 
     parts = assemble(compose([*cell, "logger=none"]), tmp_path / "single", run_id="single", flat_config={})

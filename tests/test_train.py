@@ -258,6 +258,33 @@ def test_bleu_helper_scores_hypotheses_against_references() -> None:
     assert scores([], []) == {}
 
 
+@pytest.mark.parametrize("task", ["reverse", "translation"])
+def test_bleu_at_test_is_what_the_task_declares_not_its_name(
+    task: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module scores BLEU when its datamodule declares it: flipping the declaration flips the module, whatever
+    the task is called (reverse made to declare it, translation made not to)."""
+    from experiments.tasks.base import TaskDataModule
+    from experiments.tasks.translation import Translation
+    from experiments.training.build import assemble
+
+    overrides = [f"task={task}", *(o for o in TINY if not o.startswith("task.")), "trainer.max_steps=1"]
+    if task == "translation":
+        files = write_parallel(tmp_path / "data", n=8)
+        overrides += [*(f"task.{k}={v}" for k, v in files.items()), "task.tokenizer=char", "task.batch_size=4"]
+    else:
+        overrides += ["task.train_size=16", "task.val_size=8", "task.test_size=8", "task.batch_size=8"]
+    declared = {}
+    for flipped in (False, True):
+        if flipped:  # the subclass's own declaration, else the default every task inherits
+            owner = Translation if task == "translation" else TaskDataModule
+            monkeypatch.setattr(owner, "bleu_at_test", not owner.bleu_at_test)
+        parts = assemble(compose(overrides), tmp_path / str(flipped), run_id="bleu", flat_config={})
+        assert parts.module.bleu is parts.datamodule.bleu_at_test
+        declared[flipped] = parts.module.bleu
+    assert declared == {False: task == "translation", True: task != "translation"}
+
+
 @pytest.mark.data
 def test_shared_corpora_train_briefly(shared_data: Path, tmp_path: Path) -> None:
     m30k, shakespeare = shared_data / "multi30k", shared_data / "tinyshakespeare" / "input.txt"

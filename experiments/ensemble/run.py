@@ -149,13 +149,13 @@ def _train_members(
     from experiments.config.roles import used_variants
     from experiments.config.unused import record_unused
     from experiments.record.result import variant_references
-    from experiments.training import build
+    from experiments.training import build, outcome
 
     try:
         for m in todo:
             m.parts = build.assemble(without_wandb(m.cfg), m.run_dir, run_id=m.result["run_id"], flat_config=m.flat)
     except Exception as err:  # noqa: BLE001 - a config error fails every member alike
-        return [_finish(m, build.describe_failure(err, None, m.run_dir), began) for m in todo]
+        return [_finish(m, outcome.describe_failure(err, None, m.run_dir), began) for m in todo]
     problem = ensemble_problem(todo[0].parts.module, cfg) if len(todo) > 1 else "one member left to train"
     if problem is not None:
         return _separately(todo, problem)
@@ -169,7 +169,7 @@ def _train_members(
     try:
         ensemble, trainer, train_seconds, validation = _fit(cfg, run_dir / SHARED, todo, callbacks, resume_from)
     except BaseException as err:  # noqa: BLE001 - every ending is recorded, in every member
-        failure = build.describe_failure(err, trainer, run_dir / SHARED)
+        failure = outcome.describe_failure(err, trainer, run_dir / SHARED)
         out = [_finish(m, failure, began, trainer) for m in todo]
         if not isinstance(err, Exception):
             raise
@@ -282,7 +282,7 @@ def _evaluate_member(
     history, logged here at a separate run's steps; its last one, which is the final validation when
     it saw the final weights; and its best weights, tested under ``eval.checkpoint=best``.
     """
-    from experiments.training import build, stops
+    from experiments.training import build, outcome, stops
     from experiments.training.single_run import evaluate
 
     began = time.perf_counter()
@@ -339,14 +339,14 @@ def _evaluate_member(
 
         def final_validation() -> dict[str, float]:
             # the final weights were validated at their last step already, or are validated now
-            return dict(last[1]) if last is not None else build.final_validation(trainer, module, datamodule)
+            return dict(last[1]) if last is not None else outcome.final_validation(trainer, module, datamodule)
 
         evaluate(m.cfg, result, parts, m.run_dir, tested, final_validation)
-        result["cost"]["peak_memory_mb"] = build.peak_memory_mb(module.device)
+        result["cost"]["peak_memory_mb"] = outcome.peak_memory_mb(module.device)
         if module.flex_options:
             result["kernel_options"] = module.flex_options  # chosen on the device, as a single run records them
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
-        result.update(build.describe_failure(err, trainer, m.run_dir))
+        result.update(outcome.describe_failure(err, trainer, m.run_dir))
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
 
 
@@ -381,16 +381,16 @@ def _log_history(
 def _finish(
     m: Member, update: dict[str, Any], began: float, trainer=None, shared_seconds: float = 0.0, wandb=None
 ) -> dict[str, Any]:
-    from experiments.training import build
+    from experiments.training import outcome
 
     result = m.result
     result.update(update)
     result["finished_at"] = now_iso()
     # the member's share of the process's time before evaluation, then its own evaluation
     result["cost"]["wall_seconds"] = shared_seconds + time.perf_counter() - began
-    result["env"] = environment(build.device_name(trainer))
+    result["env"] = environment(outcome.device_name(trainer))
     write_json_atomic(m.run_dir / "result.json", result)
-    build.close_wandb(wandb, result)
+    outcome.close_wandb(wandb, result)
     return result
 
 

@@ -73,7 +73,7 @@ class MemberValidation(L.Callback):
             trainer.should_stop = True
 
     def validate(self, ensemble: Any, index: int, step: int) -> dict[str, float]:
-        from experiments.training.build import scalar_metrics
+        from experiments.training.outcome import scalar_metrics
 
         parts, record = self.parts[index], self.records[index]
         ensemble.load_member_into(parts.module.model, index)

@@ -145,6 +145,9 @@ class TaskDataModule(L.LightningDataModule):
     num_classes: int | None = None
     # Symbols of synthetic tasks are words; text tasks join characters or subwords without a gap.
     decode_separator: str = " "
+    # Whether the test scores the decoded text against its references with corpus BLEU and chrF
+    # (needs ``decode`` to give detokenised text): a fact of the task, not of its name.
+    bleu_at_test: bool = False
 
     vocab_size: int
     train_lengths: tuple[int, int]

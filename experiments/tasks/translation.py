@@ -50,6 +50,7 @@ def bucket(length: int) -> int:
 class Translation(TaskDataModule):
     kind = "seq2seq"
     decode_separator = ""
+    bleu_at_test = True
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ from experiments.app.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.config.roles import expand_roles, role_labels, used_variants
 from experiments.config.unused import record_unused
 from experiments.record.files import OutputError, check_free_space
+from experiments.record.loggers import keep_history, metrics_csv
 from experiments.record.result import (
     SCHEMA,
     command_line,
@@ -35,7 +36,10 @@ from experiments.record.result import (
     variant_references,
     write_json_atomic,
 )
-from experiments.training import stops
+from experiments.training import build, lightning_parts, outcome, stops
+from experiments.training import folder as run_folder
+from experiments.training.checkpointing import checkpoint_bytes, checkpoint_step
+from experiments.training.lock import one_writer
 
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
@@ -146,18 +150,11 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str], *, sweep_cell: b
     resumed only by the same computation (experiments/training/folder.py): another one is refused with a
     ``RunFolderError`` before any work, or, as a ``sweep_cell``, trains afresh with the old files moved aside.
     """
-    from experiments.training.lock import one_writer
-
     with one_writer(run_dir, enabled=is_rank_zero()):  # DDP ranks > 0 write under their rank 0's lock
         return _train(cfg, run_dir, overrides, sweep_cell)
 
 
 def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: bool) -> dict[str, Any]:
-    from experiments.record.loggers import keep_history, metrics_csv
-    from experiments.training import build, lightning_parts
-    from experiments.training import folder as run_folder
-    from experiments.training.checkpointing import checkpoint_bytes, checkpoint_step
-
     began = time.perf_counter()
     quiet_library_warnings()
     quiet_lightning_handlers()
@@ -224,25 +221,25 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
         if pruned is not None:  # the study's pruner stopped it: no test, a pruned trial
             result.update(status="pruned", pruned=pruned, error=f"pruned at step {pruned['step']}")
             result["metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-            result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))
-            build.release_ddp_ranks(trainer)
+            result["cost"].update(outcome.cost(trainer, module, train_seconds, compile_seconds))
+            outcome.release_ddp_ranks(trainer)
             _finish(result, trainer, wandb, run_dir, began)
             return result
         tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
-        evaluate(cfg, result, parts, run_dir, tested, lambda: build.final_validation(trainer, module, datamodule))
-        result["cost"].update(build.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
+        evaluate(cfg, result, parts, run_dir, tested, lambda: outcome.final_validation(trainer, module, datamodule))
+        result["cost"].update(outcome.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
         result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
         if getattr(module, "flex_options", None):
             result["kernel_options"] = module.flex_options  # chosen on the device at fit start
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
-        build.release_ddp_ranks(trainer)
-        result.update(build.describe_failure(err, trainer, run_dir))
+        outcome.release_ddp_ranks(trainer)
+        result.update(outcome.describe_failure(err, trainer, run_dir))
         if stops.signal_of(err) and trainer is not None:
             result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(cfg))
         if not isinstance(err, Exception):
             _finish(result, trainer, wandb, run_dir, began)
             raise
-    build.release_ddp_ranks(trainer)
+    outcome.release_ddp_ranks(trainer)
     _finish(result, trainer, wandb, run_dir, began)
     return result
 
@@ -258,8 +255,6 @@ def evaluate(
     """What every trained run records after training, into ``result``: the validation (of the best
     weights ``tested``, else ``final_validation()``), the test, per-length metrics, attention
     statistics and maps. A separate run and each ensemble member (``experiments.ensemble.run``) alike."""
-    from experiments.training import build, lightning_parts
-
     trainer, module, datamodule = parts.trainer, parts.module, parts.datamodule
     if tested is None:
         val = final_validation()
@@ -268,18 +263,18 @@ def evaluate(
         result["tested_checkpoint"] = (
             str(Path(tested).relative_to(run_dir)) if Path(tested).is_relative_to(run_dir) else tested
         )
-        val = build.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
-    test = build.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
+        val = outcome.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
+    test = outcome.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
     result["metrics"] = {**val, **test, **module.bleu_scores()}
     result["by_length"] = module.length_metrics()
     result["cost"]["test_seconds"] = module.test_seconds
     if module.collect_attention_stats:
         result["cost"]["attention_stats_seconds"] = module.stats_seconds
         if trainer.is_global_zero:
-            result["attention_stats"] = build.save_attention_stats(module, run_dir)
+            result["attention_stats"] = outcome.save_attention_stats(module, run_dir)
     if cfg.eval.attention_maps and trainer.is_global_zero:
         maps_to_wandb = lightning_parts.wandb_setting(cfg, "log_attention_maps", True)
-        build.save_attention_maps(module, datamodule, run_dir, parts.wandb if maps_to_wandb else None)
+        outcome.save_attention_maps(module, datamodule, run_dir, parts.wandb if maps_to_wandb else None)
     result["status"] = "completed"
 
 
@@ -296,8 +291,6 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     done = completed_result(cfg, run_dir, cfg_hash)
     if done:
         return done
-    from experiments.training import folder as run_folder
-
     # a changed cell's old files move aside here; the child then finds a folder of its own computation
     claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=True)
     quoted = str(run_dir).replace("'", "\\'")  # a quoted override value may hold "=" and ","
@@ -329,11 +322,9 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
 
 
 def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float) -> None:
-    from experiments.training import build
-
     result["finished_at"] = now_iso()
     result["cost"]["wall_seconds"] = time.perf_counter() - began
-    result["env"] = environment(build.device_name(trainer))
+    result["env"] = environment(outcome.device_name(trainer))
     if trainer is not None and "steps" not in result["cost"]:
         result["cost"]["steps"] = int(trainer.global_step)
     rank_zero = trainer.is_global_zero if trainer is not None else is_rank_zero()
@@ -342,7 +333,7 @@ def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float)
             write_json_atomic(run_dir / RESULT, result)
         except OutputError as err:
             result["result_unwritten"] = str(err)  # said once, by hydra_entry
-        build.close_wandb(wandb, result)
+        outcome.close_wandb(wandb, result)
 
 
 def resume_command(run_dir: Path, multirun: bool) -> str:
