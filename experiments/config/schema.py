@@ -120,7 +120,7 @@ class ModelConf(ModelOptions):
 class OptimConf:
     """``optim``: AdamW, the learning-rate schedule, gradient clipping and REINFORCE's options.
 
-    The module trains with this object itself (``experiments.training.module.OptimSpec`` is this class).
+    The module trains with this object itself (one class for the config node and the optimiser's options).
     """
 
     lr: float = 1e-3

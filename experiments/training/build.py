@@ -92,7 +92,7 @@ def assemble(
     checks.check_task_fit(cfg, datamodule)
     module = Seq2SeqModule(
         model=model_spec(cfg, datamodule),
-        optim=OmegaConf.to_object(cfg.optim),  # an OptimConf: the module's OptimSpec
+        optim=OmegaConf.to_object(cfg.optim),  # an OptimConf, the module's optimiser options
         task_kind=datamodule.kind,
         max_steps=cfg.trainer.max_steps,
         eval_lengths=list(getattr(datamodule, "eval_lengths", []) or []),

@@ -39,11 +39,7 @@ class DivergedError(RuntimeError):
         self.step = step
 
 
-# The optimiser's options: the config's ``optim`` node as a typed object (one schema, experiments/config/schema.py)
-OptimSpec = OptimConf
-
-
-def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
+def lr_factor(step: int, spec: OptimConf, max_steps: int) -> float:
     """Multiplier of the base learning rate at ``step`` (linear warm-up, then the schedule)."""
     warm = max(spec.warmup_steps, 1)
     if step < spec.warmup_steps:
@@ -57,7 +53,7 @@ def lr_factor(step: int, spec: OptimSpec, max_steps: int) -> float:
 
 
 def adamw_with_schedule(
-    params: list[Tensor], spec: OptimSpec, max_steps: int, member_dims: int = 0, fused: bool | None = None
+    params: list[Tensor], spec: OptimConf, max_steps: int, member_dims: int = 0, fused: bool | None = None
 ) -> dict[str, Any]:
     """AdamW that decays matrices only (weights of ``member_dims`` + 2 or more dimensions: an ensemble's carry
     a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config.
@@ -83,7 +79,7 @@ class Seq2SeqModule(L.LightningModule):
     def __init__(
         self,
         model: ModelSpec,
-        optim: OptimSpec,
+        optim: OptimConf,
         task_kind: str,
         max_steps: int,
         eval_lengths: list[int] | None = None,
@@ -94,7 +90,7 @@ class Seq2SeqModule(L.LightningModule):
         super().__init__()
         # plain dicts: a checkpoint's hyperparameters (load_from_checkpoint), a notebook, an older script
         model = ModelSpec.from_dict(model) if isinstance(model, Mapping) else model
-        optim = OptimSpec(**optim) if isinstance(optim, Mapping) else optim
+        optim = OptimConf(**optim) if isinstance(optim, Mapping) else optim
         # In the checkpoint as plain data (a checkpoint loads with torch.load(weights_only=True));
         # the loggers already have the whole resolved config (result.flatten).
         self.save_hyperparameters(ignore=["model", "optim"], logger=False)
