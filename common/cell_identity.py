@@ -13,9 +13,12 @@ SEED_KEY = "seed"
 # Keys (whole dotted components: "name" is not "name_of_x") that never change what a run computes.
 NOISE_PREFIXES = (
     "logger",
-    "trainer.progress_bar",
+    "trainer.progress_bar",  # the spelling of results written before progress_bar moved beside the Trainer's
     "trainer.log_every_n_steps",
-    "trainer.checkpoint_every_n_steps",
+    "trainer.checkpoint_every_n_steps",  # ditto checkpoint_every_n_steps
+    "progress_bar",
+    "checkpoint_every_n_steps",
+    "wandb_uploads",  # what went to W&B beside the metrics
     "resume",
     "ckpt_path",
     "name",

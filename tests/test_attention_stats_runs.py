@@ -238,7 +238,7 @@ def test_reverse_learns_cross_attention_alignment(tmp_path) -> None:
         "task.train_size=2000",
         "task.val_size=64",
         "task.test_size=32",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         f"hydra.run.dir={out}",
     ]
     done = subprocess.run(

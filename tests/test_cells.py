@@ -17,9 +17,9 @@ NOISE = [
     "resume",
     "logger.wandb.mode",
     "logger.wandb.tags",
-    "trainer.progress_bar",
+    "progress_bar",
     "trainer.log_every_n_steps",
-    "trainer.checkpoint_every_n_steps",
+    "checkpoint_every_n_steps",
     "eval.attention_maps",
     "fail_at_step",
 ]
@@ -51,7 +51,7 @@ def test_cells_are_configurations_minus_seed_and_noise(tmp_path):
         "num_threads": 2,
         "logger.wandb.mode": "online",
         "name": "other",
-        "trainer.progress_bar": True,
+        "progress_bar": True,
         "trainer.log_every_n_steps": 5,
         "eval.attention_maps": False,
     }

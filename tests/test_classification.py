@@ -107,8 +107,8 @@ PARITY_LEARNS = [
     "task.test_size=64",
     "trainer.max_steps=800",
     "trainer.val_check_interval=800",
-    "trainer.checkpoint_every_n_steps=1000",
-    "trainer.progress_bar=false",
+    "checkpoint_every_n_steps=1000",
+    "progress_bar=false",
     "eval.attention_maps=false",
 ]
 
@@ -196,7 +196,7 @@ def test_lra_listops_preset_runs(task: str, tmp_path: Path) -> None:
         "trainer.val_check_interval=2",
         "trainer.limit_val_batches=1",
         "logger=none",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         "eval.attention_maps=false",
     ]
     cfg = compose(overrides)

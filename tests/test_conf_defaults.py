@@ -56,7 +56,7 @@ DELIBERATE: dict[str, str] = {
     "callbacks/default.yaml:last_checkpoint.filename": "step-numbered names without Lightning's 'step=' text",
     "callbacks/default.yaml:last_checkpoint.save_last": "checkpoints/last.ckpt is what a rerun resumes",
     "callbacks/default.yaml:last_checkpoint.save_top_k": "only last.ckpt: the best weights are best_checkpoint's job",
-    "callbacks/default.yaml:last_checkpoint.every_n_train_steps": "follows trainer.checkpoint_every_n_steps",
+    "callbacks/default.yaml:last_checkpoint.every_n_train_steps": "follows checkpoint_every_n_steps",
     "callbacks/default.yaml:last_checkpoint.auto_insert_metric_name": "the filename names the step itself",
     "callbacks/best_checkpoint.yaml:best_checkpoint.filename": "apart from last_checkpoint's step files",
     "callbacks/best_checkpoint.yaml:best_checkpoint.monitor": "the best weights by validation loss",

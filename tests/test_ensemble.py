@@ -111,7 +111,7 @@ def test_members_are_seeds_of_one_cell_for_the_report(tmp_path: Path) -> None:
 
 
 def test_resume_after_a_kill_equals_an_uninterrupted_ensemble(tmp_path: Path) -> None:
-    overrides = [*BASE, "trainer.checkpoint_every_n_steps=2"]
+    overrides = [*BASE, "checkpoint_every_n_steps=2"]
     whole = ensemble(overrides, tmp_path / "whole", seeds=2)
     killed = ensemble([*overrides, "fail_at_step=5"], tmp_path / "resumed", seeds=2)
     assert {m["status"] for m in killed} == {"failed"}

@@ -26,7 +26,7 @@ from experiments.training.lock import FolderBusyError
 from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
-BASE = [*TINY, "trainer.max_steps=4", "trainer.checkpoint_every_n_steps=2", "model.dropout=0.0"]
+BASE = [*TINY, "trainer.max_steps=4", "checkpoint_every_n_steps=2", "model.dropout=0.0"]
 
 
 def ensemble(overrides: list[str], folder: Path, seeds: int = 2, **kwargs) -> list[dict]:

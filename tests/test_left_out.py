@@ -82,7 +82,7 @@ def test_decoder_grid_over_cross_attention_is_one_cell(tmp_path):
         "trainer.max_steps=2",
         "trainer.val_check_interval=2",
         "trainer.limit_val_batches=1",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         "task.train_size=64",
         "task.val_size=16",
         "task.test_size=8",

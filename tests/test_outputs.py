@@ -29,7 +29,7 @@ def umask(mask: int):
 @pytest.mark.parametrize("mask", [0o022, 0o077])
 def test_results_state_and_checkpoints_take_the_umask_mode(mask: int, tmp_path: Path) -> None:
     """What open() would give a new file: 0644 under umask 022 (a teammate can read it), 0600 under 077."""
-    overrides = [*TINY, "trainer.max_steps=2", "trainer.checkpoint_every_n_steps=1"]
+    overrides = [*TINY, "trainer.max_steps=2", "checkpoint_every_n_steps=1"]
     with umask(mask):
         result = train(compose(overrides), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
@@ -68,7 +68,7 @@ def test_a_full_disk_is_named_in_one_line(model: list[str], size: str, small_dis
         *model,
         *TINY[5:],
         "trainer.max_steps=20",
-        "trainer.checkpoint_every_n_steps=5",
+        "checkpoint_every_n_steps=5",
         "trainer.val_check_interval=10",
     ]
     proc = subprocess.run(

@@ -85,7 +85,7 @@ BAD_INPUTS = [
         ["eval.checkpoint=best", "callbacks=best_checkpoint"],
     ),
     ("unknown tested weights", ["eval.checkpoint=first"], ["eval.checkpoint=first", "'best'"]),
-    ("a key that moved", ["logger.log_attention_maps=false"], ["logger.wandb.log_attention_maps"]),
+    ("a key that moved", ["logger.log_attention_maps=false"], ["wandb_uploads.attention_maps"]),
     (
         "attention statistics over 0 examples",
         ["eval.attention_stats_examples=0"],
@@ -158,8 +158,8 @@ BAD_INPUTS = [
     ("0 nodes", ["trainer.num_nodes=0"], ["trainer.num_nodes=0", ">= 1"]),
     (
         "checkpoint every 0 steps",
-        ["trainer.checkpoint_every_n_steps=0"],
-        ["trainer.checkpoint_every_n_steps=0", ">= 1"],
+        ["checkpoint_every_n_steps=0"],
+        ["checkpoint_every_n_steps=0", ">= 1"],
     ),
     ("validation every 0 epochs", ["trainer.check_val_every_n_epoch=0"], ["trainer.check_val_every_n_epoch=0"]),
     (
@@ -283,7 +283,7 @@ RESUME = [
     "model.dropout=0.1",
     "trainer.max_steps=60",
     "trainer.val_check_interval=60",
-    "trainer.checkpoint_every_n_steps=10",
+    "checkpoint_every_n_steps=10",
     "trainer.deterministic=true",
     "task.train_size=256",
     "task.batch_size=16",
@@ -362,7 +362,7 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
         *TINY,
         "trainer.max_steps=1000",
         "trainer.val_check_interval=50",
-        "trainer.checkpoint_every_n_steps=10",
+        "checkpoint_every_n_steps=10",
         f"trainer.log_every_n_steps={every}",
     ]
     victim = cli(overrides, run_dir)
@@ -470,7 +470,7 @@ def test_a_resumed_run_logs_each_step_to_wandb_once(tmp_path: Path, monkeypatch)
         "logger=default",
         "trainer.max_steps=12",
         "trainer.log_every_n_steps=1",
-        "trainer.checkpoint_every_n_steps=5",
+        "checkpoint_every_n_steps=5",
         "trainer.val_check_interval=12",
     ]
     failed = train(compose([*overrides, "fail_at_step=8"]), tmp_path, overrides)
@@ -496,7 +496,7 @@ def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_chec
         return real_save(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(ckpt_io.torch, "save", save)
-    overrides = [*TINY, "trainer.max_steps=6", "trainer.checkpoint_every_n_steps=2"]
+    overrides = [*TINY, "trainer.max_steps=6", "checkpoint_every_n_steps=2"]
     result = train(compose(overrides), tmp_path, overrides)
     monkeypatch.setattr(ckpt_io.torch, "save", real_save)
     assert result["status"] == "failed"

@@ -19,7 +19,7 @@ from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
 # a few steps with a checkpoint every 2, so that a resumed run continues from a real step
-BASE = [*TINY, "trainer.max_steps=4", "trainer.val_check_interval=4", "trainer.checkpoint_every_n_steps=2", "seed=1"]
+BASE = [*TINY, "trainer.max_steps=4", "trainer.val_check_interval=4", "checkpoint_every_n_steps=2", "seed=1"]
 
 
 def run(run_dir: Path, *extra: str, sweep_cell: bool = False) -> dict:

@@ -107,7 +107,7 @@ def test_training_steps_read_nothing_from_the_device_between_logging_steps(tmp_p
         f"trainer.max_steps={STEPS}",
         f"trainer.log_every_n_steps={LOG_EVERY}",
         f"trainer.val_check_interval={STEPS}",
-        f"trainer.checkpoint_every_n_steps={STEPS}",
+        f"checkpoint_every_n_steps={STEPS}",
     ]
     parts = assemble(compose(overrides), tmp_path, run_id="sync", flat_config={})
     parts.trainer.callbacks.append(counter)
@@ -250,7 +250,7 @@ def test_ensemble_training_steps_read_nothing_from_the_device_between_logging_st
         f"trainer.max_steps={STEPS}",
         f"trainer.log_every_n_steps={LOG_EVERY}",
         f"trainer.val_check_interval={STEPS}",
-        f"trainer.checkpoint_every_n_steps={STEPS}",
+        f"checkpoint_every_n_steps={STEPS}",
     ]
     members = train_ensemble(compose(overrides), tmp_path, overrides, callbacks=[counter])
     assert [m["status"] for m in members] == ["completed", "completed"]

@@ -19,7 +19,7 @@ from tests.conftest import ROOT, TINY, compose
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # long enough that the run cannot finish between its first checkpoint and the signal
-LONG = [*TINY, "trainer.max_steps=100000", "trainer.val_check_interval=1000", "trainer.checkpoint_every_n_steps=5"]
+LONG = [*TINY, "trainer.max_steps=100000", "trainer.val_check_interval=1000", "checkpoint_every_n_steps=5"]
 
 
 def start(args: list[str], out: Path) -> subprocess.Popen:
@@ -125,7 +125,7 @@ def test_max_time_stop_is_recorded(tmp_path: Path) -> None:
 
 def test_train_seconds_after_a_resume_cover_both_segments(tmp_path: Path) -> None:
     run_dir, ckpt = tmp_path / "run", tmp_path / "run" / "checkpoints" / "last.ckpt"
-    every = [*TINY, "trainer.checkpoint_every_n_steps=4", "trainer.val_check_interval=4"]
+    every = [*TINY, "checkpoint_every_n_steps=4", "trainer.val_check_interval=4"]
 
     def clock() -> dict[str, float]:  # what the last checkpoint says the run had spent
         return torch.load(ckpt, weights_only=True)["callbacks"]["attnlab.RunClock"]

@@ -210,7 +210,7 @@ def test_killed_sweep_rerun_finishes_only_what_was_missing(tmp_path: Path) -> No
         *base,
         "logger=default",
         "trainer.val_check_interval=100",
-        "trainer.checkpoint_every_n_steps=10",
+        "checkpoint_every_n_steps=10",
         "trainer.max_steps=3,400,4",
     ]
     sweep_dir = tmp_path / "sweep"
@@ -255,7 +255,7 @@ def test_killed_sweep_rerun_finishes_only_what_was_missing(tmp_path: Path) -> No
 def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     args = [a for a in QUIET if not a.startswith(("logger=", "num_threads"))]
     # 3 test batches (one per length) on 2 ranks: a padding sampler would evaluate one twice.
-    cell = [*args, "task.eval_lengths=[8,12,16]", "trainer.checkpoint_every_n_steps=2", "seed=0"]
+    cell = [*args, "task.eval_lengths=[8,12,16]", "checkpoint_every_n_steps=2", "seed=0"]
     proc, sweep_dir = multirun(
         tmp_path, *cell, "logger=default", "trainer=ddp", "trainer.devices=2", "trainer.accelerator=cpu"
     )

@@ -16,7 +16,7 @@ from tests.conftest import ROOT, TINY
 
 @pytest.mark.slow
 def test_the_bar_counts_global_steps_and_shows_loss_rate_and_time_left(tmp_path) -> None:
-    overrides = [*TINY, "trainer.max_steps=10", "trainer.log_every_n_steps=5", "trainer.progress_bar=true"]
+    overrides = [*TINY, "trainer.max_steps=10", "trainer.log_every_n_steps=5", "progress_bar=true"]
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={tmp_path}"],

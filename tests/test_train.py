@@ -119,9 +119,9 @@ def test_reverse_is_learned(tmp_path: Path) -> None:
         "task.val_size=128",
         "trainer.max_steps=500",
         "trainer.val_check_interval=500",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         "eval.attention_maps=false",
-        "trainer.checkpoint_every_n_steps=1000",
+        "checkpoint_every_n_steps=1000",
     ]
     result = run(overrides, tmp_path)
     assert result["status"] == "completed", result["error"]
@@ -163,7 +163,7 @@ def test_charlm_runs_end_to_end(tmp_path: Path) -> None:
         "optim.warmup_steps=10",
         "trainer.max_steps=60",
         "trainer.val_check_interval=60",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         "logger=none",
         "eval.attention_maps=false",
     ]
@@ -216,7 +216,7 @@ def test_translation_runs_end_to_end_and_reports_bleu(tmp_path: Path) -> None:
         "optim.warmup_steps=20",
         "trainer.max_steps=60",
         "trainer.val_check_interval=60",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         "logger=none",
         "eval.attention_maps=false",
     ]
@@ -296,7 +296,7 @@ def test_shared_corpora_train_briefly(shared_data: Path, tmp_path: Path) -> None
         "trainer.val_check_interval=5",
         "trainer.limit_val_batches=2",
         "trainer.limit_test_batches=2",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         "logger=none",
         "eval.attention_maps=false",
     ]

@@ -31,7 +31,7 @@ def offline_runs(folder: Path, wait_s: float = 60) -> dict[str, dict]:
 def test_a_single_run_is_train_with_result_and_checkpoint_artifacts(tmp_path: Path) -> None:
     from experiments import run
 
-    result = run([*WITH_WANDB, "logger.wandb.log_checkpoint=true"], run_dir=tmp_path)
+    result = run([*WITH_WANDB, "wandb_uploads.checkpoint=true"], run_dir=tmp_path)
     logged = offline_runs(tmp_path)[result["run_id"]]
     assert logged["job_type"] == "train" and logged["group"] == "default"
     files = {a["type"]: a["files"] for a in logged["artifacts"]}

@@ -215,6 +215,7 @@ def preflight(argv: list[str]) -> None:
         full = _compose([c for c in cell if c is not None])
         for key, values in _sweeper_params(full):
             check_names(key, values)
+            check_trainer_override(key)  # a sweeper's key that has moved, as on the command line
         cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
         check_paths(full, multirun)
         check_seed_overlap(full, [o for o in overrides if o.get_key_element() == "seed"])

@@ -128,7 +128,6 @@ TRAINER_MINIMUM = {
     "accumulate_grad_batches": 1,
     "log_every_n_steps": 1,
     "num_nodes": 1,
-    "checkpoint_every_n_steps": 1,
     "check_val_every_n_epoch": 1,
     "reload_dataloaders_every_n_epochs": 0,
     "num_sanity_val_steps": -1,
@@ -157,6 +156,11 @@ def check_trainer_values(cfg: DictConfig) -> None:
             value is None or (isinstance(value, int) and value >= minimum),
             f"trainer.{key}={value} is not allowed; it must be an integer >= {minimum}",
         )
+    # attnlab's own count beside the Trainer's (Lightning's ModelCheckpoint divides by it)
+    _require(
+        cfg.checkpoint_every_n_steps >= 1,
+        f"checkpoint_every_n_steps={cfg.checkpoint_every_n_steps} is not allowed; it must be an integer >= 1",
+    )
     for key in LIMIT_KEYS:
         value = t.get(key)
         _require(

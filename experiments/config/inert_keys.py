@@ -37,10 +37,11 @@ INERT: dict[str, str] = {
     # what is logged, shown or written beside the result
     "logger": "which loggers record the run",
     "logger.*": "where and how metrics are logged",
-    "trainer.progress_bar": "a progress bar or log lines",
+    "wandb_uploads.*": "what is uploaded to W&B beside the metrics",
+    "progress_bar": "a progress bar or log lines",
     "trainer.enable_model_summary": "the model summary printed at the start",
     "trainer.log_every_n_steps": "how often train/loss is logged",
-    "trainer.checkpoint_every_n_steps": "how often checkpoints/last.ckpt is written (for resuming)",
+    "checkpoint_every_n_steps": "how often checkpoints/last.ckpt is written (for resuming)",
     "callbacks.*._target_": "the class a callback node builds; its keys are each tested",
     "callbacks.last_checkpoint.*": "the checkpoint file for resuming: its folder, name and frequency",
     "callbacks.best_checkpoint.dirpath": "the folder of the best weights' file",

@@ -201,13 +201,23 @@ class TrialConf:
 
 
 @dataclass
+class WandbUploadsConf:
+    """What a run uploads to W&B besides its metrics (when logger.wandb is on)."""
+
+    # attention maps of the final weights as images
+    attention_maps: bool = True
+    # the final checkpoint as an artifact beside result.json (it can be large)
+    checkpoint: bool = False
+
+
+@dataclass
 class Config:
     task: Any = None
     attention: Any = None
     position: Any = None
     model: ModelConf = field(default_factory=ModelConf)
     optim: OptimConf = field(default_factory=OptimConf)
-    # lightning.Trainer's keywords (+ attnlab's progress_bar, checkpoint_every_n_steps), and the
+    # lightning.Trainer's keywords only (``hydra.utils.instantiate(cfg.trainer)`` builds it), and the
     # Lightning callbacks and loggers by name: open nodes, checked against the classes they build
     # (experiments/training/lightning_parts.py), so every keyword those classes take can be set
     trainer: Any = None
@@ -215,6 +225,11 @@ class Config:
     logger: Any = None
     # attnlab's own callbacks, by name (experiments.training.lightning_parts.OWN_CALLBACKS)
     own_callbacks: list[str] = field(default_factory=lambda: ["progress", "last_validation", "step_timer"])
+    # attnlab's own settings beside the Trainer's: how often checkpoints/last.ckpt is written, and
+    # the progress display (null: a rich bar in a terminal, plain log lines otherwise)
+    checkpoint_every_n_steps: int = 200
+    progress_bar: Optional[bool] = None
+    wandb_uploads: WandbUploadsConf = field(default_factory=WandbUploadsConf)
     eval: EvalConf = field(default_factory=EvalConf)
     ensemble: EnsembleConf = field(default_factory=EnsembleConf)
     trial: TrialConf = field(default_factory=TrialConf)

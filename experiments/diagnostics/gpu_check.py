@@ -101,7 +101,7 @@ SHORT_RUN = [
     "model.ffn_dim=128",
     "trainer.max_steps=200",
     "trainer.val_check_interval=100",
-    "trainer.progress_bar=false",
+    "progress_bar=false",
     "logger=none",
     "eval.attention_maps=false",
     "task.train_size=2000",
@@ -530,7 +530,7 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
         "trainer=gpu",
         f"trainer.max_steps={args.quick_steps}",
         "logger=none",
-        "trainer.progress_bar=false",
+        "progress_bar=false",
         "resume=never",  # train every cell afresh; an earlier check's cells move to previous/
         *parallel,
         f"hydra.sweep.dir={sweep_dir}",

@@ -233,7 +233,7 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
                 filename="step{step}",
                 save_last=True,
                 save_top_k=0,
-                every_n_train_steps=max(t.checkpoint_every_n_steps, 1),
+                every_n_train_steps=max(cfg.checkpoint_every_n_steps, 1),
                 auto_insert_metric_name=False,
             ),
             validation,

@@ -45,8 +45,6 @@ HANDLED: dict[str, str] = {
     "limit_test_batches": "each member's test runs on its own evaluation Trainer, built from its config",
     "gradient_clip_val": "each member clipped by its own gradient norm (ensemble/module.py)",
     "use_distributed_sampler": "each member's datamodule shards by rank itself, on the one device",
-    "checkpoint_every_n_steps": "the shared checkpoint's interval (ModelCheckpoint in ensemble/run.py)",
-    "progress_bar": "one plain progress line for all members",
 }
 
 # refused unless at one of the values that change nothing: (those values, why)

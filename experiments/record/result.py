@@ -23,7 +23,8 @@ STATUSES = ("completed", "diverged", "failed", "pruned")
 # Keys that do not change what is computed: left out of the config hash.
 HASH_EXCLUDE_PREFIXES = (
     "logger.",
-    "trainer.progress_bar",
+    "wandb_uploads.",  # what is uploaded to W&B beside the metrics
+    "progress_bar",
     "trainer.log_every_n_steps",
     "resume",
     "ckpt_path",  # which checkpoint of the same computation a run continues from

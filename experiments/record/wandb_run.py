@@ -6,7 +6,7 @@
 - config ``attnlab/cell``: the cell id the report gives this configuration (common.cell_identity: the
   config minus the seed and what does not change the computation), so runs group by cell in W&B;
   ``attnlab/factors``: the overrides that made this run, as {key: value}.
-- artifacts: result.json always; checkpoints/last.ckpt when ``logger.wandb.log_checkpoint=true``.
+- artifacts: result.json always; checkpoints/last.ckpt when ``wandb_uploads.checkpoint=true``.
 """
 
 from __future__ import annotations

@@ -109,9 +109,7 @@ def assemble(
         # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
         datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
     # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
-    module.divergence_every = math.gcd(
-        max(cfg.trainer.log_every_n_steps, 1), max(cfg.trainer.checkpoint_every_n_steps, 1)
-    )
+    module.divergence_every = math.gcd(max(cfg.trainer.log_every_n_steps, 1), max(cfg.checkpoint_every_n_steps, 1))
     params = count_parameters(module.model)
 
     from experiments.record import wandb_run
@@ -145,7 +143,7 @@ def assemble(
             # the module saves no hyper-parameters of its own, so Lightning would log {}
             logger.log_hyperparams(flat_config)
     if wandb is not None:
-        wandb.log_checkpoint = bool(lightning_parts.wandb_setting(cfg, "log_checkpoint", False))
+        wandb.log_checkpoint = lightning_parts.wandb_upload(cfg, "checkpoint")
     callbacks = lightning_parts.build_callbacks(cfg, run_dir)
     if cfg.get("fail_at_step") is not None:
         callbacks.append(FailAtStep(int(cfg.fail_at_step)))

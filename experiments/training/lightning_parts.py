@@ -1,7 +1,8 @@
 """Lightning's Trainer, callbacks and loggers of a run, built from config with ``hydra.utils.instantiate``.
 
-``trainer`` holds the Trainer's own keywords (any of them: ``trainer.accumulate_grad_batches=2``,
-``+trainer.profiler=simple``) beside two keys of attnlab's (``OWN_TRAINER_KEYS``).
+``trainer`` holds the Trainer's own keywords and nothing else (any of them: ``trainer.accumulate_grad_batches=2``,
+``+trainer.profiler=simple``), so each ``_target_`` node instantiates as it is; attnlab's own settings
+(``checkpoint_every_n_steps``, ``progress_bar``, ``wandb_uploads``) are top-level keys beside them.
 ``callbacks`` and ``logger`` map a name to a ``_target_`` node, one file per option under
 ``conf/callbacks/`` and ``conf/logger/``. attnlab's own callbacks are named in ``own_callbacks``
 (``OWN_CALLBACKS``): registry names, not ``_target_`` strings, so a rename cannot break a config.
@@ -23,25 +24,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.errors import ConfigError
 
-# attnlab's keys under ``trainer``: they never reach lightning.Trainer
-OWN_TRAINER_KEYS = {
-    "progress_bar": "null: a rich bar in a terminal, plain log lines otherwise",
-    "checkpoint_every_n_steps": "how often checkpoints/last.ckpt is written",
-}
 # Trainer keywords the run sets itself, and where the user says what they want instead
 SET_BY_RUN = {
     "logger": "the logger group: logger=csv, logger=[csv,tensorboard], logger=none",
     "callbacks": "the callbacks group: callbacks=early_stopping, callbacks=[lr_monitor,best_checkpoint]",
     "plugins": "attnlab's checkpoint and cluster plugins",
     "default_root_dir": "the run's folder: hydra.run.dir=...",
-    "enable_progress_bar": "trainer.progress_bar",
+    "enable_progress_bar": "progress_bar",
     "enable_checkpointing": "the callbacks group (callbacks=none: no checkpoints)",
 }
 TENSORBOARD = "lightning.pytorch.loggers.TensorBoardLogger"
 CSV = "lightning.pytorch.loggers.CSVLogger"
 WANDB = "lightning.pytorch.loggers.WandbLogger"
-# keys of the W&B node that are attnlab's, not WandbLogger's
-OWN_WANDB_KEYS = ("log_attention_maps", "log_checkpoint")
 
 
 def trainer_keywords() -> dict[str, inspect.Parameter]:
@@ -54,13 +48,13 @@ def trainer_keywords() -> dict[str, inspect.Parameter]:
 
 def check_trainer_key(key: str, value: Any = None, *, check_value: bool = True) -> None:
     """One line when ``trainer.<key>`` is not a keyword the Trainer takes here, or ``value`` not of its type."""
-    if key in OWN_TRAINER_KEYS or key == "_target_":
+    if key == "_target_":
         return
     if key in SET_BY_RUN:
         raise ConfigError(f"trainer.{key} is set by the run; use {SET_BY_RUN[key]}")
     keywords = trainer_keywords()
     if key not in keywords:
-        choices = sorted(set(keywords) - set(SET_BY_RUN) | set(OWN_TRAINER_KEYS))
+        choices = sorted(set(keywords) - set(SET_BY_RUN))
         near = difflib.get_close_matches(key, choices, n=1)
         hint = f"did you mean 'trainer.{near[0]}'?" if near else f"the keywords: {choices}"
         raise ConfigError(f"trainer.{key} is not a keyword of lightning.Trainer; {hint}")
@@ -129,7 +123,7 @@ def _step_timer(cfg: DictConfig) -> Any:
 
 # attnlab's callbacks, by the name ``own_callbacks`` lists them with
 OWN_CALLBACKS: dict[str, Callable[[DictConfig], Any]] = {
-    # a rich bar in a terminal, plain log lines otherwise (trainer.progress_bar)
+    # a rich bar in a terminal, plain log lines otherwise (progress_bar)
     "progress": _progress,
     # the metrics of the last validation: the final ones when it ran at the last step
     "last_validation": _last_validation,
@@ -139,7 +133,7 @@ OWN_CALLBACKS: dict[str, Callable[[DictConfig], Any]] = {
 
 
 def progress_bar(cfg: DictConfig) -> bool:
-    chosen = cfg.trainer.get("progress_bar")
+    chosen = cfg.get("progress_bar")
     return bool(chosen) if chosen is not None else sys.stdout.isatty()
 
 
@@ -198,9 +192,18 @@ def logger_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
     return {name: node for name, node in (cfg.get("logger") or {}).items() if node is not None}
 
 
+def _now_beside(old: str, new: str) -> str:
+    beside = "Trainer" if old.startswith("trainer.") else "logger"
+    return f"{old} is now {new} (attnlab's own key, beside the {beside}'s)"
+
+
 # keys that have moved, and where to
 MOVED = {
-    "logger.log_attention_maps": "logger.log_attention_maps has moved to logger.wandb.log_attention_maps "
+    "trainer.checkpoint_every_n_steps": _now_beside("trainer.checkpoint_every_n_steps", "checkpoint_every_n_steps"),
+    "trainer.progress_bar": _now_beside("trainer.progress_bar", "progress_bar"),
+    "logger.wandb.log_attention_maps": _now_beside("logger.wandb.log_attention_maps", "wandb_uploads.attention_maps"),
+    "logger.wandb.log_checkpoint": _now_beside("logger.wandb.log_checkpoint", "wandb_uploads.checkpoint"),
+    "logger.log_attention_maps": "logger.log_attention_maps has moved to wandb_uploads.attention_maps "
     "(the maps are always saved to attention_maps.npz)",
     "logger.wandb.enabled": "logger.wandb.enabled has gone: choose the loggers with the logger group, "
     "e.g. logger=csv (no W&B) or logger=none",
@@ -234,11 +237,7 @@ def build_loggers(cfg: DictConfig, run_dir: Path, wandb_run: Callable[[dict[str,
         if node._target_ == WANDB:
             if cfg.trainer.get("fast_dev_run"):
                 continue  # a smoke test leaves no W&B run behind
-            params = {
-                k: v
-                for k, v in OmegaConf.to_container(node, resolve=True).items()
-                if k != "_target_" and k not in OWN_WANDB_KEYS
-            }
+            params = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
             wandb = wandb_run(params)
             if wandb is not None:
                 loggers.append(wandb)
@@ -251,9 +250,11 @@ def build_loggers(cfg: DictConfig, run_dir: Path, wandb_run: Callable[[dict[str,
     return loggers, wandb
 
 
-def wandb_setting(cfg: DictConfig, key: str, default: Any) -> Any:
-    node = (cfg.get("logger") or {}).get("wandb")
-    return default if node is None else node.get(key, default)
+def wandb_upload(cfg: DictConfig, what: str) -> bool:
+    """Whether the run uploads ``what`` (``wandb_uploads.<what>``) to W&B: never without a W&B logger."""
+    if (cfg.get("logger") or {}).get("wandb") is None:
+        return False
+    return bool(cfg.wandb_uploads[what])
 
 
 # -- the Trainer ----------------------------------------------------------------------------------
@@ -263,19 +264,21 @@ def build_trainer(
     from hydra.utils import instantiate
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    node = OmegaConf.to_container(cfg.trainer, resolve=True)
-    for key in OWN_TRAINER_KEYS:
-        node.pop(key, None)
     from experiments.sweep import gpu_share
 
-    node["devices"] = gpu_share.trainer_devices(node.get("devices", "auto"))  # jobs_per_gpu: the job's GPU
+    # the node as it is, with what only the run knows added as keywords
+    node = cfg.trainer
+    runtime: dict[str, Any] = {}
+    if gpu_share.trainer_devices(None) is not None:
+        runtime["devices"] = gpu_share.trainer_devices(None)  # jobs_per_gpu: the GPU this job holds
     interval, max_steps = node.get("val_check_interval"), node.get("max_steps", -1)
     if isinstance(interval, int) and isinstance(max_steps, int) and max_steps > 0:
-        node["val_check_interval"] = max(1, min(interval, max_steps))  # a short run still validates
+        runtime["val_check_interval"] = max(1, min(interval, max_steps))  # a short run still validates
     return instantiate(
         node,
         # plain dicts and lists, as the Trainer's keywords take them (+trainer.max_time={hours:1})
         _convert_="all",
+        **runtime,
         logger=loggers or False,
         callbacks=callbacks,
         plugins=plugins,

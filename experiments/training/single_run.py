@@ -273,7 +273,7 @@ def evaluate(
         if trainer.is_global_zero:
             result["attention_stats"] = outcome.save_attention_stats(module, run_dir)
     if cfg.eval.attention_maps and trainer.is_global_zero:
-        maps_to_wandb = lightning_parts.wandb_setting(cfg, "log_attention_maps", True)
+        maps_to_wandb = lightning_parts.wandb_upload(cfg, "attention_maps")
         outcome.save_attention_maps(module, datamodule, run_dir, parts.wandb if maps_to_wandb else None)
     result["status"] = "completed"
 

@@ -32,7 +32,7 @@ SLURM = [
 LONG = [
     *(a for a in QUIET if not a.startswith(("trainer.max_steps", "trainer.val_check_interval", "logger="))),
     "trainer.val_check_interval=100",
-    "trainer.checkpoint_every_n_steps=20",
+    "checkpoint_every_n_steps=20",
     "logger=default",
 ]
 METRICS = ("val/loss", "val/token_acc", "test/loss", "test/token_acc", "test/seq_acc")
