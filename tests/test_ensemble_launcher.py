@@ -14,7 +14,13 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-from hydra_plugins.attnlab_launcher.ensemble_launcher import Job, check_job, group_jobs, member_returns
+from hydra_plugins.attnlab_launcher.ensemble_launcher import (
+    Job,
+    check_group_trainer,
+    check_job,
+    group_jobs,
+    member_returns,
+)
 from tests.test_sweeps import QUIET, multirun, results
 
 
@@ -52,6 +58,18 @@ def test_a_job_that_sets_the_ensemble_itself_is_refused() -> None:
     with pytest.raises(ValueError, match=r"job #3 also sets ensemble.seeds=4"):
         check_job(bad)
     check_job(job(0, "seed=0"))
+
+
+def test_a_grouped_cell_refuses_the_trainer_keys_an_ensemble_cannot_honour() -> None:
+    """Seeds grouped by the launcher train as one model: the same trainer-key table as ensemble.seeds=N."""
+    ok = job(2, "seed=0")
+    ok.config.trainer = {"max_steps": 10, "limit_train_batches": 3, "devices": 1}
+    check_group_trainer(ok)
+    for key, value in (("overfit_batches", 2), ("reload_dataloaders_every_n_epochs", 1), ("devices", 4)):
+        bad = job(5, "seed=0")
+        bad.config.trainer = {"max_steps": 10, key: value}
+        with pytest.raises(ValueError, match=rf"job #5's seeds as one model: trainer.{key}={value} is not supported"):
+            check_group_trainer(bad)
 
 
 def test_each_grouped_job_returns_its_own_members_objective(tmp_path: Path) -> None:
@@ -122,6 +140,7 @@ def test_a_seed_sweep_trains_one_ensemble_per_cell_and_leaves_the_job_by_job_swe
     [
         (["ensemble.seeds=2"], "also sets ensemble.seeds=2"),
         (["hydra.launcher.max_members=1"], "hydra.launcher.max_members=1 is not allowed"),
+        (["+trainer.overfit_batches=2"], "trainer.overfit_batches=2 is not supported with ensemble.seeds > 1"),
     ],
 )
 def test_an_ambiguous_grouping_stops_before_any_job_in_one_line(extra: list[str], said: str, tmp_path: Path) -> None:

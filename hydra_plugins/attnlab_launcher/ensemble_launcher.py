@@ -80,6 +80,17 @@ def check_job(job: Job) -> None:
             )
 
 
+def check_group_trainer(job: Job) -> None:
+    """The trainer keys of a group trained as one ensemble, checked as ``ensemble.seeds=N`` checks them."""
+    from experiments.config.errors import ConfigError
+    from experiments.ensemble.trainer_keys import check_trainer_keys
+
+    try:
+        check_trainer_keys(job.config.trainer)
+    except ConfigError as err:
+        raise GroupingError(f"hydra/launcher=ensemble trains job #{job.idx}'s seeds as one model: {err}") from None
+
+
 def save_job_record(job: Job) -> None:
     """The ``.hydra/config.yaml`` and ``overrides.yaml`` a member's own job would have written
     (the group's job writes its own, with the ensemble's settings, in the first member's folder)."""
@@ -160,10 +171,13 @@ class EnsembleLauncher(Launcher):
                 )
             for job in jobs:
                 check_job(job)
+            groups = group_jobs(jobs, self.max_members)
+            for group in groups:
+                if len(group) > 1:  # one batched model: every trainer key passed, handled or refused
+                    check_group_trainer(group[0])
         except GroupingError as err:
             print(f"attnlab: {err}", file=sys.stderr)  # one line, before any job has run
             raise SystemExit(2) from None
-        groups = group_jobs(jobs, self.max_members)
         log.info("Launching %d jobs locally as %d seed ensembles and single runs", len(jobs), len(groups))
         returns: dict[int, JobReturn] = {}
         for group in groups:
