@@ -194,7 +194,10 @@ class Pickled:
 
 
 def test_the_ensemble_reads_its_checkpoint_as_data_only(tmp_path: Path) -> None:
-    from experiments.ensemble.folder import checkpoint_seeds
+    from experiments.ensemble.folder import read_checkpoint, seeds_of
+
+    def checkpoint_seeds(ckpt: Path) -> list[int] | None:  # as the ensemble reads them: data only
+        return seeds_of(read_checkpoint(ckpt, None))
 
     plain = tmp_path / "plain.ckpt"
     torch.save(

@@ -47,11 +47,6 @@ class EnsembleClaim:
     members: dict[Path, Claim] = field(default_factory=dict)
 
 
-def checkpoint_seeds(ckpt: Path) -> list[int] | None:
-    """The members' seeds a shared checkpoint holds, read as data only (no pickled code runs)."""
-    return seeds_of(read_checkpoint(ckpt, None))
-
-
 def seeds_of(state: Mapping[str, Any]) -> list[int] | None:
     """The members' seeds of a shared checkpoint already read."""
     return state.get("attnlab_ensemble", {}).get("seeds")

@@ -59,11 +59,6 @@ REFUSED: dict[str, tuple[tuple[Any, ...], str]] = {
 ADVICE = "not supported with ensemble.seeds > 1: train the seeds separately (ensemble.seeds=1, -m seed=...)"
 
 
-def declared_keys() -> set[str]:
-    """Every key the table declares, whatever it does with it."""
-    return set(PASSED) | set(HANDLED) | set(REFUSED)
-
-
 def _plain(value: Any) -> Any:
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
