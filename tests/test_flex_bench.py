@@ -10,26 +10,36 @@ import pytest
 import torch
 
 from experiments import bench
-from experiments.bench.flex_memory import _large_allocations_from_the_os, resident_peak_mb
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+
+
+PEAKS = """
+import json, torch
+from experiments.bench.flex_memory import _large_allocations_from_the_os, resident_peak_mb
+_large_allocations_from_the_os()
+big = torch.ones(16 * 2**20 // 4)  # freeing a 16 MB mapping would raise glibc's own threshold past 8 MB
+del big
+def step():
+    held = torch.ones(8 * 2**20 // 4)  # 8 MB of float32, touched
+    held += 1
+step()  # the warm-up run
+print(json.dumps([resident_peak_mb(step), resident_peak_mb(lambda: None)]))
+"""
 
 
 @linux
 def test_resident_peak_counts_a_step_that_holds_then_frees_memory():
     """A step that holds 8 MB then frees it peaks at 8 MB when measured after a warm-up run, as the
-    benchmark measures: not 0 (glibc would otherwise reuse the warm-up's freed heap, raising nothing)."""
-    _large_allocations_from_the_os()
-    big = torch.ones(16 * 2**20 // 4)  # freeing a 16 MB mapping would raise glibc's own threshold past 8 MB
-    del big
+    benchmark measures: not 0 (glibc would otherwise reuse the warm-up's freed heap, raising nothing).
+    In a process of its own: a test worker's heap, shaped by the tests before, could already hold 8 MB free."""
+    import subprocess
 
-    def step() -> None:
-        held = torch.ones(8 * 2**20 // 4)  # 8 MB of float32, touched
-        held += 1
-
-    step()  # the warm-up run
-    assert resident_peak_mb(step) == pytest.approx(8, abs=1)
-    assert resident_peak_mb(lambda: None) == pytest.approx(0, abs=1)
+    proc = subprocess.run([sys.executable, "-c", PEAKS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    held, nothing = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert held == pytest.approx(8, abs=1)
+    assert nothing == pytest.approx(0, abs=1)
 
 
 def test_gpu_targets_are_skipped_on_cpu_with_the_reason(tmp_path):
