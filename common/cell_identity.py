@@ -29,9 +29,13 @@ NOISE_PREFIXES = (
     "hydra",
     "claims",  # what the analysis tests (analysis/claims/), not what a run computes
     "ensemble",  # how the seeds were trained (alone or batched): a member is its seed's run
-    "jobs_per_gpu",
+    "jobs_per_gpu",  # how many cells shared a GPU: where, not what, a run computed
     "trial",  # which study trial the run reports to: where its metrics go, not what it computes
-)  # how many cells shared a GPU: where, not what, a run computed
+)
+# Noise for the computation, yet a cell of its own: a tuned comparison's tuning trial, its best
+# configuration on fresh seeds and the defaults (hparams_search=tuned) can share every setting, and the
+# trial chosen for its validation score would bias the fresh seeds' mean if it were pooled with them.
+ROLE_KEY = "trial.role"
 # The result's own columns for the registry groups; config.<group>.name is the same value.
 GROUP_COLUMNS = ("task", "attention", "position")
 ID_LENGTH = 12
@@ -85,7 +89,7 @@ def identity(row: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(column, str) or not column.startswith(CONFIG_PREFIX):
             continue
         key = column[len(CONFIG_PREFIX) :]
-        if key == SEED_KEY or is_noise(key):
+        if key == SEED_KEY or (is_noise(key) and key != ROLE_KEY):
             continue
         value = normalise(value)
         if value is not None:

@@ -206,3 +206,20 @@ def test_two_keys_set_from_one_another_are_one_factor(tmp_path):
     ]
     sweep(tmp_path / "unlinked", unlinked)
     assert collect([tmp_path / "unlinked"]).factors == ["attention", "optim.grad_clip", "trainer.gradient_clip_val"]
+
+
+def test_a_tuned_comparisons_roles_are_cells_of_their_own_and_its_trial_bookkeeping_is_not(tmp_path):
+    # hparams_search=tuned: the tuning trial chosen for its validation score and the fresh seeds at the
+    # same settings must not pool (the chosen trial would bias the fresh seeds' mean upward).
+    best = {"optim.lr": 0.0028}
+    specs = [("trial-4", "reverse", "soft", "rope", 0, {**best, "trial.role": "tuning", "trial.number": 4})]
+    specs += [(f"tuned-s{s}", "reverse", "soft", "rope", s, {**best, "trial.role": "tuned"}) for s in (100, 101)]
+    specs += [
+        ("tuned-s102", "reverse", "soft", "rope", 102, {**best, "trial.role": "tuned", "trial.study": "x"}),
+        ("plain-s0", "reverse", "soft", "rope", 0, best),
+    ]
+    sweep(tmp_path, specs)
+    by_id = collect([tmp_path]).runs.set_index("run_id")["cell"]
+    assert by_id["trial-4"] != by_id["tuned-s100"]
+    assert by_id["tuned-s100"] == by_id["tuned-s101"] == by_id["tuned-s102"]  # study name and number: bookkeeping
+    assert by_id["plain-s0"] not in {by_id["trial-4"], by_id["tuned-s100"]}

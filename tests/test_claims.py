@@ -315,6 +315,21 @@ def test_a_side_over_two_cells_is_an_error_naming_the_key(tmp_path):
     assert evaluate_claims(runs, pinned).iloc[0]["verdict"] == "supported"
 
 
+def test_a_file_claim_named_as_a_carried_one_corrects_it_on_the_runs_that_carry_it(tmp_path):
+    # A finished sweep whose carried claim covers two cells: the same name in a file, pinned, replaces it.
+    write_sweep(tmp_path / "s", [claim(name="alibi wins")], lr=0.001)
+    write_sweep(tmp_path / "s", [claim(name="alibi wins")], lr=0.003)
+    write_sweep(tmp_path / "other", [], task="reverse")  # carries nothing: outside the carried claim's scope
+    runs = collect([tmp_path / "s", tmp_path / "other"])
+    with pytest.raises(ClaimError, match=r"covers 2 cells that differ in optim\.lr"):
+        evaluate_claims(runs)
+    fix = tmp_path / "fix.yaml"
+    fix.write_text(yaml.safe_dump([claim(name="alibi wins", where={"optim.lr": 0.003})]))
+    rows = evaluate_claims(runs, fix)
+    assert rows["claim"].tolist() == ["alibi wins"]  # replaced, not tested twice
+    assert rows.iloc[0]["verdict"] == "supported"
+
+
 # ---------------------------------------------------------------- malformed claims: one line naming the field
 
 MALFORMED = [
