@@ -31,6 +31,7 @@ from experiments.sweep.grid import (
     cell_dirname,
     check_grid,
     grid_values,
+    register_resolvers,
     threads_per_process,
 )
 from experiments.training.single_run import BAD_OBJECTIVE, objective
@@ -340,6 +341,7 @@ def test_a_sweep_folder_that_cannot_be_written_stops_the_sweep_in_one_line(tmp_p
 def hydra_config(overrides: list[str], sweep: list[str] | None = None, params: dict | None = None):
     """The config the launching process sees: ``sweep`` stands for the grid on the command line."""
     register_configs()
+    register_resolvers()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
     with open_dict(cfg):

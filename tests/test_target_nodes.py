@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
+from experiments.training.lightning_parts import MOVED
 from tests.conftest import compose
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -113,3 +114,19 @@ def test_old_spelling_exits_2_before_any_work(tmp_path: Path) -> None:
         "(attnlab's own key, beside the Trainer's)"
     ]
     assert not any(tmp_path.iterdir())  # refused before the run's folder was written
+
+
+# every moved key, swept on the command line, directly or as a sweeper param (Hydra cannot compose the latter
+# when the config has no sweeper params: the moved-key line must come before it tries)
+SWEPT = ("{key}=true,false", "hydra.sweeper.params.{key}=true,false", "+hydra.sweeper.params.{key}=true,false")
+
+
+@pytest.mark.parametrize("spelling", SWEPT)
+@pytest.mark.parametrize("key", sorted(MOVED))
+def test_a_swept_old_spelling_is_refused_with_the_moved_key_line(key: str, spelling: str) -> None:
+    from experiments.app.preflight import PreflightError, preflight
+
+    with pytest.raises(PreflightError) as err:
+        preflight(["-m", "logger=none", spelling.format(key=key)])
+    assert str(err.value) == MOVED[key]
+    assert str(err.value).startswith(key + " "), "the line names the key as the user wrote it"

@@ -25,8 +25,10 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
 
     from experiments.app.preflight import CONF
     from experiments.config.schema import register_configs
+    from experiments.sweep.grid import register_resolvers
 
     register_configs()
+    register_resolvers()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
@@ -38,9 +40,10 @@ def run(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> dic
     A run that diverges or fails returns its result with that status rather than raising.
     """
     from experiments.app.preflight import preflight
-    from experiments.sweep.grid import set_threads, threads_per_process
+    from experiments.sweep.grid import register_resolvers, set_threads, threads_per_process
     from experiments.training.single_run import train
 
+    register_resolvers()
     if isinstance(overrides, (str, bytes)) or not all(isinstance(o, str) for o in overrides):
         # a string is a sequence too: run("attention=local") would be read as one override per character
         raise ValueError(f"run() takes a list of override strings, e.g. run([{overrides!r}]); got {overrides!r}")

@@ -300,10 +300,16 @@ def check_seed_overlap(full, seed_overrides: list) -> None:
             seen[member] = value
 
 
+SWEEPER_PARAMS = "hydra.sweeper.params."
+
+
 def check_trainer_override(key: str) -> None:
     """``trainer.<key>`` must be a keyword of lightning.Trainer (or attnlab's own): one line, nearest match.
     A key that has moved says where to."""
     key = key.lstrip("+~")
+    # hydra.sweeper.params.<key> on the command line sweeps <key>, as a preset's sweeper params do; checked
+    # here because Hydra cannot compose it when the config has no sweeper params ("Unexpected type: None")
+    key = key.removeprefix(SWEEPER_PARAMS)
     from experiments.training.lightning_parts import MOVED
 
     if key in MOVED:

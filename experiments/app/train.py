@@ -26,7 +26,7 @@ from experiments.config.schema import register_configs
 from experiments.record.files import OutputError
 from experiments.record.result import read_result
 from experiments.sweep.gpu_share import shared_gpu
-from experiments.sweep.grid import set_threads, threads_per_process
+from experiments.sweep.grid import register_resolvers, set_threads, threads_per_process
 
 # the run of one configuration, and what the entry reports of it
 from experiments.training.single_run import (
@@ -164,6 +164,7 @@ def main() -> None:
         print(f"attnlab {version()} (hydra-core {__import__('hydra').__version__})")
         sys.exit(0)
     register_configs()
+    register_resolvers()
     os.environ.setdefault("WANDB_SILENT", "true")
     from experiments.app.preflight import PreflightError, preflight
     from experiments.sweep.grid import exit_code_for_last_multirun

@@ -20,8 +20,8 @@ def logged_metrics(cfg: DictConfig, stage: str = "val") -> set[str]:
     from experiments.tasks import TASKS
     from experiments.training.task_adapters import adapter_for
 
-    kind = TASKS.get(cfg.task.name).kind
-    adapter = adapter_for(kind, cfg.model.arch, pad_id=0, bos_id=1, sep_id=2)
+    task = TASKS.get(cfg.task.name)  # the task's class: what it declares, without building its data
+    adapter = adapter_for(task.kind, cfg.model.arch, pad_id=0, bos_id=1, sep_id=2)
     zero = torch.zeros(())
     val = {"val/loss", *adapter.epoch_metrics("val", zero, zero)}
     if stage == "val":
@@ -29,5 +29,5 @@ def logged_metrics(cfg: DictConfig, stage: str = "val") -> set[str]:
     if stage != "result":
         raise ConfigError(f"stage={stage!r}: allowed values are val, result")
     test = {"test/loss", *adapter.epoch_metrics("test", zero, zero, zero)}
-    bleu = {"test/bleu", "test/chrf"} if cfg.task.name == "translation" else set()
+    bleu = {"test/bleu", "test/chrf"} if task.bleu_at_test else set()
     return val | test | bleu

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, open_dict
 
 from experiments.ensemble.capability import ensemble_problem
 from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_overrides, member_seeds
+from experiments.record.at_step import AtStep
 from experiments.record.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
@@ -327,13 +328,10 @@ def _evaluate_member(
         per_epoch = max(fit_trainer.num_training_batches, 1)
         _log_history(trainer, ensemble.loss_history, record.history, index, per_epoch)
         # the final validation and the test are logged at the member's last step and epoch, as a separate run's
-        # Lightning (checked against 2.6.6) has no public way to give a Trainer that never fit a step: its
-        # logger connector takes the step of validate/test logs from this private counter, unless a metric
-        # named "step" is logged, which would also drop the "epoch" column of every member's metrics.csv.
-        # tests/test_ensemble_lightning.py fails when the counter is gone.
-        trainer.fit_loop.epoch_loop._batches_that_stepped = steps
-        # a fit that ends mid-epoch counts that epoch as completed, so the epoch after it is the epochs begun
-        trainer.fit_loop.epoch_progress.current.completed = -(-steps // per_epoch)
+        # are (this Trainer never fit a step: Lightning would log them at step 0, epoch 0); a fit that ends
+        # mid-epoch counts that epoch as completed, so the epoch after it is the epochs begun
+        epoch = -(-steps // per_epoch)
+        trainer.loggers = [AtStep(logger, steps, epoch) for logger in trainer.loggers]
         tested = record.best_path if m.cfg.eval.get("checkpoint", "last") == "best" else None
         last = record.last if record.last is not None and record.last[0] == steps else None
 

@@ -84,22 +84,26 @@ def cell_dirname(override_dirname: str) -> str:
     return name
 
 
-if not OmegaConf.has_resolver("attnlab_cell"):
-    # Registered on import: the callback below is unpickled in every joblib / submitit
-    # worker before Hydra resolves the job's folder there.
-    OmegaConf.register_new_resolver("attnlab_cell", cell_dirname)
-
-
 def _gpus_to_request(accelerator: str, devices: Any) -> int | None:
     from experiments.sweep.slurm import gpus_to_request
 
     return gpus_to_request(accelerator, devices)
 
 
-if not OmegaConf.has_resolver("attnlab_gpus"):
-    # The GPUs per node a SLURM cell asks for (conf/hydra/launcher/slurm.yaml), resolved when
-    # Hydra builds the launcher.
-    OmegaConf.register_new_resolver("attnlab_gpus", _gpus_to_request)
+# The OmegaConf resolvers attnlab's yaml interpolates, by name. Importing this module registers none:
+# the command (experiments.app.train.main), the Python API (run, compose), attnlab's sweepers and
+# launchers, and a SweepSummary unpickled in a joblib or submitit worker call register_resolvers first.
+RESOLVERS = {
+    "attnlab_cell": cell_dirname,  # each cell's folder (conf/config.yaml: hydra.sweep.subdir)
+    "attnlab_gpus": _gpus_to_request,  # the GPUs per node a SLURM cell asks for (conf/hydra/launcher/slurm.yaml)
+}
+
+
+def register_resolvers() -> None:
+    """Register each attnlab resolver not registered yet; calling it again changes nothing."""
+    for name, resolver in RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
 
 
 # -- threads ---------------------------------------------------------------------------------------
@@ -269,6 +273,11 @@ def check_launcher(launcher: Mapping[str, Any], trainer: Mapping[str, Any]) -> N
 
 # -- the callback ----------------------------------------------------------------------------------
 class SweepSummary(Callback):
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        # joblib and submitit workers unpickle this callback before Hydra resolves the job's folder
+        # (hydra.sweep.subdir) there; arriving registers the resolvers that folder's name needs
+        return (_summary_in_worker, ())
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from experiments.record.files import OutputError, check_output_path
 
@@ -327,6 +336,11 @@ class SweepSummary(Callback):
             from experiments.app.summary import report_command
 
             print(f"report  {report_command(sweep_dir)}")
+
+
+def _summary_in_worker() -> SweepSummary:
+    register_resolvers()
+    return SweepSummary()
 
 
 def cell_labels(overrides: list[list[str]]) -> list[str]:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from functools import partial
 from os import PathLike
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, ClassVar, Iterable
 
 import lightning as L
 import torch
@@ -146,8 +146,9 @@ class TaskDataModule(L.LightningDataModule):
     # Symbols of synthetic tasks are words; text tasks join characters or subwords without a gap.
     decode_separator: str = " "
     # Whether the test scores the decoded text against its references with corpus BLEU and chrF
-    # (needs ``decode`` to give detokenised text): a fact of the task, not of its name.
-    bleu_at_test: bool = False
+    # (needs ``decode`` to give detokenised text): a fact of the task, not of its name, declared on the
+    # class so that the checks read it through the registry before any data is built (config/metric_names.py).
+    bleu_at_test: ClassVar[bool] = False
 
     vocab_size: int
     train_lengths: tuple[int, int]

@@ -25,7 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ class AdaptiveSeedSweeper(BasicSweeper):
         self.first_round, self.step, self.budget = first_round, step, budget
         self.alpha, self.mixture, self.claims_file = alpha, mixture, claims_file
         self.boundary, self.bounds = boundary, bounds
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from experiments.sweep.grid import register_resolvers
+
+        register_resolvers()  # before the launcher's config is resolved
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def _grid(self, arguments: List[str]) -> tuple:
         """The cells (overrides without the seed) in sweep order, and the swept seeds (None when not swept)."""

@@ -139,6 +139,9 @@ class EnsembleLauncher(Launcher):
         self.hydra_context: HydraContext | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from experiments.sweep.grid import register_resolvers
+
+        register_resolvers()  # _job resolves each job's folder (hydra.sweep.subdir)
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def _job(self, idx: int, overrides: Sequence[str]) -> Job:

@@ -24,6 +24,7 @@ except ImportError:
     BaseQueueConf = HydraSlurmLauncher = object
 from omegaconf import OmegaConf
 
+from experiments.sweep.grid import register_resolvers
 from experiments.sweep.slurm import LOST, install_quiet_watcher
 
 log = logging.getLogger("attnlab")
@@ -34,6 +35,11 @@ class SubmissionRefused(SystemExit):
 
 
 class SlurmLauncher(HydraSlurmLauncher):
+    def __call__(self, *args, **kwargs):
+        # what a SLURM job runs first: it resolves the cell's folder (hydra.sweep.subdir) next
+        register_resolvers()
+        return super().__call__(*args, **kwargs)
+
     def launch(self, job_overrides, initial_job_idx: int):
         import submitit
 

@@ -64,6 +64,9 @@ class OptunaSweeper(Sweeper):
         self.job_idx = 0
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from experiments.sweep.grid import register_resolvers
+
+        register_resolvers()  # before the launcher's config is resolved
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
