@@ -41,7 +41,7 @@ BETTING_ASSUMPTION = (
     "diverged seeds included (simulated: docs/adaptive_seeds.md), at the price of a width set by the bounds"
 )
 MEDIAN_ASSUMPTION = (
-    "decides on the MEDIAN paired difference, not the mean; assumes only independent seeds, valid for any "
+    "decides on the median paired difference, not the mean; assumes only independent seeds, valid for any "
     "distribution, ties and diverged seeds included (simulated: docs/adaptive_seeds.md); the interval and the "
     "estimate are of the median"
 )
