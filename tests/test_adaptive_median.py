@@ -106,7 +106,7 @@ def test_the_analysis_refuses_a_ratio_claim_of_a_median_sweep_before_reading_run
 def test_a_ratio_claim_under_the_median_boundary_stops_in_one_line_before_any_seed_trains(tmp_path: Path) -> None:
     ratio = {**RATIO, "a": {"optim.lr": 0.01}}
     proc, sweep_dir = multirun(
-        tmp_path, *adaptive_args(tmp_path, [ratio], "hydra.sweeper.boundary=median"), timeout=120
+        tmp_path, *adaptive_args(tmp_path, [ratio], "hydra.sweeper.boundary=median"), timeout=300
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith("attnlab:")]
@@ -117,7 +117,7 @@ def test_a_ratio_claim_under_the_median_boundary_stops_in_one_line_before_any_se
 @pytest.mark.slow
 def test_a_planted_effect_is_decided_by_the_median_before_the_budget_and_the_analysis_agrees(tmp_path: Path) -> None:
     args = adaptive_args(tmp_path, None, "hydra/launcher=ensemble", "hydra.sweeper.boundary=median")
-    proc, sweep_dir = multirun(tmp_path, *args)
+    proc, sweep_dir = multirun(tmp_path, *args, timeout=600)  # three rounds; a bound on a loaded machine
     assert proc.returncode == 0, proc.stderr[-3000:]
     state = json.loads((sweep_dir / "adaptive.json").read_text())
     assert state["finished"] and state["plan"]["boundary"] == "median"
