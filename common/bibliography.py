@@ -346,6 +346,16 @@ ENTRIES = (
   pages     = {1--27},
   year      = {2024}
 }""",
+    r"""@article{howard2022sequential,
+  author    = {Howard, Steven R. and Ramdas, Aaditya},
+  title     = {Sequential Estimation of Quantiles with Applications to {A/B}-testing and Best-arm Identification},
+  journal   = {Bernoulli},
+  volume    = {28},
+  number    = {3},
+  pages     = {1704--1728},
+  year      = {2022},
+  doi       = {10.3150/21-BEJ1388}
+}""",
 )
 
 _HEAD = re.compile(r"^\s*@\s*([A-Za-z]+)\s*\{\s*([^,\s{}]+)\s*,", re.S)

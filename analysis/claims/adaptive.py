@@ -24,6 +24,7 @@ from analysis.claims.sides import check_metric, metric_values, run_factors, sele
 from analysis.report.document import fmt
 from analysis.stats import anytime, inference
 from analysis.stats.equal_power import Design, equal_power, fixed_test, region, unpriced
+from common import median
 from common.claims import Claim, ClaimError, parse_claims, split_metric
 from common.sequential import replay, rule
 
@@ -39,6 +40,17 @@ BETTING_ASSUMPTION = (
     "assumes only independent seeds whose metric lies within the bounds; valid for any distribution there, "
     "diverged seeds included (simulated: docs/adaptive_seeds.md), at the price of a width set by the bounds"
 )
+MEDIAN_ASSUMPTION = (
+    "decides on the median paired difference, not the mean; assumes only independent seeds, valid for any "
+    "distribution, ties and diverged seeds included (simulated: docs/adaptive_seeds.md); the interval and the "
+    "estimate are of the median"
+)
+# The claims table's test column per boundary.
+TESTS = {
+    "t_mixture": "anytime CS (Lai t-mixture)",
+    "betting": "anytime CS (betting)",
+    "median": "anytime CS (median, Howard-Ramdas)",
+}
 
 
 def _boundary(plan: Mapping[str, Any]) -> tuple[str, tuple[float, float] | None]:
@@ -154,10 +166,9 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
     boundary, bounds = _boundary(plan)
     rows, details = [], []
     for claim in claims:
-        if boundary == "betting" and claim.expect == "ratio":
-            raise ClaimError(
-                f"{origin}: ratio claim {claim.name!r} under the betting boundary, which bounds differences"
-            )
+        if boundary in ("betting", "median") and claim.expect == "ratio":
+            why = "bounds differences" if boundary == "betting" else "decides on the median paired difference"
+            raise ClaimError(f"{origin}: ratio claim {claim.name!r} under the {boundary} boundary, which {why}")
         values, sides = observations(runs, claim)
         if boundary == "betting" and bounds is not None:
             check_observed(claim, sides, bounds)
@@ -181,7 +192,7 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
             diff=decision.mean,
             diff_low=decision.low,
             diff_high=decision.high,
-            test="anytime CS (Lai t-mixture)" if boundary == "t_mixture" else "anytime CS (betting)",
+            test=TESTS[boundary],
             verdict=decision.verdict or "inconclusive",
             lacked="" if decision.verdict else f"undecided at the budget of {plan['budget']} seeds per cell",
             source=claim.source,
@@ -218,6 +229,10 @@ def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mappin
         lo, hi = bounds
         named = f"boundary betting, metric bounds [{lo:g}, {hi:g}] (paired differences in [{lo - hi:g}, {hi - lo:g}])"
         assumption = BETTING_ASSUMPTION
+    elif boundary == "median":
+        prior = f"Beta({median.PRIOR:g}, {median.PRIOR:g})"
+        named = f"boundary median (claims on the median paired difference), {prior} mixture"
+        assumption = MEDIAN_ASSUMPTION
     else:
         named, assumption = f"boundary t_mixture, mixture c = {plan['mixture']:g}", ASSUMPTION
     lines = [
@@ -239,6 +254,8 @@ def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mappin
     for item in details:
         decision, claim = item["decision"], item["claim"]
         interval = f"[{fmt(decision.low)}, {fmt(decision.high)}]"
+        if boundary == "median":  # the claim is about the median paired difference: the interval says so
+            interval = f"of the median a − b {interval} (sample median {fmt(decision.mean)})"
         said = (
             f"{decision.verdict} after {decision.n} seed pair(s)"
             if decision.verdict

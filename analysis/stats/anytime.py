@@ -1,7 +1,7 @@
 """Simulations of seeds added until decided: the error rate of a stopping rule under the null, and the seeds
 it spends against the fixed design of equal power. Vectorised over thousands of simulated comparisons.
 
-Three rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision:
+Four rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision:
 
 - ``anytime``: the confidence sequence of common.sequential (Lai's t-mixture, running intersection) on the
   paired differences; its type-I error stays at or below alpha however often it is looked at, when the
@@ -11,6 +11,12 @@ Three rules look after every seed pair (n = 2, 3, ..., budget) and stop at their
   bounds, so only for the bounded families (SUPPORT). Its running interval passes an edge e exactly when the
   capital at e reaches its threshold (the capital is monotone in the candidate mean), so the simulation tracks
   the capital at the claim's edges instead of solving for the interval.
+- ``median``: the confidence sequence of common.median (Howard and Ramdas) for the median of the paired differences;
+  valid for any distribution, bounded or not. Its null is a median difference of 0, not a mean of 0: its type-I error
+  is the chance that it ever excludes the true median of the differences (TRUE_MEDIAN_DRAWS draws of the family give
+  it), the other rules' the chance that they ever exclude the true mean 0. Its lower edge passes an edge e exactly
+  when fewer than k_t differences lie at or below e (common.median.depth), so the simulation counts instead of
+  sorting.
 - ``naive``: Welch's two-sided t-test at alpha (scipy) re-run after every seed, stopping at p < alpha: a
   fixed-n test used sequentially, the practice whose error grows with the number of looks.
 
@@ -23,6 +29,7 @@ power at the planted effect equals the adaptive rule's chance of the correct dec
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -31,10 +38,10 @@ import numpy as np
 from scipy import stats
 
 from analysis.stats.equal_power import equal_power, region
-from common import betting
+from common import betting, median
 from common.sequential import MIXTURE, radius_factor
 
-RULES = ("anytime", "naive", "betting")
+RULES = ("anytime", "naive", "betting", "median")
 
 Sampler = Callable[[np.random.Generator, tuple[int, int], float], np.ndarray]
 
@@ -154,6 +161,27 @@ def betting_passes(
     return out[0], out[1]
 
 
+def median_passes(d: np.ndarray, alpha: float, edge: float) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each row's running median CS lies wholly above ``edge`` (low > edge), and wholly below it, after each
+    column: (above, below), each (reps, budget). The CS after t columns is [d_(k), d_(t+1-k)], k = depth(t), so its
+    low passes ``edge`` exactly when fewer than k of the t differences lie at or below it (ties count against it)."""
+    k = np.array([median.depth(t, alpha) for t in range(1, d.shape[1] + 1)])
+    at_or_below, at_or_above = np.cumsum(d <= edge, axis=1), np.cumsum(d >= edge, axis=1)
+    return np.logical_or.accumulate(at_or_below < k, axis=1), np.logical_or.accumulate(at_or_above < k, axis=1)
+
+
+TRUE_MEDIAN_DRAWS = 2_000_000  # draws that give a family's median paired difference to about 0.002 sd
+
+
+@functools.lru_cache(maxsize=None)
+def true_median(family: str, sd_a: float, sd_b: float, effect: float = 0.0) -> float:
+    """The median of a − b for a family's two cells, from TRUE_MEDIAN_DRAWS paired draws (a seed of its own): the
+    value the median rule's CS must cover. Not 0 where the differences are skewed (a diverging cell, unequal Beta
+    spreads) even when the means are equal."""
+    a, b = draw(1, TRUE_MEDIAN_DRAWS, effect, sd_a, sd_b, seed=10_007, family=family)
+    return float(np.median(a - b))
+
+
 def _first(hit: np.ndarray) -> np.ndarray:
     """The first column where each row is True, or −1."""
     return np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
@@ -188,6 +216,8 @@ def run_rule(
         if support is None:
             raise ValueError("rule='betting' needs the differences' support [lo, hi]")
         above, below = betting_passes(a - b, alpha, support, margin)
+    elif rule == "median":
+        above, below = median_passes(a - b, alpha, margin)
     else:
         above = np.zeros((reps, budget), bool)
         below = np.zeros((reps, budget), bool)
@@ -205,14 +235,16 @@ def type_one_error(
     rule: str, alpha: float, reps: int, budget: int, seed: int = 0, family: str = "gaussian"
 ) -> tuple[float, float]:
     """The share of null comparisons (equal means, spreads 1 and 1.5) a rule ever decides, and its Monte-Carlo s.e.
-    The betting rule is run only on the bounded families (SUPPORT)."""
+    The betting rule is run only on the bounded families (SUPPORT). The median rule's null is the family's true
+    median difference (true_median): the share whose CS ever leaves it out."""
     support = None
     if rule == "betting":
         if family not in SUPPORT:
             raise ValueError(f"family={family!r} is unbounded; the betting rule needs one of {list(SUPPORT)}")
         support = (-SUPPORT[family], SUPPORT[family])
     a, b = draw(reps, budget, 0.0, 1.0, 1.5, seed, family)
-    rate = float((run_rule(rule, a, b, alpha, support=support).decision != 0).mean())
+    margin = true_median(family, 1.0, 1.5) if rule == "median" else 0.0
+    rate = float((run_rule(rule, a, b, alpha, margin=margin, support=support).decision != 0).mean())
     return rate, math.sqrt(max(rate * (1 - rate), alpha * (1 - alpha)) / reps)
 
 
@@ -239,7 +271,8 @@ def decided_share(
 ) -> Adaptive:
     """The anytime rule replayed on ``reps`` simulated sequences of Gaussian observations (paired differences or
     ratios) of this mean and sd, deciding the claim whose region is ``edges`` as common.sequential.verdict does.
-    ``boundary="betting"`` replays the betting CS instead, on the Gaussian draws clipped to its ``support``."""
+    ``boundary="betting"`` replays the betting CS instead, on the Gaussian draws clipped to its ``support``;
+    ``boundary="median"`` the median CS (a Gaussian's median is its mean)."""
     d = np.random.default_rng(seed).normal(mean, sd, (reps, budget))
     lo, hi = edges
     if boundary == "betting":
@@ -248,6 +281,10 @@ def decided_share(
         d = np.clip(d, *support)
         above_lo, below_lo = betting_passes(d, alpha, support, lo)
         above_hi, below_hi = betting_passes(d, alpha, support, hi)
+        supported, contradicted = above_lo & below_hi, below_lo | above_hi
+    elif boundary == "median":
+        above_lo, below_lo = median_passes(d, alpha, lo)
+        above_hi, below_hi = median_passes(d, alpha, hi)
         supported, contradicted = above_lo & below_hi, below_lo | above_hi
     else:
         low, high = anytime_bounds(d, alpha, c)
@@ -291,9 +328,10 @@ def savings(effect: float, alpha: float, reps: int, budget: int, seed: int = 0, 
 
 
 def bounded_savings(rule: str, effect: float, alpha: float, reps: int, budget: int, seed: int = 0) -> Savings:
-    """A planted effect on the accuracy family, decided by ``rule`` ("anytime" or "betting"), against the suite's fixed
-    test of the same power: cell a's seeds Beta accuracies at ACCURACY, cell b's ``effect`` units (of ACCURACY_UNIT)
-    lower, both of sd one unit; the claim a − b > 0; the fixed test one-sided Welch at the same spreads."""
+    """A planted effect on the accuracy family, decided by ``rule`` ("anytime", "betting" or "median": the claim
+    a − b > 0 holds for the mean and the median alike), against the suite's fixed test of the same power: cell a's
+    seeds Beta accuracies at ACCURACY, cell b's ``effect`` units (of ACCURACY_UNIT) lower, both of sd one unit; the
+    claim a − b > 0; the fixed test one-sided Welch at the same spreads."""
     rng = np.random.default_rng(seed)
     a = _beta(rng, (reps, budget), ACCURACY, ACCURACY_UNIT)
     b = _beta(rng, (reps, budget), ACCURACY - effect * ACCURACY_UNIT, ACCURACY_UNIT)
@@ -325,8 +363,9 @@ def tables(reps: int = 10_000, budget: int = 30, seed: int = 0) -> str:
         f"pair up to {budget}:",
         "",
         "| family | alpha | anytime CS (t-mixture) | naive Welch re-tested | betting CS (bounded families) |"
-        f" betting CS, looked at up to {BETTING_BUDGET} |",
-        "|---|---|---|---|---|---|",
+        f" betting CS, looked at up to {BETTING_BUDGET} | median CS (at the true median) |"
+        f" median CS, looked at up to {BETTING_BUDGET} |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for family in FAMILIES:
         for alpha in ALPHAS:
@@ -334,13 +373,14 @@ def tables(reps: int = 10_000, budget: int = 30, seed: int = 0) -> str:
             cells = {rule: type_one_error(rule, alpha, reps, budget, seed, family) for rule in rules}
             if family in SUPPORT:
                 cells["betting_long"] = type_one_error("betting", alpha, reps, BETTING_BUDGET, seed, family)
+            cells["median_long"] = type_one_error("median", alpha, reps, BETTING_BUDGET, seed, family)
             shown = {
                 rule: f"{rate:.4f} ± {se:.4f}" + (" (above alpha)" if rule != "naive" and rate > alpha + 3 * se else "")
                 for rule, (rate, se) in cells.items()
             }
             lines.append(
                 f"| {family} | {alpha:g} | {shown['anytime']} | {shown['naive']} | {shown.get('betting', '—')} | "
-                f"{shown.get('betting_long', '—')} |"
+                f"{shown.get('betting_long', '—')} | {shown['median']} | {shown['median_long']} |"
             )
     lines += [
         "",
@@ -383,9 +423,15 @@ def tables(reps: int = 10_000, budget: int = 30, seed: int = 0) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for effect in BOUNDED_EFFECTS:
-        for rule, within in (("anytime", budget), ("betting", budget), ("betting", BETTING_BUDGET)):
+        for rule, within in (
+            ("anytime", budget),
+            ("betting", budget),
+            ("betting", BETTING_BUDGET),
+            ("median", budget),
+            ("median", BETTING_BUDGET),
+        ):
             s = bounded_savings(rule, effect, 0.05, reps, within, seed)
-            name = "t-mixture" if rule == "anytime" else "betting"
+            name = "t-mixture" if rule == "anytime" else rule
             lines.append(
                 f"| {effect:g} | {name} | {within} | {s.adaptive.power:.3f} | {s.adaptive.wrong:.4f} | "
                 f"{s.adaptive.mean_seeds:.1f} | {s.fixed_seeds if s.fixed_seeds is not None else '—'} | "

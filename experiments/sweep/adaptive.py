@@ -198,15 +198,24 @@ def claim_values(claim: Claim, a: Mapping[int, Mapping], b: Mapping[int, Mapping
     return out
 
 
+# Why each boundary other than the t-mixture refuses a ratio claim, as its one line says.
+RATIO_REFUSED = {
+    "betting": "which bounds paired differences",
+    "median": "which decides on the median paired difference of two cells",
+}
+
+
 def check_boundary(claims: Sequence[Claim], plan: Plan) -> None:
-    """The betting boundary bounds paired differences; a ratio of two bounded values is not bounded by them."""
-    if plan.boundary != "betting":
+    """The betting boundary bounds paired differences (a ratio of two bounded values is not bounded by them); the
+    median boundary's claims are about the median of paired differences. Both refuse ratio claims."""
+    why = RATIO_REFUSED.get(plan.boundary)
+    if why is None:
         return
     for claim in claims:
         if claim.expect == "ratio":
             raise AdaptiveError(
-                f"{claim.origin}: a ratio claim ({claim.name}) is not allowed with hydra.sweeper.boundary=betting, "
-                "which bounds paired differences; use boundary=t_mixture"
+                f"{claim.origin}: a ratio claim ({claim.name}) is not allowed with "
+                f"hydra.sweeper.boundary={plan.boundary}, {why}; use boundary=t_mixture"
             )
 
 
