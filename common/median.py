@@ -1,7 +1,7 @@
 """A confidence sequence for the median of the paired seed differences: valid for any distribution, ties included.
 
 Howard and Ramdas (2022), "Sequential estimation of quantiles with applications to A/B-testing and best-arm
-identification", Bernoulli 28(3) 1704-1728 (arXiv 1906.09712; bibliography: howard2022sequential), Theorem 1: a
+identification", Bernoulli 28(3) 1704-1728 (arXiv 1906.09712; bibliography: howard2022sequential): a
 confidence sequence for a fixed quantile from a uniform boundary for the Bernoulli process of indicators below a
 candidate value. Here the quantile is the median (p = 1/2) and the boundary is the conjugate beta-binomial mixture
 (Robbins 1970; Howard et al. 2021, the beta-binomial mixture of their Section 3), centred at p = 1/2.
