@@ -30,7 +30,9 @@ import pandas as pd
 from analysis.claims.render import report_claims
 from analysis.command.errors import ReportError, run_cli
 from analysis.command.outputs import check_out_dir, writing
-from analysis.data.collect import Runs, collect, learning_curves
+from analysis.data.collect import collect
+from analysis.data.curves import learning_curves
+from analysis.data.runs import Runs
 from analysis.report import figures, summary
 from analysis.report.baseline import DEFAULT_BASELINE, Baseline, resolve_baseline
 from analysis.report.bench_cells import measure_cells

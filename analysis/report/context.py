@@ -9,7 +9,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from analysis.data.collect import Runs
+from analysis.data.runs import Runs
 from analysis.report import figures
 from analysis.report.baseline import Baseline
 from analysis.report.plan import TaskPlan

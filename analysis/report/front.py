@@ -8,8 +8,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from analysis.data.collect import Runs
 from analysis.data.confounds import CONFOUND_COLUMNS
+from analysis.data.runs import Runs
 from analysis.report import figures, summary
 from analysis.report.context import ReportContext
 from analysis.report.document import Bullets, Document, Paragraph, Section, Table

@@ -9,7 +9,7 @@ from typing import Sequence
 from analysis.claims.scope import load_claims_file
 from analysis.command.errors import ReportError
 from analysis.data.cells import assign_cells
-from analysis.data.collect import Runs
+from analysis.data.runs import Runs
 from analysis.report import figures
 from analysis.report.baseline import parse_baseline
 from analysis.report.benchmarks import load_bench
