@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis.data.confounds import CONFOUND_COLUMNS
 from analysis.data.runs import Runs
-from analysis.report import figures, summary
+from analysis.report import figure_style, summary
 from analysis.report.context import ReportContext
 from analysis.report.document import Bullets, Document, Paragraph, Section, Table
 from analysis.report.plan import TaskPlan
@@ -99,7 +99,7 @@ def overview(ctx: ReportContext) -> Section:
 
 
 def lead(
-    doc: Document, runs: Runs, figures_dir: Path, style: figures.FigureStyle | None = None
+    doc: Document, runs: Runs, figures_dir: Path, style: figure_style.FigureStyle | None = None
 ) -> dict[str, summary.TaskSummary]:
     """The first screen: per task, the cells ranked in and beyond the training range, beside the length figure."""
     found = {}

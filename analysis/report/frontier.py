@@ -35,7 +35,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from analysis.report import figures
+from analysis.report import figure_canvas, figure_style
 from analysis.report.document import Cell, Figure, Paragraph, Section, Table, fmt
 from analysis.report.layout import Grid
 from analysis.report.report_figures import FigureBudget, roles, safe_name
@@ -261,7 +261,7 @@ def draw_frontier(
     title: str,
     legend: tuple[str, str],
     path: Path,
-    style: "figures.FigureStyle | None" = None,
+    style: "figure_style.FigureStyle | None" = None,
 ) -> Path:
     """A grid of axes (a row per cost source, a column per quality panel); each point a cell with x and y bars.
 
@@ -270,8 +270,10 @@ def draw_frontier(
     from matplotlib.lines import Line2D
 
     rows, columns = len(layout), max(len(r) for r in layout)
-    style = figures.style_of(style)
-    fig = MplFigure(figsize=style.size((4.6 * columns + 2.2, 3.8 * rows + 0.6)), dpi=figures.DPI, layout="constrained")
+    style = figure_style.style_of(style)
+    fig = MplFigure(
+        figsize=style.size((4.6 * columns + 2.2, 3.8 * rows + 0.6)), dpi=figure_canvas.DPI, layout="constrained"
+    )
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, columns, squeeze=False)
     for i, row in enumerate(layout):
@@ -351,7 +353,7 @@ def draw_frontier(
         title_fontsize=8,
     )
     fig.suptitle(title, fontsize=11)
-    return figures.save(fig, path, style)
+    return figure_canvas.save(fig, path, style)
 
 
 # ---------------------------------------------------------------- the report section
@@ -457,7 +459,7 @@ def quality_cost_section(
                     f"{_title(grid)}: quality against cost",
                     (line_axis, panel_axis) if len(markers) > 1 else (line_axis, ""),
                     figures_dir / safe_name("frontier", grid.task, grid.title),
-                    style=figures.style_of(colors),
+                    style=figure_style.style_of(colors),
                 )
                 notes = "; ".join(
                     f"row {i + 1} ({s.name}): {s.note}" if len(grid_sources) > 1 else s.note

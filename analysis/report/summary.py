@@ -378,7 +378,7 @@ def write_figure(
 ) -> Figure | None:
     """The main metric against evaluation length, one line per cell in rank order; None without per-length data.
 
-    ``style``: the report's ``analysis.report.figures.FigureStyle`` (each cell's colour and marker, the width).
+    ``style``: the report's ``analysis.report.figure_style.FigureStyle`` (each cell's colour and marker, the width).
     """
     from analysis.report.summary_figure import metric_vs_length
 
