@@ -16,6 +16,7 @@ from analysis.report.document import Bullets, Document, Paragraph, Section, Tabl
 from analysis.report.plan import TaskPlan
 from analysis.report.report_figures import safe_name
 from analysis.report.sections import ONE_SEED_NOTICE
+from analysis.report.summary_text import summary_section
 
 
 def confounds_section(plans: list[TaskPlan], asked: Sequence[str] | None) -> tuple[Section, pd.DataFrame]:
@@ -121,7 +122,7 @@ def lead(
         figure = summary.write_figure(
             runs.runs, runs.by_length, ranked, figures_dir / safe_name("summary", task, ranked.main), style
         )
-        doc.lead.append(summary.summary_section(ranked, figure))
+        doc.lead.append(summary_section(ranked, figure))
         found[task] = ranked
     # The claims table (analysis.claims) joins the lead here, after the per-task summaries.
     return found
