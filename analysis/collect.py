@@ -1,6 +1,8 @@
 """``from analysis.collect import collect``: the public import printed in the README; the code is in
-analysis.data.collect."""
+analysis.data (collect, runs, curves)."""
 
-from analysis.data.collect import Runs, collect, learning_curves
+from analysis.data.collect import collect
+from analysis.data.curves import learning_curves
+from analysis.data.runs import Runs
 
 __all__ = ["Runs", "collect", "learning_curves"]

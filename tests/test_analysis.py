@@ -21,7 +21,8 @@ import pytest
 from scipy import stats as sps
 
 from analysis.command.errors import CollectError
-from analysis.data.collect import collect, collect_wandb_api, collect_wandb_offline, learning_curves
+from analysis.data.collect import collect, collect_wandb_api, collect_wandb_offline
+from analysis.data.curves import learning_curves
 from analysis.data.wandb_offline import read_wandb_offline_run
 from analysis.report.build import ReportError, build_report, main
 from analysis.report.document import fmt

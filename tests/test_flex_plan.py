@@ -209,7 +209,7 @@ def test_kernel_options_are_chosen_at_build_time_and_a_compiled_model_reads_them
 
 def test_the_report_reads_each_runs_kernels_once_per_kind():
     """collect keeps result.json's per-layer kernels as one cell per run: each distinct kernel once, sorted."""
-    from analysis.data.collect import result_rows
+    from analysis.data.rows import result_rows
 
     base = {"schema": 1, "run_id": "r", "status": "completed", "task": "reverse", "attention": "multihead"}
     base |= {"position": "t5", "seed": 0}

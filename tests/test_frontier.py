@@ -2,7 +2,7 @@
 fixture runs, the cached benchmark of each cell, and the training step timer.
 
 Every expected Pareto set is computed here by comparing every pair of points, and every
-expected cell mean by pandas on the values written; none comes from analysis.report.frontier.
+expected cell mean by pandas on the values written; none comes from analysis.report.frontier_data.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from analysis.data.collect import collect
 from analysis.report.bench_cells import CACHE_FILE, measure_cells
 from analysis.report.build import build_report
-from analysis.report.frontier import pareto_mask
+from analysis.report.frontier_data import pareto_mask
 from experiments.training.callbacks import StepTimer, step_time_summary
 from tests.cell_fixtures import flat_config, result, write
 

@@ -244,20 +244,20 @@ BACK_IMPORTS = frozenset(
 )
 
 
-def room_of(module: str) -> str | None:
-    """The sub-package of ``experiments`` a module lives in; None for the package's own top-level modules."""
+def room_of(module: str, layer: str = "experiments", rooms: tuple[str, ...] = ROOMS) -> str | None:
+    """The sub-package of ``layer`` a module lives in; None for the layer's own top-level modules."""
     parts = module.split(".")
-    return parts[1] if parts[0] == "experiments" and len(parts) > 1 and parts[1] in ROOMS else None
+    return parts[1] if parts[0] == layer and len(parts) > 1 and parts[1] in rooms else None
 
 
-def back_imports(edges: dict[str, set[str]]) -> set[str]:
-    """Imports from a sub-package of ``experiments`` to one listed above it in ROOMS."""
+def back_imports(edges: dict[str, set[str]], layer: str = "experiments", rooms: tuple[str, ...] = ROOMS) -> set[str]:
+    """Imports from a sub-package of ``layer`` to one listed above it in ``rooms``."""
     found = set()
     for n, targets in edges.items():
-        source = room_of(n)
+        source = room_of(n, layer, rooms)
         for m in targets:
-            target = room_of(m) if m.count(".") > 1 else None  # a room's __init__ holds only its docstring
-            if source in ROOMS and target in ROOMS and ROOMS.index(target) < ROOMS.index(source):
+            target = room_of(m, layer, rooms) if m.count(".") > 1 else None  # a room's __init__: its docstring
+            if source in rooms and target in rooms and rooms.index(target) < rooms.index(source):
                 found.add(f"{n} -> {m}")
     return found
 
@@ -282,3 +282,41 @@ def test_a_planted_back_import_is_found():
         "experiments.app.train": {"experiments.config.schema"},
     }
     assert back_imports(edges) == {"experiments.config.checks -> experiments.training.build"}
+
+
+# analysis/'s sub-packages, highest first: the report assembles the paper files and the claims; claims and stats
+# decide; data reads the files; command holds what every command shares. analysis/collect.py (a public import) and
+# analysis/report's lazy exports stand above them all.
+ANALYSIS_ROOMS = ("dashboards", "report", "paper", "claims", "stats", "data", "command")
+# The imports that still run back up; the list may only shrink. Claims render into the report's document model
+# (report/document.py); the paper's LaTeX summary reads the report's ranking rows (by_key).
+ANALYSIS_BACK_IMPORTS = frozenset(
+    {
+        "analysis.claims.adaptive -> analysis.report.document",
+        "analysis.claims.evaluate -> analysis.report.document",
+        "analysis.claims.render -> analysis.report.document",
+        "analysis.paper.latex -> analysis.report.summary",
+    }
+)
+
+
+def test_every_analysis_sub_package_has_a_place_in_the_order():
+    packages = {p.name for p in (ROOT / "analysis").iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(ANALYSIS_ROOMS), f"analysis/ sub-packages {sorted(packages)} vs ANALYSIS_ROOMS"
+
+
+def test_analysis_rooms_import_one_way():
+    found = back_imports(graph(), "analysis", ANALYSIS_ROOMS)
+    new = sorted(found - ANALYSIS_BACK_IMPORTS)
+    stale = sorted(ANALYSIS_BACK_IMPORTS - found)
+    assert not new, "imports up the room order " + " > ".join(ANALYSIS_ROOMS) + ": " + "; ".join(new)
+    assert not stale, "no longer imported, drop from ANALYSIS_BACK_IMPORTS: " + "; ".join(stale)
+
+
+def test_a_planted_analysis_back_import_is_found():
+    edges = {
+        "analysis.data.runs": {"analysis.stats.inference", "analysis.data.cells"},
+        "analysis.report.build": {"analysis.data.runs", "analysis.report"},
+        "analysis.collect": {"analysis.report.build"},
+    }
+    assert back_imports(edges, "analysis", ANALYSIS_ROOMS) == {"analysis.data.runs -> analysis.stats.inference"}

@@ -18,7 +18,7 @@ from matplotlib.collections import PolyCollection
 
 from analysis.claims.cli import main as claims_main
 from analysis.data.collect import collect
-from analysis.report import figures, summary_figure
+from analysis.report import figure_canvas, figures, summary_figure
 from analysis.report.build import build_report
 from analysis.report.build import main as report_main
 from tests.cell_fixtures import flat_config, result, write
@@ -258,7 +258,7 @@ def test_accuracy_bands_stay_within_0_and_1(tmp_path, monkeypatch):
     drawn = []
     monkeypatch.setattr(summary_figure, "save", lambda fig, path, style: drawn.append(fig) or path)
     summary_figure.metric_vs_length(data, ["a"], "token_acc", None, "t", tmp_path / "f")
-    monkeypatch.setattr(figures, "_save", lambda fig, path, style: drawn.append(fig) or path)
+    monkeypatch.setattr(figure_canvas, "save", lambda fig, path, style: drawn.append(fig) or path)
     panel = data.assign(attention="multihead", position="rope", seed=[0, 1, 0, 1])
     figures.length_generalisation(panel, "token_acc", None, {"rope": (0, 0, 1)}, "t", tmp_path / "g")
     for fig in drawn:

@@ -14,11 +14,11 @@ from analysis.stats import inference
 
 
 def test_the_writer_and_the_reader_of_result_json_share_one_flatten():
-    import analysis.data.collect as collect_module
+    import analysis.data.rows as rows_module
     import experiments.record.result as result_module
     from common.flatten import flatten
 
-    assert result_module.flatten is flatten and collect_module.flatten is flatten
+    assert result_module.flatten is flatten and rows_module.flatten is flatten
     tree = {"model": {"d_model": 64, "roles": {}}, "optim": {"lr": 1e-3, "betas": [0.9, 0.98]}, "seed": 0}
     # spelled out by hand: dotted keys, lists and empty mappings kept as values
     assert flatten(tree) == {

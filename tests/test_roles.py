@@ -196,7 +196,7 @@ def test_alignment_cell_runs_and_names_its_cross_attention(tmp_path: Path):
     config = result["config"]
     expected = {**yaml_of("local"), "mode": "predictive", "window": 2}
     assert {k: config[f"model.cross_attention.{k}"] for k in expected} == expected
-    from analysis.data.collect import read_wandb_offline_run
+    from analysis.data.wandb_offline import read_wandb_offline_run
 
     (run,) = [read_wandb_offline_run(p) for p in path.parent.rglob("offline-run-*") if p.is_dir()]
     assert "cross_attention=local(mode=predictive,window=2)" in run["tags"]

@@ -81,7 +81,7 @@ def results(sweep_dir: Path) -> dict[Path, dict]:
 
 
 def offline_runs(folder: Path) -> list[dict]:
-    from analysis.data.collect import read_wandb_offline_run
+    from analysis.data.wandb_offline import read_wandb_offline_run
 
     return [read_wandb_offline_run(p) for p in sorted(folder.rglob("offline-run-*")) if p.is_dir()]
 

@@ -3,7 +3,7 @@ the cells of a sweep's grid that have no folder yet.
 
 The statistics read ``result.json`` files only, so a cell without one would be
 missing from the report without a word. Each such cell is a ``Runs.dropped`` row
-(``analysis.data.collect``) with one of these statuses:
+(``analysis.data.runs``) with one of these statuses:
 
 - ``running``: the folder's lock (``LOCK``, a pid and a host, written by the run
   that writes the folder) names a live process of this machine, or a process on

@@ -104,9 +104,12 @@ def paragraphs(
     done = frame[frame["status"] == "completed"]
     if done.empty:
         done = frame
-    stat_keys = {name: bib.keys_of(f"statistics: {name}") for name in statistics}
-    tasks = sorted(done["task"].astype(str).unique())
+    return [_setup(done, bib), _budget(done), _analysis(bib, statistics, metrics), _software(done)]
 
+
+def _setup(done: pd.DataFrame, bib: Bibliography) -> list[Part]:
+    """The model, the tasks with their lengths, and the variants compared."""
+    tasks = sorted(done["task"].astype(str).unique())
     setup: list[Part] = ["We train "]
     setup += [f"a {_text(_values(done, 'model.arch'))} Transformer", Cite(bib.keys_of(ARCHITECTURE))]
     setup += [
@@ -137,7 +140,11 @@ def paragraphs(
     setup += ["; and "]
     setup += _variants(done, "position", "position", bib, "position encodings")
     setup += ["."]
+    return setup
 
+
+def _budget(done: pd.DataFrame) -> list[Part]:
+    """The training budget every cell shares, and how many seeds, runs and cells there are."""
     schedule = _text(_values(done, "optim.schedule"))
     floor = _values(done, "optim.min_lr_ratio")
     decay = f"{schedule} decay" + (f" to {_text(floor)} of the peak" if schedule == "cosine" else "")
@@ -154,7 +161,12 @@ def paragraphs(
         f"A cell is one configuration; each is trained with {seed_text} seed(s), "
         f"{len(done)} completed runs in {len(seeds)} cells in all."
     ]
+    return budget
 
+
+def _analysis(bib: Bibliography, statistics: Sequence[str], metrics: Sequence[str]) -> list[Part]:
+    """The statistics the report used, each with its citation, and the translation metrics when shown."""
+    stat_keys = {name: bib.keys_of(f"statistics: {name}") for name in statistics}
     analysis: list[Part] = []
     if "t-interval" in statistics:
         analysis += [
@@ -183,14 +195,18 @@ def paragraphs(
     metric_cites = [k for m in ("bleu", "chrf") if m in shown for k in bib.keys_of(f"metric {m}")]
     if metric_cites:
         analysis += ["Translations are scored with sacreBLEU's BLEU and chrF", Cite(metric_cites), ". "]
+    return analysis
 
+
+def _software(done: pd.DataFrame) -> list[Part]:
+    """The versions the runs recorded: attnlab, its git commit, PyTorch, Lightning, Python and the device."""
     software: list[Part] = [
         f"The runs used attnlab {_package(done, 'attnlab')} "
         f"(git {_text([str(s)[:10] for s in _values(done, 'env.git_sha')])}), "
         f"PyTorch {_package(done, 'torch')}, Lightning {_package(done, 'lightning')} and Python "
         f"{_text(_values(done, 'env.python'))} on {_text(_values(done, 'env.device'))}."
     ]
-    return [setup, budget, analysis, software]
+    return software
 
 
 def write_methods(

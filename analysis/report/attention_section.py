@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.report.document import Figure, Paragraph, Section, Table, fmt
-from analysis.report.figures import NARROW, FigureStyle, _panels, _save, line_id, palette, style_of
+from analysis.report.figure_canvas import NARROW, panel_grid, save
+from analysis.report.figure_style import FigureStyle, line_id, palette, style_of
 
 COLUMNS = ["run_id", "task", "cell", "seed", "layer", "block", "length", "stat", "value"]
 BLOCKS = ("encoder_self", "decoder_self", "cross")
@@ -163,7 +164,7 @@ def curves_figure(
     cells = sorted(frame["cell"].unique())
     looks = _cell_styles(frame, style, report_labels or {})
     colors = {c: looks[c][0] for c in cells}
-    fig, axes = _panels(len(panels), f"{task}: how each variant attends", sharey=False, style=style)
+    fig, axes = panel_grid(len(panels), f"{task}: how each variant attends", sharey=False, style=style)
     for ax, (title, data) in zip(axes, panels):
         if train is not None:
             ax.axvspan(train[0], train[1], color="0.88", zorder=0)
@@ -187,7 +188,7 @@ def curves_figure(
         fig.legend(handles=handles, loc="outside lower center", fontsize=7, title="cell", title_fontsize=8, ncols=2)
     else:
         fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="cell", title_fontsize=8)
-    return _save(fig, path, style)
+    return save(fig, path, style)
 
 
 def _layer_order(layer: str) -> tuple:

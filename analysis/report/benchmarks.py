@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.command.errors import ReportError
-from analysis.report import figures
+from analysis.report import figure_style, figures
 from analysis.report.document import Bullets, Cell, Figure, Section, Table, fmt
 
 RECORD_KEYS = ("attention", "position", "backend", "T", "status")
@@ -68,7 +68,7 @@ def _pivot_table(frame: pd.DataFrame, column: str, caption: str) -> Table:
     return Table(["variant (backend)", *[f"T={t}" for t in lengths]], rows, caption=caption)
 
 
-def bench_section(bench: dict[str, Any], figures_dir: Path, style: figures.FigureStyle | None = None) -> Section:
+def bench_section(bench: dict[str, Any], figures_dir: Path, style: figure_style.FigureStyle | None = None) -> Section:
     """Tables of time and peak memory vs T, fitted scaling exponents and a log–log figure."""
     section = Section("Benchmark: cost vs sequence length")
     section.add(Bullets([f"device: {bench.get('device', 'unknown')}", f"torch: {bench.get('torch', 'unknown')}"]))
@@ -101,9 +101,9 @@ def bench_section(bench: dict[str, Any], figures_dir: Path, style: figures.Figur
         )
     if (frame["status"] == "ok").any():
         # benchmark variants are not report cells: their own colours, the report's width and formats
-        base = figures.style_of(style)
-        colors = figures.FigureStyle(
-            figures.palette(list(frame["variant"].unique())), width=base.width, formats=base.formats
+        base = figure_style.style_of(style)
+        colors = figure_style.FigureStyle(
+            figure_style.palette(list(frame["variant"].unique())), width=base.width, formats=base.formats
         )
         path = figures.bench_scaling(frame, colors, figures_dir / "bench_scaling.png")
         section.add(Figure(path, "Time and peak memory vs sequence length (log–log); OOM and error points omitted"))

@@ -30,8 +30,10 @@ import pandas as pd
 from analysis.claims.render import report_claims
 from analysis.command.errors import ReportError, run_cli
 from analysis.command.outputs import check_out_dir, writing
-from analysis.data.collect import Runs, collect, learning_curves
-from analysis.report import figures, summary
+from analysis.data.collect import collect
+from analysis.data.curves import learning_curves
+from analysis.data.runs import Runs
+from analysis.report import summary
 from analysis.report.baseline import DEFAULT_BASELINE, Baseline, resolve_baseline
 from analysis.report.bench_cells import measure_cells
 from analysis.report.benchmarks import bench_section
@@ -39,6 +41,7 @@ from analysis.report.context import ReportContext
 from analysis.report.details import task_section
 from analysis.report.document import Document, Paragraph, Section, fold
 from analysis.report.exports import write_report
+from analysis.report.figure_style import FORMATS, report_style
 from analysis.report.front import confounds_section, lead, left_out, overview
 from analysis.report.frontier import quality_cost_section
 from analysis.report.inputs import check_options, filtered, prepare_out, read_bench
@@ -65,7 +68,7 @@ def build_report(
     where: Sequence[str] | None = None,
     claims: str | Path | None = None,
     figure_width: float | None = None,
-    figure_formats: Sequence[str] = figures.FORMATS,
+    figure_formats: Sequence[str] = FORMATS,
     paper_files: bool = True,
 ) -> Path:
     """Collect the sweeps under ``paths`` and write the report into ``out``; returns the report.html path.
@@ -120,7 +123,7 @@ def _context(
         summaries={m: inference.cell_summary(frame, m) for m in metrics},
         curves=learning_curves(runs),
         # one colour per variant in every figure of the report, and the figures' width and formats
-        style=figures.report_style([g for p in plans for g in p.grids], **figure_style),
+        style=report_style([g for p in plans for g in p.grids], **figure_style),
         budget=FigureBudget(MAX_FIGURES),
         map_budget=FigureBudget(MAX_MAP_FIGURES),
     )
@@ -274,9 +277,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--figure-formats",
         nargs="+",
-        default=list(figures.FORMATS),
+        default=list(FORMATS),
         metavar="FORMAT",
-        help=f"figure files to write, png always (default: {' '.join(figures.FORMATS)})",
+        help=f"figure files to write, png always (default: {' '.join(FORMATS)})",
     )
     parser.add_argument(
         "--no-paper", action="store_true", help="leave out latex/, references.bib and methods.md / methods.tex"

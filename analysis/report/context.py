@@ -9,8 +9,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from analysis.data.collect import Runs
-from analysis.report import figures
+from analysis.data.runs import Runs
+from analysis.report import figure_style
 from analysis.report.baseline import Baseline
 from analysis.report.plan import TaskPlan
 from analysis.report.report_figures import FigureBudget
@@ -39,7 +39,7 @@ class ReportContext:
     plans: list[TaskPlan]
     summaries: dict[str, pd.DataFrame]
     curves: pd.DataFrame
-    style: figures.FigureStyle
+    style: figure_style.FigureStyle
     budget: FigureBudget
     map_budget: FigureBudget
 

@@ -1,257 +1,27 @@
-"""Report figures, drawn with matplotlib's object API on the Agg canvas (no pyplot, no display, no global state).
+"""Report figures: each function takes a tidy frame for one table of one task, writes one figure and returns
+the PNG's path (or, without a path, the figure, drawn into the caller's axes when given).
 
-Each function takes a tidy frame for one table of one task, writes one figure and
-returns the PNG's path; ``save`` writes every figure as PNG (for report.html), PDF
-and SVG (for a paper) side by side. Panels are the levels of the table's row factor
-and lines the levels of its column factor (by default attention types and position
-encodings), one line per cell.
-
-Colours come from one ``FigureStyle`` per report, so a variant has the same colour
-in every figure: a colour-blind-safe colour per line level (Okabe and Ito's eight,
-then matplotlib's tableau-colorblind10) and a marker per panel level, so a cell drawn
-alone (the summary, the attention statistics) keeps its table's colour and shape.
-``FigureStyle.width`` draws every figure that many inches wide for a paper (3.3 for
-one column, 6.9 for two) with fonts of 5 to 9 pt; without it figures are sized for
-the screen.
+Panels are the levels of the table's row factor and lines the levels of its column
+factor (by default attention types and position encodings), one line per cell.
+Colours and markers come from the report's ``FigureStyle``
+(``analysis.report.figure_style``); the panel grid, the legend and the files
+(PNG, PDF and SVG side by side) from ``analysis.report.figure_canvas``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.text import Text
 
-from analysis.command.errors import ReportError
+from analysis.report.figure_canvas import DPI, PANEL_H, PANEL_W, figure_legend, finish, in_order, panel_grid, save
+from analysis.report.figure_style import FigureStyle, line_id, style_of
 from analysis.stats.inference import band as clipped_band
 from analysis.stats.inference import mean_ci
-
-DPI = 100
-PAPER_DPI = 200  # PNGs of a paper-width figure: sharp in the HTML report too
-PANEL_W, PANEL_H = 3.8, 3.0
-MAX_COLUMNS = 4
-MIN_PANEL_W = 1.35  # inches: the narrowest panel that still holds its tick labels at paper fonts
-NARROW = 5.0  # inches: below this the legend goes under the panels, not beside them
-# PNG metadata without the matplotlib version, PDF and SVG without dates: identical inputs give identical bytes.
-PNG_METADATA = {"Software": None}
-PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
-SVG_METADATA = {"Date": None, "Creator": None}
-FORMATS = ("png", "pdf", "svg")
-# Okabe & Ito (2008), "Color Universal Design": distinguishable under every common colour-vision deficiency.
-# Yellow comes last: it is faint on white.
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
-MARKERS = "osD^vP*Xh<>p"
-
-
-def palette(names: Sequence[str]) -> dict[str, str]:
-    """A stable colour-blind-safe colour per name (sorted): Okabe–Ito up to 8, tableau-colorblind10 up to 10,
-    then the 10 again (figures tell those apart by marker)."""
-    from matplotlib import style
-
-    names = sorted(dict.fromkeys(names))
-    if len(names) <= len(OKABE_ITO):
-        colours = list(OKABE_ITO)
-    else:
-        colours = [c["color"] for c in style.library["tableau-colorblind10"]["axes.prop_cycle"]]
-    return {name: colours[i % len(colours)] for i, name in enumerate(names)}
-
-
-class FigureStyle(Mapping):
-    """One report's figure style: a colour per line level (a Mapping, as figures take it), a colour and a
-    marker per cell (by its label), and the width every figure is drawn at (None: screen sizes)."""
-
-    def __init__(
-        self,
-        colors: Mapping[str, str],
-        labels: Mapping[str, tuple[str, str]] | None = None,
-        width: float | None = None,
-        formats: Sequence[str] = FORMATS,
-    ) -> None:
-        if width is not None and not (1.0 <= width <= 20.0):
-            raise ReportError(
-                f"--figure-width {width} is not allowed; give inches between 1 and 20 (3.3 for one column, 6.9 for two)"
-            )
-        unknown = sorted(set(formats) - set(FORMATS))
-        if unknown or "png" not in formats:
-            raise ReportError(
-                f"--figure-formats {' '.join(formats)} is not allowed; choose among {list(FORMATS)}, "
-                "png included (the HTML report shows it)"
-            )
-        self.colors = dict(colors)
-        self.labels = dict(labels or {})
-        self.width = width
-        self.formats = tuple(dict.fromkeys(formats))
-
-    def __getitem__(self, name: str) -> str:
-        return self.colors[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.colors)
-
-    def __len__(self) -> int:
-        return len(self.colors)
-
-    def for_label(self, label: str) -> tuple[str, str] | None:
-        """(colour, marker) of a cell by its label (``cell_label``)."""
-        return self.labels.get(label)
-
-    def size(self, natural: tuple[float, float]) -> tuple[float, float]:
-        """A single-axes figure's size: ``natural`` on screen, else the paper width at the same aspect."""
-        if self.width is None:
-            return natural
-        return self.width, max(natural[1] * self.width / natural[0], 0.5 * self.width)
-
-
-def line_id(kind: str, name: str) -> str:
-    """The SVG id of a line: ``level:rope`` (a table's line level) or ``cell:<cell label>``, so the colours of
-    a report's figures can be read back from their SVG files."""
-    return f"{kind}:{name}"
-
-
-def style_of(colors: Mapping | None) -> FigureStyle:
-    """The style a figure function was given: the report's, or a screen style around a plain colour dict."""
-    return colors if isinstance(colors, FigureStyle) else FigureStyle(colors or {})
-
-
-def report_style(grids: Sequence, width: float | None = None, formats: Sequence[str] = FORMATS) -> FigureStyle:
-    """One style for every figure of a report, from its tables (``analysis.report.layout.Grid``).
-
-    A colour per line level (the column factor's levels, or the row factor's when a table has
-    one factor) over all tables, and a marker per panel level (the row factor's), so the cell
-    ``local + rope`` has rope's colour and local's marker wherever it is drawn.
-    """
-    lines, panels = [], []
-    placed = []
-    for grid in grids:
-        for r in grid.cells.itertuples(index=False):
-            line, panel = (r.column, r.row) if grid.columns is not None else (r.row, None)
-            lines.append(line)
-            panels.append(panel)
-            placed.append((r.cell_label, line, panel))
-    colors = palette(lines)
-    line_order = sorted(dict.fromkeys(lines))
-    panel_order = sorted(dict.fromkeys(p for p in panels if p is not None))
-    labels = {}
-    for label, line, panel in placed:
-        # a marker per panel level; with one factor per line level, so shape repeats what colour says
-        index = panel_order.index(panel) if panel is not None else line_order.index(line)
-        labels[label] = (colors[line], MARKERS[index % len(MARKERS)])
-    return FigureStyle(colors, labels, width, formats)
-
-
-def _given_axes(ax, n: int) -> tuple[Figure, list] | None:
-    """The figure and ``n`` axes of a caller's ``ax`` (one Axes, or a sequence of ``n``); None when not given."""
-    if ax is None:
-        return None
-    axes = list(np.ravel(ax)) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
-    if len(axes) < n:
-        raise ValueError(f"ax: this figure draws {n} panels; give {n} axes (plt.subplots(1, {n})[1]), got {len(axes)}")
-    return axes[0].figure, axes[:n]
-
-
-def _done(fig: Figure, path: Path | None, style: FigureStyle | None) -> Figure | Path:
-    """Saved to ``path`` (the report: returns the path), or the figure itself (a notebook: path None)."""
-    return fig if path is None else _save(fig, path, style)
-
-
-def _panels(n: int, title: str, sharey: bool = True, style: FigureStyle | None = None, ax=None) -> tuple[Figure, list]:
-    given = _given_axes(ax, n)
-    if given is not None:
-        return given
-    width = style.width if style is not None else None
-    if width is None:
-        columns = min(n, MAX_COLUMNS)
-        rows = math.ceil(n / columns)
-        # The extra width holds the figure legend on the right.
-        size = (PANEL_W * columns + 1.6, PANEL_H * rows + 0.7)
-    else:
-        legend = 0.0 if width < NARROW else 1.3
-        most = max(1, min(n, int((width - legend) // MIN_PANEL_W)))
-        rows = math.ceil(n / most)
-        columns = math.ceil(n / rows)  # balanced: 4 panels in 3 columns become 2 x 2, not 3 + 1
-        panel = (width - legend) / columns
-        # under the panels: room for the legend's rows
-        size = (width, rows * panel * 0.8 + 0.4 + (0.7 if width < NARROW else 0.0))
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, columns, sharey=sharey, squeeze=False).ravel().tolist()
-    for extra in axes[n:]:
-        extra.set_visible(False)
-    fig.suptitle(title, fontsize=12)
-    return fig, axes[:n]
-
-
-def _legend(
-    fig: Figure, lines: Sequence[str], colors: Mapping[str, str], train_range=None, title: str = "position"
-) -> None:
-    """One legend for the whole figure, so a line missing from the first panel is still named."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    handles = [Line2D([], [], color=colors[p], lw=2, label=p) for p in lines]
-    if train_range is not None:
-        handles.append(Patch(color="0.88", label=f"train lengths {train_range[0]}–{train_range[1]}"))
-    style = style_of(colors)
-    if style.width is not None and style.width < NARROW:
-        fig.legend(
-            handles=handles,
-            loc="outside lower center",
-            fontsize=8,
-            title=title,
-            title_fontsize=8,
-            ncols=min(len(handles), 3),
-        )
-    else:
-        fig.legend(handles=handles, loc="outside right upper", fontsize=8, title=title, title_fontsize=8)
-
-
-def _in_order(values: Sequence[str], order: Sequence[str] | None) -> list[str]:
-    present = list(dict.fromkeys(values))
-    if order is None:
-        return sorted(present)
-    return [v for v in order if v in present] + sorted(v for v in present if v not in order)
-
-
-def fit_fonts(fig: Figure, width: float) -> None:
-    """Every text of ``fig`` at paper sizes: the screen's 7–12 pt become 5–9 pt (smaller in one column)."""
-    scale = 0.7 if width < NARROW else 0.8
-    for text in fig.findobj(Text):
-        text.set_fontsize(min(9.0, max(5.0, text.get_fontsize() * scale)))
-
-
-def save(fig: Figure, path: Path, style: FigureStyle | None = None) -> Path:
-    """Write ``fig`` as ``path`` (PNG) and, beside it, PDF and SVG (``style.formats``); returns the PNG's path.
-
-    Every report figure goes through here, so each exists in all three formats. With a
-    paper width the fonts are fitted to it first and the PNG is drawn at PAPER_DPI.
-    Fonts stay text: TrueType in the PDF (journals refuse Type 3), ``<text>`` in the SVG,
-    so both remain editable.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    formats = style.formats if style is not None else FORMATS
-    paper = style is not None and style.width is not None
-    if paper:
-        fit_fonts(fig, style.width)
-    with rc_context({"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "attnlab"}):
-        fig.savefig(path, format="png", metadata=PNG_METADATA, dpi=PAPER_DPI if paper else DPI)
-        # The PNG's constrained layout (figure fractions) holds for the vector copies: solving it again
-        # for each would cost as much as drawing. The figure is done after this call.
-        fig.set_layout_engine("none")
-        if "pdf" in formats:
-            fig.savefig(path.with_suffix(".pdf"), format="pdf", metadata=PDF_METADATA)
-        if "svg" in formats:
-            fig.savefig(path.with_suffix(".svg"), format="svg", metadata=SVG_METADATA)
-    return path
-
-
-_save = save  # the name the figure modules use
 
 
 def _mean_band(frame: pd.DataFrame, x: str) -> pd.DataFrame:
@@ -286,9 +56,9 @@ def length_generalisation(
     table, so each (panel, line) is one cell); ``panels`` / ``lines`` give the order.
     """
     style = style_of(colors)
-    panel_levels = _in_order(data[panel], panels)
-    line_levels = _in_order(data[line], lines)
-    fig, axes = _panels(len(panel_levels), title, style=style, ax=ax)
+    panel_levels = in_order(data[panel], panels)
+    line_levels = in_order(data[line], lines)
+    fig, axes = panel_grid(len(panel_levels), title, style=style, ax=ax)
     for ax, level in zip(axes, panel_levels):
         if train_range is not None:
             ax.axvspan(train_range[0], train_range[1], color="0.88", zorder=0)
@@ -304,8 +74,8 @@ def length_generalisation(
         ax.set_xlabel("evaluation length")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
-    _legend(fig, line_levels, colors, train_range, title=legend or line)
-    return _done(fig, path, style)
+    figure_legend(fig, line_levels, colors, train_range, title=legend or line)
+    return finish(fig, path, style)
 
 
 def learning_curves(
@@ -328,9 +98,9 @@ def learning_curves(
     ``curves``: columns ``panel``, ``line``, seed, step, value (one table of one task, one metric).
     """
     style = style_of(colors)
-    panel_levels = _in_order(curves[panel], panels)
-    line_levels = _in_order(curves[line], lines)
-    fig, axes = _panels(len(panel_levels), title, style=style, ax=ax)
+    panel_levels = in_order(curves[panel], panels)
+    line_levels = in_order(curves[line], lines)
+    fig, axes = panel_grid(len(panel_levels), title, style=style, ax=ax)
     for ax, level in zip(axes, panel_levels):
         here = curves[curves[panel] == level]
         for name in [n for n in line_levels if n in set(here[line])]:
@@ -344,8 +114,8 @@ def learning_curves(
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
-    _legend(fig, line_levels, colors, title=legend or line)
-    return _done(fig, path, style)
+    figure_legend(fig, line_levels, colors, title=legend or line)
+    return finish(fig, path, style)
 
 
 def parameter_curve(
@@ -376,7 +146,7 @@ def parameter_curve(
     groups = (
         [(None, summary)]
         if line is None
-        else [(n, summary[summary[line] == n]) for n in _in_order(summary[line], lines)]
+        else [(n, summary[summary[line] == n]) for n in in_order(summary[line], lines)]
     )
     for name, group in groups:
         group = group.sort_values("x")
@@ -401,7 +171,7 @@ def parameter_curve(
     if line is not None:
         ax.legend(fontsize=8, title=legend or line, title_fontsize=8)
     fig.suptitle(title, fontsize=11)
-    return _done(fig, path, style)
+    return finish(fig, path, style)
 
 
 def _labels(block: str, axis: str, tokens: Mapping[str, Sequence[str]], size: int) -> Sequence[str] | None:
@@ -455,7 +225,7 @@ def attention_maps(
             if r == len(keys) - 1:
                 ax.set_xlabel("key", fontsize=8)
         fig.colorbar(image, ax=axes[r][min(heads, weights.shape[0]) - 1], shrink=0.8)
-    return _save(fig, path, style)
+    return save(fig, path, style)
 
 
 def bench_scaling(records: pd.DataFrame, colors: Mapping[str, tuple], path: Path) -> Path:
@@ -482,4 +252,4 @@ def bench_scaling(records: pd.DataFrame, colors: Mapping[str, tuple], path: Path
         ax.grid(alpha=0.3, which="both")
     ax_time.legend(fontsize=7, loc="best")
     fig.suptitle("Cost vs sequence length", fontsize=12)
-    return _save(fig, path, style)
+    return save(fig, path, style)

@@ -8,14 +8,15 @@ from typing import Sequence
 
 import pandas as pd
 
-from analysis.data.collect import Runs
 from analysis.data.confounds import CONFOUND_COLUMNS
-from analysis.report import figures, summary
+from analysis.data.runs import Runs
+from analysis.report import figure_style, summary
 from analysis.report.context import ReportContext
 from analysis.report.document import Bullets, Document, Paragraph, Section, Table
 from analysis.report.plan import TaskPlan
 from analysis.report.report_figures import safe_name
 from analysis.report.sections import ONE_SEED_NOTICE
+from analysis.report.summary_text import summary_section
 
 
 def confounds_section(plans: list[TaskPlan], asked: Sequence[str] | None) -> tuple[Section, pd.DataFrame]:
@@ -99,7 +100,7 @@ def overview(ctx: ReportContext) -> Section:
 
 
 def lead(
-    doc: Document, runs: Runs, figures_dir: Path, style: figures.FigureStyle | None = None
+    doc: Document, runs: Runs, figures_dir: Path, style: figure_style.FigureStyle | None = None
 ) -> dict[str, summary.TaskSummary]:
     """The first screen: per task, the cells ranked in and beyond the training range, beside the length figure."""
     found = {}
@@ -121,7 +122,7 @@ def lead(
         figure = summary.write_figure(
             runs.runs, runs.by_length, ranked, figures_dir / safe_name("summary", task, ranked.main), style
         )
-        doc.lead.append(summary.summary_section(ranked, figure))
+        doc.lead.append(summary_section(ranked, figure))
         found[task] = ranked
     # The claims table (analysis.claims) joins the lead here, after the per-task summaries.
     return found

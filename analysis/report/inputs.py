@@ -9,10 +9,10 @@ from typing import Sequence
 from analysis.claims.scope import load_claims_file
 from analysis.command.errors import ReportError
 from analysis.data.cells import assign_cells
-from analysis.data.collect import Runs
-from analysis.report import figures
+from analysis.data.runs import Runs
 from analysis.report.baseline import parse_baseline
 from analysis.report.benchmarks import load_bench
+from analysis.report.figure_style import FORMATS, FigureStyle
 from analysis.report.layout import apply_where, parse_assignments
 
 
@@ -20,7 +20,7 @@ def prepare_out(out: Path) -> Path:
     """The figures folder under ``out``, emptied of an earlier report's figures."""
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
-    for form in figures.FORMATS:  # figures of an earlier report would be mistaken for new ones
+    for form in FORMATS:  # figures of an earlier report would be mistaken for new ones
         for stale in figures_dir.glob(f"*.{form}"):
             stale.unlink()
     return figures_dir
@@ -57,7 +57,7 @@ def check_options(
         parse_assignments(where, "--where")
     if claims is not None:
         load_claims_file(claims)
-    figures.FigureStyle({}, **figure_style)
+    FigureStyle({}, **figure_style)
 
 
 def read_bench(bench: str | Path | bool | None) -> dict | None:

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.command.errors import ReportError
-from analysis.data.collect import Runs
 from analysis.data.confounds import Confounds
+from analysis.data.runs import Runs
 from analysis.report.baseline import Baseline, baseline_cell
 from analysis.report.document import Paragraph
 from analysis.report.layout import asked_factors, grids, task_factors

@@ -21,6 +21,7 @@ import pandas as pd
 from analysis.data.cells import normalise
 from analysis.report import figures
 from analysis.report.document import Figure, Paragraph
+from analysis.report.figure_style import FigureStyle
 from analysis.report.layout import Grid
 
 MAPS_FILE = "attention_maps.npz"
@@ -83,7 +84,7 @@ def length_figures(
     runs: pd.DataFrame,
     by_length: pd.DataFrame,
     grid: Grid,
-    colors: figures.FigureStyle,
+    colors: FigureStyle,
     figures_dir: Path,
     budget: FigureBudget,
 ) -> list[Figure]:
@@ -124,7 +125,7 @@ def curve_figure(
     curves: pd.DataFrame,
     runs: pd.DataFrame,
     grid: Grid,
-    colors: figures.FigureStyle,
+    colors: FigureStyle,
     figures_dir: Path,
     budget: FigureBudget,
 ) -> Figure | None:
@@ -162,7 +163,7 @@ def parameter_figure(
     grid: Grid,
     metric: str,
     summary: pd.DataFrame,
-    colors: figures.FigureStyle,
+    colors: FigureStyle,
     figures_dir: Path,
     budget: FigureBudget,
 ) -> Figure | None:
@@ -223,7 +224,7 @@ def _load_maps(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]
 
 
 def map_figures(
-    runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir: Path, style: figures.FigureStyle | None = None
+    runs: pd.DataFrame, task: str, budget: FigureBudget, figures_dir: Path, style: FigureStyle | None = None
 ) -> list:
     """Heatmaps of the first seed of each cell that saved maps, while the report-wide budget lasts."""
     task_runs = runs[runs["task"] == task].sort_values(["cell_label", "seed"])

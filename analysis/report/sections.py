@@ -233,23 +233,15 @@ def comparisons_block(
     """
     if baseline is None:
         return [Paragraph(note or f"The baseline {name} is not in this table: no comparisons.", kind="note")]
-    base_counts = _status_counts(_cell_runs(runs, baseline))
     rows_here = comparisons[
         (comparisons["task"] == grid.task)
         & (comparisons["metric"] == metric)
         & (comparisons["baseline_cell"] == baseline)
     ]
     if rows_here.empty:
-        if not base_counts.get("completed"):
-            return [
-                Paragraph(
-                    f"The baseline {name} has no completed run with {metric}{_in(grid)} "
-                    f"({_gap(base_counts).text}): no comparisons.",
-                    kind="note",
-                )
-            ]
-        return [Paragraph(f"No other cell{_in(grid)} has a completed {metric} to compare with {name}.", kind="note")]
-    untested = rows_here[~np.isfinite(rows_here["p"].to_numpy(float))]
+        return [_nothing_to_compare(runs, grid, metric, baseline, name)]
+    tested = np.isfinite(rows_here["p"].to_numpy(float))
+    untested = rows_here[~tested]
     if len(untested) == len(rows_here):  # one sentence, not a table of empty verdicts
         return [
             Paragraph(
@@ -259,9 +251,50 @@ def comparisons_block(
                 kind="note",
             )
         ]
+    table, flagged = _comparisons_table(rows_here[tested], grid, metric, name)
+    blocks: list = [table]
+    if flagged:
+        blocks.append(
+            Paragraph(
+                f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
+                "for (see Confounds); the difference is not the named factors' alone.",
+                kind="note",
+            )
+        )
+    if len(untested):
+        names = ", ".join(untested["cell_label"])
+        blocks.append(
+            Paragraph(f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}.", kind="note")
+        )
+    compared = set(rows_here["cell"]) | {baseline}
+    left_out = [
+        f"{r.cell_label} ({_gap(_status_counts(_cell_runs(runs, r.cell))).text})"
+        for r in grid.cells.itertuples(index=False)
+        if r.cell not in compared
+    ]
+    if left_out:
+        blocks.append(Paragraph("Not compared, no completed value: " + ", ".join(left_out) + "."))
+    return blocks
+
+
+def _nothing_to_compare(runs: pd.DataFrame, grid: Grid, metric: str, baseline: str, name: str) -> Paragraph:
+    """Why a table has no comparison rows: the baseline has no completed run, or no other cell has a value."""
+    base_counts = _status_counts(_cell_runs(runs, baseline))
+    if not base_counts.get("completed"):
+        return Paragraph(
+            f"The baseline {name} has no completed run with {metric}{_in(grid)} "
+            f"({_gap(base_counts).text}): no comparisons.",
+            kind="note",
+        )
+    return Paragraph(f"No other cell{_in(grid)} has a completed {metric} to compare with {name}.", kind="note")
+
+
+def _comparisons_table(tested: pd.DataFrame, grid: Grid, metric: str, name: str) -> tuple[Table, bool]:
+    """The tested comparisons of one table as rows (Δ with its CI, t, p, Holm's p, d, verdict, confounds), and
+    whether any row's cells differ in a confound."""
     rows = []
     flagged = False
-    for r in rows_here[np.isfinite(rows_here["p"].to_numpy(float))].to_dict("records"):
+    for r in tested.to_dict("records"):
         diff = (
             f"{_signed(r['diff'])} [{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]"
             if math.isfinite(r["p"])
@@ -285,29 +318,7 @@ def comparisons_block(
     header = ["cell", "seeds", "Δ mean [95% CI]", "Welch t", "p", "p (Holm)", "Cohen's d", "verdict", "confounds"]
     better = inference.direction(metric) or "unknown direction"
     caption = f"{metric}{_in(grid)} vs baseline {name} (Δ = cell − baseline; {better} is better; α = {inference.ALPHA})"
-    blocks: list = [Table(header, rows, caption=caption)]
-    if flagged:
-        blocks.append(
-            Paragraph(
-                f"{CONFOUND_MARK}: the two cells also differ in keys that are not factors asked "
-                "for (see Confounds); the difference is not the named factors' alone.",
-                kind="note",
-            )
-        )
-    if len(untested):
-        names = ", ".join(untested["cell_label"])
-        blocks.append(
-            Paragraph(f"Not tested (fewer than two seeds on a side): {names}; {ONE_SEED_NOTICE}.", kind="note")
-        )
-    compared = set(rows_here["cell"]) | {baseline}
-    left_out = [
-        f"{r.cell_label} ({_gap(_status_counts(_cell_runs(runs, r.cell))).text})"
-        for r in grid.cells.itertuples(index=False)
-        if r.cell not in compared
-    ]
-    if left_out:
-        blocks.append(Paragraph("Not compared, no completed value: " + ", ".join(left_out) + "."))
-    return blocks
+    return Table(header, rows, caption=caption), flagged
 
 
 def cost_table(runs: pd.DataFrame, grid: Grid) -> Table | None:

@@ -13,7 +13,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.report.figures import FigureStyle, line_id, palette, save, style_of
+from analysis.report.figure_canvas import save
+from analysis.report.figure_style import FigureStyle, line_id, palette, style_of
 from analysis.stats.inference import band as clipped_band
 from analysis.stats.inference import mean_ci
 
