@@ -19,13 +19,15 @@ export HYDRA_FULL_ERROR ?= 0
 
 .PHONY: test test-slow test-all lint format demo venv clean bench test-cluster gpu-check
 
+# --no-compile: pip would byte-compile every .py file of the environment, one core, most of them never
+# imported (test suites, unused submodules); Python compiles what a process imports and keeps its .pyc.
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifeq ($(HAS_GPU),1)
-	$(PIP) install -q -e '.[dev,gpu]'
+	$(PIP) install -q --no-compile -e '.[dev,gpu]'
 else
-	$(PIP) install -q $(CPU_TORCH)
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q --no-compile $(CPU_TORCH)
+	$(PIP) install -q --no-compile -e '.[dev]'
 endif
 	touch $@
 

@@ -18,7 +18,7 @@ from common.claims import parse_claims
 from common.sequential import replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Cell, Plan
-from tests.test_sweeps import ENV, QUIET, multirun, results
+from tests.test_sweeps import ENV, QUIET, multirun, refused_in_process, results
 
 
 def claim(**fields):
@@ -123,7 +123,6 @@ def adaptive_args(tmp_path: Path, claims: list | None = None, *extra: str) -> li
     ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "claims,extra,said",
     [
@@ -134,12 +133,14 @@ def adaptive_args(tmp_path: Path, claims: list | None = None, *extra: str) -> li
     ],
     ids=["no-claims", "cell-not-in-grid", "budget-below-first-round", "margin-not-positive"],
 )
-def test_bad_input_stops_in_one_line_before_any_seed_trains(tmp_path: Path, claims, extra, said) -> None:
-    proc, sweep_dir = multirun(tmp_path, *adaptive_args(tmp_path, claims, *extra), timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("attnlab:")]
-    assert len(lines) == 1 and said in lines[0], proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
+def test_bad_input_stops_in_one_line_before_any_seed_trains(
+    tmp_path: Path, monkeypatch, capfd, claims, extra, said
+) -> None:
+    code, stderr, sweep_dir = refused_in_process(tmp_path, monkeypatch, capfd, *adaptive_args(tmp_path, claims, *extra))
+    assert code == 2, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("attnlab:")]
+    assert len(lines) == 1 and said in lines[0], stderr[-2000:]
+    assert "Traceback" not in stderr
     assert not list(sweep_dir.rglob("result.json")) and not (sweep_dir / "adaptive.json").exists()
 
 

@@ -21,7 +21,7 @@ from hydra_plugins.attnlab_launcher.ensemble_launcher import (
     group_jobs,
     member_returns,
 )
-from tests.test_sweeps import QUIET, multirun, results
+from tests.test_sweeps import QUIET, multirun, refused_in_process, results
 
 
 def job(idx: int, *overrides: str, seed: int | None = None) -> Job:
@@ -134,7 +134,6 @@ def test_a_seed_sweep_trains_one_ensemble_per_cell_and_leaves_the_job_by_job_swe
     assert sorted(seeds["attention"]) == ["multihead", "soft"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra, said",
     [
@@ -143,9 +142,13 @@ def test_a_seed_sweep_trains_one_ensemble_per_cell_and_leaves_the_job_by_job_swe
         (["+trainer.overfit_batches=2"], "trainer.overfit_batches=2 is not supported with ensemble.seeds > 1"),
     ],
 )
-def test_an_ambiguous_grouping_stops_before_any_job_in_one_line(extra: list[str], said: str, tmp_path: Path) -> None:
-    proc, sweep_dir = multirun(tmp_path, *QUIET, "seed=0,1", "hydra/launcher=ensemble", *extra)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("attnlab:")]
-    assert len(lines) == 1 and said in lines[0], proc.stderr[-2000:]
+def test_an_ambiguous_grouping_stops_before_any_job_in_one_line(
+    extra: list[str], said: str, tmp_path: Path, monkeypatch, capfd
+) -> None:
+    code, stderr, sweep_dir = refused_in_process(
+        tmp_path, monkeypatch, capfd, *QUIET, "seed=0,1", "hydra/launcher=ensemble", *extra
+    )
+    assert code == 2, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("attnlab:")]
+    assert len(lines) == 1 and said in lines[0], stderr[-2000:]
     assert not list(sweep_dir.rglob("result.json"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -74,6 +75,36 @@ def multirun(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subprocess
         timeout=timeout,
     )
     return proc, sweep_dir
+
+
+def refused_in_process(tmp_path: Path, monkeypatch, capfd, *args: str) -> tuple[int, str, Path]:
+    """``python -m experiments.train -m *args`` run in this process: (exit code, stderr, sweep folder).
+
+    For a command refused before its first job, where a process of its own would cost more than the
+    refusal: the same main(), the same Hydra sweeper, the same SystemExit and stderr line."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.app.train import main
+
+    sweep_dir = tmp_path / "sweep"
+    monkeypatch.setattr(sys, "argv", ["experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"])
+    monkeypatch.chdir(tmp_path)
+    for key in ("WANDB_MODE", "WANDB_SILENT", "HYDRA_FULL_ERROR"):
+        monkeypatch.setenv(key, ENV[key])
+    # what Hydra sets for its run, given back after it: later tests in this worker read HydraConfig
+    # (a W&B run asks it whether it is a multirun's cell) and log through the root logger
+    root, hydra_cfg = logging.getLogger(), HydraConfig.instance().cfg
+    handlers, level = root.handlers[:], root.level
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            main()
+    finally:
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = hydra_cfg
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return stopped.value.code, capfd.readouterr().err, sweep_dir
 
 
 def results(sweep_dir: Path) -> dict[Path, dict]:
