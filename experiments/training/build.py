@@ -36,14 +36,6 @@ class Parts:
     params: int
 
 
-def variant(node: Any) -> dict[str, Any]:
-    """A group node or a bare registry name -> {"name": .., "params": {..}}."""
-    if isinstance(node, str):
-        return {"name": node, "params": {}}
-    node = dict(node)
-    return {"name": node.pop("name"), "params": node}
-
-
 def build_datamodule(cfg: DictConfig, run_dir: Path):
     from experiments.tasks import TASKS
 
@@ -58,7 +50,6 @@ def build_datamodule(cfg: DictConfig, run_dir: Path):
 def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
     """The Transformer's spec: ``cfg.model`` as its typed schema object, plus what the task decides."""
     chosen = OmegaConf.to_object(cfg.model)  # a ModelConf (experiments/config/schema.py), defaults filled in
-    node = lambda key: OmegaConf.to_container(cfg[key], resolve=True)  # noqa: E731 - a group node, resolved
     roles = {
         role: None if getattr(chosen, role) is None else VariantSpec.of(getattr(chosen, role))
         for role in ("encoder_attention", "decoder_attention", "cross_attention")
@@ -67,8 +58,8 @@ def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
         chosen,
         **roles,
         vocab_size=int(datamodule.vocab_size),
-        attention=VariantSpec.of(node("attention")),
-        position=VariantSpec.of(node("position")),
+        attention=VariantSpec.of(cfg.attention),
+        position=VariantSpec.of(cfg.position),
         num_classes=int(getattr(datamodule, "num_classes", 0) or 0),
         backend=cfg.backend,
         pad_id=datamodule.pad_id,
