@@ -22,7 +22,7 @@ from experiments.record.loggers import wandb_logger
 from experiments.training.callbacks import FailAtStep
 from experiments.training.checkpointing import AtomicCheckpointIO
 from experiments.training.clock import RunClock
-from experiments.training.module import Seq2SeqModule
+from experiments.training.module import EvalOptions, Seq2SeqModule
 
 log = logging.getLogger("attnlab")
 
@@ -81,6 +81,7 @@ def assemble(
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build_datamodule(cfg, run_dir)
     checks.check_task_fit(cfg, datamodule)
+    cudagraphs = bool(cfg.model.compile) and cfg.model.compile_mode == "reduce-overhead"
     module = Seq2SeqModule(
         model=model_spec(cfg, datamodule),
         optim=OmegaConf.to_object(cfg.optim),  # an OptimConf, the module's optimiser options
@@ -90,17 +91,20 @@ def assemble(
         sep_id=datamodule.sep_id,
         generate=cfg.eval.generate,
         bleu=datamodule.bleu_at_test,
+        evaluation=EvalOptions(
+            decode_text=datamodule.decode,
+            attention_stats=bool(cfg.eval.attention_stats),
+            stats_examples=cfg.eval.attention_stats_examples,
+            alignment=datamodule.alignment,
+        ),
+        # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
+        divergence_every=math.gcd(max(cfg.trainer.log_every_n_steps, 1), max(cfg.checkpoint_every_n_steps, 1)),
+        cudagraph_steps=cudagraphs,
     )
-    module.decode_text = datamodule.decode
-    module.collect_attention_stats = bool(cfg.eval.attention_stats)
-    module.alignment = datamodule.alignment
-    module.stats_examples = cfg.eval.attention_stats_examples
     if cfg.model.compile:
         compile_model(module.model, "cuda" if trains_on_cuda(cfg) else "cpu", cfg.model.compile_mode)
         # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
-        datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
-    # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
-    module.divergence_every = math.gcd(max(cfg.trainer.log_every_n_steps, 1), max(cfg.checkpoint_every_n_steps, 1))
+        datamodule.fixed_shapes = cudagraphs
     params = count_parameters(module.model)
 
     from experiments.record import wandb_run
