@@ -19,7 +19,7 @@ from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_ru
 from experiments.app.summary import print_summary
 from experiments.model import attention_stats as A
 from experiments.tasks import TASKS
-from experiments.training.module import EvalOptions, Seq2SeqModule
+from experiments.training.module import EvalOptions, TransformerModule
 from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
 from tests.conftest import ROOT, TINY
 from variants import ATTENTION, POSITION
@@ -44,11 +44,11 @@ def logged_tables(run: dict[str, Any]) -> dict[str, dict[str, list]]:
 
 def tiny_module(
     attention: str, params: dict, position: str, stats: bool = True, examples: int | None = None
-) -> tuple[Seq2SeqModule, object]:
+) -> tuple[TransformerModule, object]:
     """A tiny seq2seq module on reverse, with attention statistics (``stats``) over ``examples`` per length."""
     torch.manual_seed(0)
     task = TASKS.build("reverse", train_lengths=[2, 4], eval_lengths=LENGTHS, test_size=6, batch_size=4)
-    module = Seq2SeqModule(
+    module = TransformerModule(
         model={
             "arch": "seq2seq",
             "vocab_size": task.vocab_size,
@@ -70,7 +70,7 @@ def tiny_module(
     return module, task
 
 
-def run_test_loop(module: Seq2SeqModule, task) -> None:
+def run_test_loop(module: TransformerModule, task) -> None:
     """What Lightning's test loop calls, without a Trainer."""
     module.on_test_epoch_start()
     with torch.no_grad():
@@ -78,7 +78,7 @@ def run_test_loop(module: Seq2SeqModule, task) -> None:
             module.test_step(batch, i)
 
 
-def check_stats(module: Seq2SeqModule, H: int = 2) -> dict:
+def check_stats(module: TransformerModule, H: int = 2) -> dict:
     summary, heads = module.attention_statistics()
     assert sorted(summary) == ["cross/0", "decoder_self/0", "encoder_self/0"]
     for layer, by_length in summary.items():
@@ -258,7 +258,7 @@ def test_reverse_learns_cross_attention_alignment(tmp_path) -> None:
 )
 def test_decoder_only_and_encoder_models_get_their_layers_statistics(arch: str, task: str, layer: str) -> None:
     data = TASKS.build(task, train_lengths=[2, 4], eval_lengths=LENGTHS, test_size=6, batch_size=4)
-    module = Seq2SeqModule(
+    module = TransformerModule(
         model={
             "arch": arch,
             "vocab_size": data.vocab_size,

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from experiments.training.build import assemble
-from experiments.training.module import EvalOptions, Seq2SeqModule
+from experiments.training.module import EvalOptions, TransformerModule
 from tests.conftest import TINY, compose
 
 LENGTHS = (3, 5)
@@ -57,8 +57,8 @@ def test_a_checkpoint_keeps_no_option_and_loads_without_them(tmp_path: Path) -> 
     }
     with zipfile.ZipFile(path) as archive:
         pickled = b"".join(archive.read(name) for name in archive.namelist() if name.endswith(".pkl"))
-    assert b"experiments." not in pickled and b"Seq2SeqModule" not in pickled  # a rename leaves it loadable
-    loaded = Seq2SeqModule.load_from_checkpoint(path, map_location="cpu")
+    assert b"experiments." not in pickled and b"TransformerModule" not in pickled  # a rename leaves it loadable
+    loaded = TransformerModule.load_from_checkpoint(path, map_location="cpu")
     assert loaded.evaluation == EvalOptions() and loaded.divergence_every == 1 and loaded.cudagraph_steps is False
     for name, tensor in parts.module.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor), name

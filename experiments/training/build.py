@@ -22,7 +22,7 @@ from experiments.record.loggers import wandb_logger
 from experiments.training.callbacks import FailAtStep
 from experiments.training.checkpointing import AtomicCheckpointIO
 from experiments.training.clock import RunClock
-from experiments.training.module import EvalOptions, Seq2SeqModule
+from experiments.training.module import EvalOptions, TransformerModule
 
 log = logging.getLogger("attnlab")
 
@@ -30,7 +30,7 @@ log = logging.getLogger("attnlab")
 @dataclass
 class Parts:
     trainer: L.Trainer
-    module: Seq2SeqModule
+    module: TransformerModule
     datamodule: Any
     wandb: Any
     params: int
@@ -82,7 +82,7 @@ def assemble(
     datamodule = build_datamodule(cfg, run_dir)
     checks.check_task_fit(cfg, datamodule)
     cudagraphs = bool(cfg.model.compile) and cfg.model.compile_mode == "reduce-overhead"
-    module = Seq2SeqModule(
+    module = TransformerModule(
         model=model_spec(cfg, datamodule),
         optim=OmegaConf.to_object(cfg.optim),  # an OptimConf, the module's optimiser options
         task_kind=datamodule.kind,

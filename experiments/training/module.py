@@ -89,7 +89,7 @@ class EvalOptions:
     alignment: Callable[[Tensor, Tensor], Tensor | None] | None = None
 
 
-class Seq2SeqModule(L.LightningModule):
+class TransformerModule(L.LightningModule):
     """Trains the Transformer of any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
 
     #: flex's kernel options chosen on the device at fit start (``choose_kernel_options``), or None
