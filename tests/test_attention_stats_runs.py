@@ -19,7 +19,7 @@ from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_ru
 from experiments.app.summary import print_summary
 from experiments.model import attention_stats as A
 from experiments.tasks import TASKS
-from experiments.training.module import Seq2SeqModule
+from experiments.training.module import EvalOptions, TransformerModule
 from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
 from tests.conftest import ROOT, TINY
 from variants import ATTENTION, POSITION
@@ -42,10 +42,13 @@ def logged_tables(run: dict[str, Any]) -> dict[str, dict[str, list]]:
     return tables
 
 
-def tiny_module(attention: str, params: dict, position: str) -> tuple[Seq2SeqModule, object]:
+def tiny_module(
+    attention: str, params: dict, position: str, stats: bool = True, examples: int | None = None
+) -> tuple[TransformerModule, object]:
+    """A tiny seq2seq module on reverse, with attention statistics (``stats``) over ``examples`` per length."""
     torch.manual_seed(0)
     task = TASKS.build("reverse", train_lengths=[2, 4], eval_lengths=LENGTHS, test_size=6, batch_size=4)
-    module = Seq2SeqModule(
+    module = TransformerModule(
         model={
             "arch": "seq2seq",
             "vocab_size": task.vocab_size,
@@ -61,22 +64,21 @@ def tiny_module(attention: str, params: dict, position: str) -> tuple[Seq2SeqMod
         task_kind="seq2seq",
         max_steps=1,
         eval_lengths=LENGTHS,
+        evaluation=EvalOptions(attention_stats=stats, stats_examples=examples, alignment=task.alignment),
     )
-    module.alignment = task.alignment
     module.eval()
     return module, task
 
 
-def run_test_loop(module: Seq2SeqModule, task, stats: bool) -> None:
+def run_test_loop(module: TransformerModule, task) -> None:
     """What Lightning's test loop calls, without a Trainer."""
-    module.collect_attention_stats = stats
     module.on_test_epoch_start()
     with torch.no_grad():
         for i, batch in enumerate(task.test_dataloader()):
             module.test_step(batch, i)
 
 
-def check_stats(module: Seq2SeqModule, H: int = 2) -> dict:
+def check_stats(module: TransformerModule, H: int = 2) -> dict:
     summary, heads = module.attention_statistics()
     assert sorted(summary) == ["cross/0", "decoder_self/0", "encoder_self/0"]
     for layer, by_length in summary.items():
@@ -99,7 +101,7 @@ def check_stats(module: Seq2SeqModule, H: int = 2) -> dict:
 def test_every_attention_and_encoding_gets_finite_statistics(attention: str, position: str) -> None:
     skip_if_incompatible(attention, position)
     module, task = tiny_module(attention, {}, position)
-    run_test_loop(module, task, stats=True)
+    run_test_loop(module, task)
     summary = check_stats(module)
     # reverse at lengths 3 and 5: the decoder's queries are n + 1 (EOS included), six examples per length
     assert summary["cross/0"]["5"]["queries"] == 6 * 6
@@ -108,7 +110,7 @@ def test_every_attention_and_encoding_gets_finite_statistics(attention: str, pos
 @pytest.mark.parametrize("attention, params", cases(ATTENTION))
 def test_every_attention_variation_gets_finite_statistics(attention: str, params: dict) -> None:
     module, task = tiny_module(attention, params, "sinusoidal")
-    run_test_loop(module, task, stats=True)
+    run_test_loop(module, task)
     summary = check_stats(module)
     cut = max(v["cut"] for by_length in summary.values() for v in by_length.values())
     if params.get("mode") == "predictive":  # the Gaussian window keeps part of the weight
@@ -123,8 +125,8 @@ def test_every_attention_variation_gets_finite_statistics(attention: str, params
 def test_statistics_leave_the_scored_outputs_unchanged(attention: str) -> None:
     results = []
     for stats in (False, True):
-        module, task = tiny_module(attention, {}, "rope")
-        run_test_loop(module, task, stats=stats)
+        module, task = tiny_module(attention, {}, "rope", stats=stats)
+        run_test_loop(module, task)
         results.append(
             {n: {k: float(m.compute()) for k, m in g.items()} for n, g in module.by_length.items()}
             | {"loss": float(module.test_loss.compute()), "acc": float(module.test_acc.compute())}
@@ -133,9 +135,8 @@ def test_statistics_leave_the_scored_outputs_unchanged(attention: str) -> None:
 
 
 def test_the_statistics_cap_reads_the_first_examples_of_each_length() -> None:
-    module, task = tiny_module("multihead", {}, "sinusoidal")
-    module.stats_examples = 5  # a batch of 4, then 1 of the next
-    run_test_loop(module, task, stats=True)
+    module, task = tiny_module("multihead", {}, "sinusoidal", examples=5)  # a batch of 4, then 1 of the next
+    run_test_loop(module, task)
     summary, _ = module.attention_statistics()
     assert summary["cross/0"]["3"]["queries"] == 5 * 4
     assert summary["encoder_self/0"]["5"]["queries"] == 5 * 5
@@ -257,7 +258,7 @@ def test_reverse_learns_cross_attention_alignment(tmp_path) -> None:
 )
 def test_decoder_only_and_encoder_models_get_their_layers_statistics(arch: str, task: str, layer: str) -> None:
     data = TASKS.build(task, train_lengths=[2, 4], eval_lengths=LENGTHS, test_size=6, batch_size=4)
-    module = Seq2SeqModule(
+    module = TransformerModule(
         model={
             "arch": arch,
             "vocab_size": data.vocab_size,
@@ -274,9 +275,10 @@ def test_decoder_only_and_encoder_models_get_their_layers_statistics(arch: str, 
         task_kind=data.kind,
         max_steps=1,
         eval_lengths=LENGTHS,
+        evaluation=EvalOptions(attention_stats=True, alignment=data.alignment),
     )
     module.eval()
-    run_test_loop(module, data, stats=True)
+    run_test_loop(module, data)
     summary, _ = module.attention_statistics()
     assert list(summary) == [layer] and list(summary[layer]) == ["3", "5"]
     values = summary[layer]["5"]

@@ -39,10 +39,10 @@ def test_steady_tokens_per_second_leaves_out_a_slow_first_step(monkeypatch) -> N
 
 
 def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch) -> None:
-    from experiments.training.module import Seq2SeqModule
+    from experiments.training.module import TransformerModule
     from experiments.training.single_run import train
 
-    slow, original = 1.5, Seq2SeqModule.training_step
+    slow, original = 1.5, TransformerModule.training_step
     tokens: list[int] = []  # each step's real tokens, counted from the batch: source and target, no padding
 
     def first_step_slow(self, batch, batch_idx):
@@ -58,7 +58,7 @@ def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch
             super().__init__(*args, **kwargs)
             timers.append(self)
 
-    monkeypatch.setattr(Seq2SeqModule, "training_step", first_step_slow)
+    monkeypatch.setattr(TransformerModule, "training_step", first_step_slow)
     monkeypatch.setattr(callbacks, "StepTimer", KeptTimer)  # lightning_parts builds it from there
     overrides = [*TINY, "trainer.max_steps=30", "trainer.val_check_interval=30"]
     result = train(compose(overrides), tmp_path, overrides)

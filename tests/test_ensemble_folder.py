@@ -176,7 +176,7 @@ def test_the_trainers_stop_keys_end_an_ensemble_as_they_end_a_single_run(
 def test_each_member_chooses_its_kernel_options_on_the_fits_device_and_records_them(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from experiments.training.module import Seq2SeqModule
+    from experiments.training.module import TransformerModule
 
     asked = []
 
@@ -184,7 +184,7 @@ def test_each_member_chooses_its_kernel_options_on_the_fits_device_and_records_t
         asked.append((device.type, precision))
         self.flex_options = {"device": device.type, "precision": precision}
 
-    monkeypatch.setattr(Seq2SeqModule, "choose_flex_options", choose)
+    monkeypatch.setattr(TransformerModule, "choose_flex_options", choose)
     members = ensemble([*BASE, "trainer.precision=bf16-mixed"], tmp_path / "ens")
     assert [m["kernel_options"] for m in members] == [{"device": "cpu", "precision": "bf16-mixed"}] * 2
     assert asked == [("cpu", "bf16-mixed")] * 2

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from experiments.tasks.batches import IGNORE, seq2seq_io
-from experiments.training.module import Seq2SeqModule
+from experiments.training.module import TransformerModule
 from tests.conftest import TINY, compose
 
 
@@ -27,7 +27,7 @@ def test_training_loss_is_torchs_cross_entropy_with_the_configured_smoothing(smo
         "position": {"name": "sinusoidal", "params": {}},
     }
     optim = {k: v for k, v in cfg.optim.items() if k != "grad_clip"}  # as experiments.training.build passes it
-    module = Seq2SeqModule(model, optim, task_kind="seq2seq", max_steps=10)
+    module = TransformerModule(model, optim, task_kind="seq2seq", max_steps=10)
     src = torch.tensor([[4, 5, 6, 7], [7, 8, 0, 0]])
     tgt = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])  # padded: the pad positions are not scored
     with pytest.warns(UserWarning, match="self.log"):  # no Trainer: Lightning says the log is skipped

@@ -120,9 +120,9 @@ def test_moving_average_baseline_is_read_before_it_is_updated():
 
 
 def test_module_adds_the_surrogate_with_its_baseline_and_updates_it():
-    """Through Seq2SeqModule: the term added to the loss is sum (G - beta) log p / N with the baseline
+    """Through TransformerModule: the term added to the loss is sum (G - beta) log p / N with the baseline
     of the steps before, and the baseline then moves by its decay."""
-    from experiments.training.module import Seq2SeqModule
+    from experiments.training.module import TransformerModule
 
     torch.manual_seed(0)
     model = {
@@ -137,7 +137,7 @@ def test_module_adds_the_surrogate_with_its_baseline_and_updates_it():
         "position": {"name": "sinusoidal", "params": {}},
         "cross_attention": {"name": "hard", "params": {"estimator": "reinforce"}},
     }
-    module = Seq2SeqModule(
+    module = TransformerModule(
         model,
         {
             "reinforce_reward": "position",

@@ -409,9 +409,9 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
 
 
 def test_nan_loss_is_recorded_as_diverged_at_its_step(tmp_path: Path, monkeypatch) -> None:
-    from experiments.training.module import Seq2SeqModule
+    from experiments.training.module import TransformerModule
 
-    original = Seq2SeqModule._losses
+    original = TransformerModule._losses
 
     def poisoned(self, logits, targets, smoothing=0.0):
         loss, per = original(self, logits, targets, smoothing)
@@ -419,7 +419,7 @@ def test_nan_loss_is_recorded_as_diverged_at_its_step(tmp_path: Path, monkeypatc
             return loss * float("inf"), per
         return loss, per
 
-    monkeypatch.setattr(Seq2SeqModule, "_losses", poisoned)
+    monkeypatch.setattr(TransformerModule, "_losses", poisoned)
     overrides = [*TINY, "trainer.max_steps=10"]
     result = train(compose(overrides), tmp_path, overrides)
     assert result["status"] == "diverged" and result["diverged_at_step"] == 3

@@ -85,7 +85,7 @@ def test_the_module_and_the_ensemble_use_the_same_adapter(kind: str, arch: str) 
     """The module's losses are its adapter's, its targets the adapter's, and the ensemble's member batches
     hold the same targets and tokens seen as the module's own step counts (the REINFORCE-free path)."""
     from experiments.ensemble.data import MemberBatches
-    from experiments.training.module import Seq2SeqModule
+    from experiments.training.module import TransformerModule
 
     model = {
         "arch": arch,
@@ -99,7 +99,7 @@ def test_the_module_and_the_ensemble_use_the_same_adapter(kind: str, arch: str) 
         "attention": {"name": "multihead", "params": {"num_heads": 2}},
         "position": {"name": "sinusoidal"},
     }
-    module = Seq2SeqModule(model, {}, task_kind=kind, max_steps=1, sep_id=SEP)
+    module = TransformerModule(model, {}, task_kind=kind, max_steps=1, sep_id=SEP)
     assert type(module.adapter) is CHOICES[kind, arch]
     batch = batch_for(kind)
     logits, targets, src = module._io(batch)

@@ -234,10 +234,10 @@ SHORT, LONG = "a dog runs on the grass", "a big dog runs on the green grass"
 def test_bleu_helper_scores_hypotheses_against_references() -> None:
     import sacrebleu
 
-    from experiments.training.module import Seq2SeqModule
+    from experiments.training.module import TransformerModule
 
     def scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
-        return Seq2SeqModule.bleu_scores(SimpleNamespace(hypotheses=hypotheses, references=references))
+        return TransformerModule.bleu_scores(SimpleNamespace(hypotheses=hypotheses, references=references))
 
     assert scores([SHORT], [LONG])["test/bleu"] == pytest.approx(
         100 * math.exp(1 - 8 / 6) * (6 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25

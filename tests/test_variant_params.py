@@ -18,13 +18,12 @@ import pytest
 import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
-from omegaconf import OmegaConf
 
 from experiments.app.preflight import PreflightError, preflight
 from experiments.config.checks import check_config
 from experiments.config.schema import register_configs
+from experiments.model.transformer import VariantSpec
 from experiments.sweep.grid import check_grid, grid_values
-from experiments.training.build import variant
 from tests.conftest import CONF, ROOT, TINY, compose
 from variants import ATTENTION, POSITION
 from variants.attention.hard import ESTIMATORS
@@ -85,10 +84,9 @@ def test_every_option_composes_to_its_variant_and_builds():
         cfg = compose(["experiment=variant_params", f"variant_param={option}"])
         assert cfg[group].name == name and cfg[group][key] == value, option
         check_config(cfg)
-        attention = variant(OmegaConf.to_container(cfg.attention))
-        position = variant(OmegaConf.to_container(cfg.position))
-        layer = ATTENTION.build(attention["name"], d_model=cfg.model.d_model, **attention["params"])
-        POSITION.build(position["name"], d_model=cfg.model.d_model, num_heads=layer.num_heads, **position["params"])
+        attention, position = VariantSpec.of(cfg.attention), VariantSpec.of(cfg.position)
+        layer = ATTENTION.build(attention.name, d_model=cfg.model.d_model, **attention.params)
+        POSITION.build(position.name, d_model=cfg.model.d_model, num_heads=layer.num_heads, **position.params)
 
 
 def test_a_misspelt_option_is_one_line_before_anything_runs():

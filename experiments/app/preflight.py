@@ -432,18 +432,16 @@ def _sweeper_params(cfg) -> list[tuple[str, list[str]]]:
 
 def _build_variants(cfg) -> None:
     """Construct the attention and position modules once: their parameter checks run here."""
-    from omegaconf import OmegaConf
-
-    from experiments.training.build import variant
+    from experiments.config.variant_node import variant_node
     from variants import ATTENTION, POSITION
     from variants.pairs import check_pair
 
-    attention = variant(OmegaConf.to_container(cfg.attention, resolve=True))
-    position = variant(OmegaConf.to_container(cfg.position, resolve=True))
+    attention, position = variant_node(cfg.attention), variant_node(cfg.position)
+    attention_name, position_name = attention.pop("name"), position.pop("name")
     d_model = cfg.model.d_model
-    layer = ATTENTION.build(attention["name"], d_model=d_model, backend=cfg.backend, **attention["params"])
-    encoding = POSITION.build(position["name"], d_model=d_model, num_heads=layer.num_heads, **position["params"])
-    check_pair(attention["name"], layer, position["name"], encoding)
+    layer = ATTENTION.build(attention_name, d_model=d_model, backend=cfg.backend, **attention)
+    encoding = POSITION.build(position_name, d_model=d_model, num_heads=layer.num_heads, **position)
+    check_pair(attention_name, layer, position_name, encoding)
     # A self-attention role of a stack the architecture builds takes the same encoding
     # (cross attention gets no position hooks): its pair is checked too, named by the role.
     from experiments.config.roles import role_variants
@@ -458,7 +456,7 @@ def _build_variants(cfg) -> None:
         params = {k: v for k, v in node.items() if k != "name"}
         role_layer = ATTENTION.build(node["name"], d_model=d_model, backend=cfg.backend, **params)
         try:
-            check_pair(node["name"], role_layer, position["name"], encoding)
+            check_pair(node["name"], role_layer, position_name, encoding)
         except ValueError as err:
             raise PreflightError(f"model.{role}: {err}") from None
 

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.config.errors import ConfigError
+from experiments.config.variant_node import variant_node
 
 ROLES = ("encoder_attention", "decoder_attention", "cross_attention")
 ATTENTION_CONF = Path(__file__).resolve().parents[2] / "conf" / "attention"
@@ -37,16 +38,6 @@ def attention_defaults(name: str) -> dict[str, Any]:
     return dict(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
 
 
-def _as_dict(node: Any) -> dict[str, Any] | None:
-    if node is None:
-        return None
-    if isinstance(node, str):
-        return {"name": node}
-    if isinstance(node, DictConfig):
-        return dict(OmegaConf.to_container(node, resolve=True))
-    return dict(node)
-
-
 def expand_roles(cfg: DictConfig) -> DictConfig:
     """Give every per-role variant its type's yaml defaults (in place; returns ``cfg``).
 
@@ -56,7 +47,7 @@ def expand_roles(cfg: DictConfig) -> DictConfig:
     if model is None:
         return cfg
     for role in ROLES:
-        node = _as_dict(model.get(role))
+        node = variant_node(model.get(role))
         if node is None:
             continue
         if "name" not in node:
@@ -71,7 +62,7 @@ def expand_roles(cfg: DictConfig) -> DictConfig:
 
 def role_variants(cfg: DictConfig) -> dict[str, dict[str, Any] | None]:
     """{role: {"name": .., **params} | None} from an expanded config."""
-    return {role: _as_dict(cfg.model.get(role)) for role in ROLES}
+    return {role: variant_node(cfg.model.get(role)) for role in ROLES}
 
 
 def label(node: dict[str, Any] | None) -> str | None:

@@ -181,7 +181,7 @@ def _train_step(model, spec, device: torch.device, T: int) -> float:
 
     dims = model.flex_head_dims(cuda=True)
     if dims:
-        choose_kernel_options(device, torch.bfloat16, dims)  # as Seq2SeqModule.on_fit_start does
+        choose_kernel_options(device, torch.bfloat16, dims)  # as TransformerModule.on_fit_start does
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model.train()
     src, tgt = _batch(spec, 4, T, device)

@@ -19,7 +19,7 @@ from torch import Tensor
 from experiments.tasks.batches import IGNORE
 from experiments.training.task_adapters import TaskAdapter, adapter_for
 
-# the model's keyword inputs, as ``Seq2SeqModule._io`` passes them
+# the model's keyword inputs, as ``TransformerModule._io`` passes them
 INPUT_KEYS = ("src", "tgt_in")
 
 
@@ -55,7 +55,8 @@ class MemberBatches:
         ios = [self.adapter.io(b) for b in batches]
         inputs = {key: stack_padded([io[0][key] for io in ios], self.pad_id) for key in INPUT_KEYS if key in ios[0][0]}
         targets = stack_padded([io[1] for io in ios], IGNORE)
-        tokens = torch.stack([self.adapter.seen(io[1], io[2]) for io in ios])  # (N,): as Seq2SeqModule.training_step
+        # (N,): as TransformerModule.training_step counts them
+        tokens = torch.stack([self.adapter.seen(io[1], io[2]) for io in ios])
         return {"inputs": inputs, "targets": targets, "tokens": tokens}
 
     # Lightning looks for these to know that a mid-epoch resume is exact (see ResumableLoader).

@@ -12,7 +12,7 @@ evaluated; the others go on) and early stopping (a member stopped by its own val
 act elementwise, so one optimiser over the stacked weights steps each member as its own would.
 
 A step reads nothing from the device: divergence is marked on the device and read at the
-logging steps (as a separate run reads its own, ``Seq2SeqModule._watch_divergence``), where a
+logging steps (as a separate run reads its own, ``TransformerModule._watch_divergence``), where a
 diverged member is reported and the fit stops once no member trains.
 """
 
@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import stack_module_state, vmap
 
-from experiments.training.module import Seq2SeqModule, adamw_with_schedule
+from experiments.training.module import TransformerModule, adamw_with_schedule
 
 log = logging.getLogger("attnlab")
 
@@ -36,7 +36,7 @@ class EnsembleModule(L.LightningModule):
     """Trains ``members`` (built exactly as their separate runs build them) as one batched model."""
 
     def __init__(
-        self, members: list[Seq2SeqModule], seeds: list[int], grad_clip: float | None, log_every: int = 50
+        self, members: list[TransformerModule], seeds: list[int], grad_clip: float | None, log_every: int = 50
     ) -> None:
         super().__init__()
         self.seeds, self.grad_clip, self.log_every = list(seeds), grad_clip or None, max(int(log_every), 1)
@@ -94,7 +94,7 @@ class EnsembleModule(L.LightningModule):
         self._reported: set[int] = set()  # diverged members already reported
 
     @property
-    def template(self) -> Seq2SeqModule:
+    def template(self) -> TransformerModule:
         return self._template[0]
 
     @property

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from experiments.config.schema import ModelOptions
+from experiments.config.variant_node import variant_node
 from experiments.model.elementwise import Dropout, ReLU
 from variants import ATTENTION, POSITION, AttentionLayer, KVCache, PositionEncoding
 from variants.checks import VariantConfigError, positive
@@ -50,10 +51,11 @@ class VariantSpec:
 
     @classmethod
     def of(cls, node: Any) -> "VariantSpec":
-        """A group node (``{name: local, window: 4}``) or a bare registry name."""
-        if isinstance(node, str):
-            return cls(node)
-        params = dict(node)
+        """A group node (``{name: local, window: 4}``, plain or a ``DictConfig``) or a bare registry name,
+        read by ``experiments.config.variant_node``."""
+        params = variant_node(node)
+        if params is None:
+            raise TypeError("VariantSpec.of(None): a variant needs a node or a registry name")
         return cls(params.pop("name"), params)
 
 

@@ -22,7 +22,7 @@ from experiments.record.loggers import wandb_logger
 from experiments.training.callbacks import FailAtStep
 from experiments.training.checkpointing import AtomicCheckpointIO
 from experiments.training.clock import RunClock
-from experiments.training.module import Seq2SeqModule
+from experiments.training.module import EvalOptions, TransformerModule
 
 log = logging.getLogger("attnlab")
 
@@ -30,18 +30,10 @@ log = logging.getLogger("attnlab")
 @dataclass
 class Parts:
     trainer: L.Trainer
-    module: Seq2SeqModule
+    module: TransformerModule
     datamodule: Any
     wandb: Any
     params: int
-
-
-def variant(node: Any) -> dict[str, Any]:
-    """A group node or a bare registry name -> {"name": .., "params": {..}}."""
-    if isinstance(node, str):
-        return {"name": node, "params": {}}
-    node = dict(node)
-    return {"name": node.pop("name"), "params": node}
 
 
 def build_datamodule(cfg: DictConfig, run_dir: Path):
@@ -58,7 +50,6 @@ def build_datamodule(cfg: DictConfig, run_dir: Path):
 def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
     """The Transformer's spec: ``cfg.model`` as its typed schema object, plus what the task decides."""
     chosen = OmegaConf.to_object(cfg.model)  # a ModelConf (experiments/config/schema.py), defaults filled in
-    node = lambda key: OmegaConf.to_container(cfg[key], resolve=True)  # noqa: E731 - a group node, resolved
     roles = {
         role: None if getattr(chosen, role) is None else VariantSpec.of(getattr(chosen, role))
         for role in ("encoder_attention", "decoder_attention", "cross_attention")
@@ -67,8 +58,8 @@ def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
         chosen,
         **roles,
         vocab_size=int(datamodule.vocab_size),
-        attention=VariantSpec.of(node("attention")),
-        position=VariantSpec.of(node("position")),
+        attention=VariantSpec.of(cfg.attention),
+        position=VariantSpec.of(cfg.position),
         num_classes=int(getattr(datamodule, "num_classes", 0) or 0),
         backend=cfg.backend,
         pad_id=datamodule.pad_id,
@@ -90,7 +81,8 @@ def assemble(
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build_datamodule(cfg, run_dir)
     checks.check_task_fit(cfg, datamodule)
-    module = Seq2SeqModule(
+    cudagraphs = bool(cfg.model.compile) and cfg.model.compile_mode == "reduce-overhead"
+    module = TransformerModule(
         model=model_spec(cfg, datamodule),
         optim=OmegaConf.to_object(cfg.optim),  # an OptimConf, the module's optimiser options
         task_kind=datamodule.kind,
@@ -99,17 +91,20 @@ def assemble(
         sep_id=datamodule.sep_id,
         generate=cfg.eval.generate,
         bleu=datamodule.bleu_at_test,
+        evaluation=EvalOptions(
+            decode_text=datamodule.decode,
+            attention_stats=bool(cfg.eval.attention_stats),
+            stats_examples=cfg.eval.attention_stats_examples,
+            alignment=datamodule.alignment,
+        ),
+        # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
+        divergence_every=math.gcd(max(cfg.trainer.log_every_n_steps, 1), max(cfg.checkpoint_every_n_steps, 1)),
+        cudagraph_steps=cudagraphs,
     )
-    module.decode_text = datamodule.decode
-    module.collect_attention_stats = bool(cfg.eval.attention_stats)
-    module.alignment = datamodule.alignment
-    module.stats_examples = cfg.eval.attention_stats_examples
     if cfg.model.compile:
         compile_model(module.model, "cuda" if trains_on_cuda(cfg) else "cpu", cfg.model.compile_mode)
         # CUDA graphs are recorded per input shape: a few bucket lengths, not one per batch
-        datamodule.fixed_shapes = module.cudagraph_steps = cfg.model.compile_mode == "reduce-overhead"
-    # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
-    module.divergence_every = math.gcd(max(cfg.trainer.log_every_n_steps, 1), max(cfg.checkpoint_every_n_steps, 1))
+        datamodule.fixed_shapes = cudagraphs
     params = count_parameters(module.model)
 
     from experiments.record import wandb_run

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import lightning as L
@@ -70,8 +70,27 @@ def adamw_with_schedule(
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-class Seq2SeqModule(L.LightningModule):
-    """Trains any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
+@dataclass(frozen=True)
+class EvalOptions:
+    """What a test measures besides the task's metrics, and the task's functions it needs for that.
+
+    Not hyper-parameters: a checkpoint keeps none of them (two are the datamodule's functions), and a
+    module loaded from one without them tests the task's metrics alone.
+    """
+
+    #: token ids -> text, for BLEU (translation)
+    decode_text: Callable[[list[int]], str] | None = None
+    #: attention statistics over the test set (``experiments.model.attention_stats``; eval.attention_stats)
+    attention_stats: bool = False
+    #: examples per evaluation length the statistics read (None: all); the first ones, so every
+    #: variant is measured on the same examples (eval.attention_stats_examples)
+    stats_examples: int | None = None
+    #: the task's alignment, (src (B, S), tgt (B, T)) -> (B, T, S) bool | None, for cross-attention statistics
+    alignment: Callable[[Tensor, Tensor], Tensor | None] | None = None
+
+
+class TransformerModule(L.LightningModule):
+    """Trains the Transformer of any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
 
     #: flex's kernel options chosen on the device at fit start (``choose_kernel_options``), or None
     flex_options: dict[str, object] | None = None
@@ -86,14 +105,23 @@ class Seq2SeqModule(L.LightningModule):
         sep_id: int = 3,
         generate: bool = True,
         bleu: bool = False,
+        evaluation: EvalOptions | None = None,
+        divergence_every: int = 1,
+        cudagraph_steps: bool = False,
     ) -> None:
+        """``divergence_every``: steps between reads of the divergence flag (the training app: every logging and
+        checkpoint step); ``cudagraph_steps``: each step begins a new CUDA-graph step (model.compile_mode=
+        reduce-overhead)."""
         super().__init__()
         # plain dicts: a checkpoint's hyperparameters (load_from_checkpoint), a notebook, an older script
         model = ModelSpec.from_dict(model) if isinstance(model, Mapping) else model
         optim = OptimConf(**optim) if isinstance(optim, Mapping) else optim
         # In the checkpoint as plain data (a checkpoint loads with torch.load(weights_only=True));
-        # the loggers already have the whole resolved config (result.flatten).
-        self.save_hyperparameters(ignore=["model", "optim"], logger=False)
+        # the loggers already have the whole resolved config (result.flatten). The evaluation and
+        # runtime options stay out: they are how this process runs, not what the weights are.
+        self.save_hyperparameters(
+            ignore=["model", "optim", "evaluation", "divergence_every", "cudagraph_steps"], logger=False
+        )
         self.hparams.update(model=asdict(model), optim=asdict(optim))
         self.spec = model
         self.optim_spec = optim
@@ -107,9 +135,8 @@ class Seq2SeqModule(L.LightningModule):
         self.generate_at_test, self.bleu = generate, bleu
         self.eval_lengths = [int(n) for n in (eval_lengths or [])]
         self.tokens_seen = 0
-        # steps between reads of the divergence flag (the training app: every logging and checkpoint step)
-        self.divergence_every = 1
-        self.cudagraph_steps = False  # set by the training app for model.compile_mode=reduce-overhead
+        self.divergence_every, self.cudagraph_steps = divergence_every, cudagraph_steps
+        self.evaluation = evaluation or EvalOptions()
         self._bad_loss: Tensor | None = None
         self.reinforce_spec = self.optim_spec.reinforce()
         # One baseline per stack whose hard layers train by REINFORCE (none for other models).
@@ -136,15 +163,7 @@ class Seq2SeqModule(L.LightningModule):
         )
         self.hypotheses: list[str] = []
         self.references: list[str] = []
-        self.decode_text = None  # set by the training app for translation (ids -> text)
-        # Attention statistics over the test set (experiments.model.attention_stats); the training app
-        # switches them on (eval.attention_stats) and hands over the task's alignment, if any.
-        self.collect_attention_stats = False
-        #: examples per evaluation length the statistics read (None: all); the first ones, so every
-        #: variant is measured on the same examples
-        self.stats_examples: int | None = None
         self._stats_seen: dict[str, int] = {}
-        self.alignment = None  # (src (B, S), tgt (B, T)) -> (B, T, S) bool | None
         self.stats_sums: dict[tuple[str, str], dict[str, Tensor]] = {}
         self.stats_seconds = self.test_seconds = 0.0
 
@@ -299,9 +318,10 @@ class Seq2SeqModule(L.LightningModule):
         # seq2seq generates greedily (when eval.generate); the others score the teacher-forced logits
         greedy = self.greedy if self.generate_at_test else None
         tok, real, seq, generated = self.adapter.test_scores(batch, logits, targets, greedy)
-        if generated is not None and self.bleu and self.decode_text is not None:
-            self.hypotheses += [self.decode_text(row.tolist()) for row in generated]
-            self.references += [self.decode_text(row.tolist()) for row in batch["tgt"]]
+        decode = self.evaluation.decode_text
+        if generated is not None and self.bleu and decode is not None:
+            self.hypotheses += [decode(row.tolist()) for row in generated]
+            self.references += [decode(row.tolist()) for row in batch["tgt"]]
         self.test_acc.update(tok / real.sum().clamp(min=1), weight=int(real.sum()))
         self.test_seq.update(seq.float().mean(), weight=seq.numel())
         if length in self.by_length:
@@ -311,7 +331,7 @@ class Seq2SeqModule(L.LightningModule):
             m["seq"].update(seq.sum().float())
             m["nseq"].update(float(seq.numel()))
             m["nll"].update(self.adapter.example_nll(per_example, targets).sum())
-        if self.collect_attention_stats:
+        if self.evaluation.attention_stats:
             self._sync()
             began = time.perf_counter()
             self._attention_stats(batch, length or "all")
@@ -322,7 +342,8 @@ class Seq2SeqModule(L.LightningModule):
         """The rows of this batch the statistics still need for ``length`` (None: none)."""
         size = len(next(v for v in batch.values() if isinstance(v, Tensor)))
         seen = self._stats_seen.get(length, 0)
-        take = size if self.stats_examples is None else min(size, self.stats_examples - seen)
+        cap = self.evaluation.stats_examples
+        take = size if cap is None else min(size, cap - seen)
         if take <= 0:
             return None
         self._stats_seen[length] = seen + take
@@ -341,7 +362,7 @@ class Seq2SeqModule(L.LightningModule):
             return
         inputs, _, _ = self.adapter.io(batch)
         layers = self.model.attention_weights(**inputs)
-        aligned = self.adapter.aligned(batch, self.alignment)  # (B, T, S) | None
+        aligned = self.adapter.aligned(batch, self.evaluation.alignment)  # (B, T, S) | None
         for name, (weights, visible, queries) in layers.items():
             sums = attention_stats.layer_sums(weights, visible, queries, aligned if name.startswith("cross") else None)
             key = (name, length)
@@ -357,7 +378,7 @@ class Seq2SeqModule(L.LightningModule):
             metric.reset()
         if self.bleu:
             self.hypotheses, self.references = gather_texts(self.hypotheses, self.references)
-        if self.collect_attention_stats:
+        if self.evaluation.attention_stats:
             self.stats_sums = gather_sums(self.stats_sums)
         self.test_seconds = time.perf_counter() - self._test_began
 

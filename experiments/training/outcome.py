@@ -18,7 +18,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from experiments.training.callbacks import LastValidation, StepTimer
 from experiments.training.clock import RunClock
-from experiments.training.module import DivergedError, Seq2SeqModule
+from experiments.training.module import DivergedError, TransformerModule
 
 log = logging.getLogger("attnlab")
 
@@ -42,7 +42,7 @@ def release_ddp_ranks(trainer: L.Trainer | None) -> None:
     procs.clear()  # the watchdog holds this same list: an empty one means nothing left to watch
 
 
-def final_validation(trainer: L.Trainer, module: Seq2SeqModule, datamodule) -> dict[str, float]:
+def final_validation(trainer: L.Trainer, module: TransformerModule, datamodule) -> dict[str, float]:
     """Validation metrics of the final weights, without validating them twice.
 
     Lightning validates at the last step when max_steps is a multiple of the interval;
@@ -69,7 +69,7 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 def cost(
-    trainer: L.Trainer, module: Seq2SeqModule, train_seconds: float, compile_seconds: float | None = None
+    trainer: L.Trainer, module: TransformerModule, train_seconds: float, compile_seconds: float | None = None
 ) -> dict[str, Any]:
     """``train_seconds`` is the whole fit (compilation, validation, checkpoints included), over every
     segment of a resumed run (``run_clock.RunClock``), and ``fit_tokens_per_second`` its rate;
@@ -159,7 +159,7 @@ OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EP
 STATS_FILE = "attention_stats.npz"
 
 
-def save_attention_stats(module: Seq2SeqModule, run_dir: Path) -> dict[str, Any]:
+def save_attention_stats(module: TransformerModule, run_dir: Path) -> dict[str, Any]:
     """The summary for result.json; the per-head arrays go to attention_stats.npz beside it."""
     summary, heads = module.attention_statistics()
     if heads:
@@ -167,7 +167,7 @@ def save_attention_stats(module: Seq2SeqModule, run_dir: Path) -> dict[str, Any]
     return summary
 
 
-def save_attention_maps(module: Seq2SeqModule, datamodule, run_dir: Path, wandb) -> None:
+def save_attention_maps(module: TransformerModule, datamodule, run_dir: Path, wandb) -> None:
     maps = module.attention_maps(datamodule.example())
     arrays = {k: v.numpy().astype(np.float32) for k, v in maps.items()}
     np.savez_compressed(run_dir / "attention_maps.npz", **arrays)

@@ -268,7 +268,7 @@ def evaluate(
     result["metrics"] = {**val, **test, **module.bleu_scores()}
     result["by_length"] = module.length_metrics()
     result["cost"]["test_seconds"] = module.test_seconds
-    if module.collect_attention_stats:
+    if module.evaluation.attention_stats:
         result["cost"]["attention_stats_seconds"] = module.stats_seconds
         if trainer.is_global_zero:
             result["attention_stats"] = outcome.save_attention_stats(module, run_dir)
