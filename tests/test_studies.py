@@ -47,13 +47,18 @@ def test_study_composes_and_its_claims_name_cells_of_its_grid(study: str) -> Non
     claims = parse_claims(OmegaConf.to_container(cfg.claims, resolve=True))
     assert claims and all(c.source and c.paper for c in claims), "a study says where its claims come from"
     grid = {k.removesuffix(".name"): v for k, v in grid_values(cfg)}
-    assert len(grid.get("seed", [])) >= 3, "a study has at least 3 seeds per cell"
+    if str(cfg.hydra.sweeper.get("_target_", "")).endswith(".TunedSweeper"):
+        # a tuned comparison's runs carry their role (experiments/config/schema.py TrialConf.role): a claim
+        # pins the tuned cells or the defaults by it; the grid's seeds are replaced by tuning and final seeds
+        grid["trial.role"] = ["tuning", "tuned", "default"]
+        grid["seed"] = [str(s) for s in cfg.hydra.sweeper.final_seeds]
+    assert len(grid.get("seed", [])) >= (1 if "trial.role" in grid else 3), "a study has at least 3 seeds per cell"
     for claim in claims:
         for key, value in (*claim.a, *(claim.b or ()), *claim.filters):
             assert key in grid, f"{claim.name}: {key} is not swept by {study}"
             assert str(value) in grid[key], f"{claim.name}: {key}={value} is not in the grid {grid[key]}"
     # every cell of the grid composes and passes the checks run before training
-    keys = [k for k in grid if k != "seed"]
+    keys = [k for k in grid if k not in ("seed", "trial.role")]
     for values in itertools.product(*(grid[k] for k in keys)):
         override = [f"{'attention.num_heads' if k == 'attention.num_heads' else k}={v}" for k, v in zip(keys, values)]
         cell = study_config(study, override)
