@@ -22,7 +22,7 @@ from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Plan
 from tests.test_adaptive import BUDGET, CLAIM, adaptive_args, cell, claim, claims_cli
 from tests.test_adaptive_claims import CASES, PLAN, _claim, _inputs
-from tests.test_sweeps import ENV, multirun, results
+from tests.test_sweeps import ENV, multirun, refused_in_process, results
 
 MEDIAN = Plan((0, 1), 1, 40, 0.05, 1.0, "median")
 RATIO = {"metric": "token_acc@48", "over": 24, "a": {"position": "rope"}, "expect": "ratio", "bounds": [0.5, None]}
@@ -102,15 +102,16 @@ def test_the_analysis_refuses_a_ratio_claim_of_a_median_sweep_before_reading_run
 
 
 # -- on a real grid ---------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_a_ratio_claim_under_the_median_boundary_stops_in_one_line_before_any_seed_trains(tmp_path: Path) -> None:
+def test_a_ratio_claim_under_the_median_boundary_stops_in_one_line_before_any_seed_trains(
+    tmp_path: Path, monkeypatch, capfd
+) -> None:
     ratio = {**RATIO, "a": {"optim.lr": 0.01}}
-    proc, sweep_dir = multirun(
-        tmp_path, *adaptive_args(tmp_path, [ratio], "hydra.sweeper.boundary=median"), timeout=300
-    )
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("attnlab:")]
-    assert len(lines) == 1 and "not allowed with hydra.sweeper.boundary=median" in lines[0], proc.stderr[-2000:]
+    args = adaptive_args(tmp_path, [ratio], "hydra.sweeper.boundary=median")
+    code, stderr, sweep_dir = refused_in_process(tmp_path, monkeypatch, capfd, *args)
+    assert code == 2, stderr[-2000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("attnlab:")]
+    assert len(lines) == 1 and "not allowed with hydra.sweeper.boundary=median" in lines[0], stderr[-2000:]
+    assert "Traceback" not in stderr
     assert not list(sweep_dir.rglob("result.json")) and not (sweep_dir / "adaptive.json").exists()
 
 
