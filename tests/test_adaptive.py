@@ -144,6 +144,19 @@ def test_bad_input_stops_in_one_line_before_any_seed_trains(
     assert not list(sweep_dir.rglob("result.json")) and not (sweep_dir / "adaptive.json").exists()
 
 
+def report_md(sweep_dir: Path, out: Path) -> str:
+    """The sweep's report built by ``python -m analysis.report`` as a user runs it; its report.md."""
+    report = subprocess.run(
+        [sys.executable, "-m", "analysis.report", str(sweep_dir), "--out", str(out), "--no-paper"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr[-2000:]
+    return (out / "report.md").read_text()
+
+
 def claims_cli(sweep_dir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "analysis.claims", str(sweep_dir)], capture_output=True, text=True, env=ENV, timeout=120
@@ -171,15 +184,7 @@ def test_a_planted_effect_is_decided_before_the_budget_and_the_analysis_agrees(t
     assert f"{len(seeds)} seeds ({', '.join(map(str, seeds))})" in shown.stdout
     assert "a fixed design of equal power: " in shown.stdout and "(Welch one-sided at power" in shown.stdout
     # the report's Claims section says the same
-    report = subprocess.run(
-        [sys.executable, "-m", "analysis.report", str(sweep_dir), "--out", str(tmp_path / "report"), "--no-paper"],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
-    assert report.returncode == 0, report.stderr[-2000:]
-    text = (tmp_path / "report" / "report.md").read_text()
+    text = report_md(sweep_dir, tmp_path / "report")
     assert "anytime CS (Lai t-mixture)" in text and f"supported after {mine.n} seed pair(s)" in text
     assert "seeds per side (Welch one-sided at power" in text and "sometimes diverge" in text
 

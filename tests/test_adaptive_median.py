@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +18,9 @@ from common.claims import ClaimError, parse_claims
 from common.sequential import BOUNDARIES, replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Plan
-from tests.test_adaptive import BUDGET, CLAIM, adaptive_args, cell, claim, claims_cli
+from tests.test_adaptive import BUDGET, CLAIM, adaptive_args, cell, claim, claims_cli, report_md
 from tests.test_adaptive_claims import CASES, PLAN, _claim, _inputs
-from tests.test_sweeps import ENV, multirun, refused_in_process, results
+from tests.test_sweeps import multirun, refused_in_process, results
 
 MEDIAN = Plan((0, 1), 1, 40, 0.05, 1.0, "median")
 RATIO = {"metric": "token_acc@48", "over": 24, "a": {"position": "rope"}, "expect": "ratio", "bounds": [0.5, None]}
@@ -136,14 +134,6 @@ def test_a_planted_effect_is_decided_by_the_median_before_the_budget_and_the_ana
     assert shown.returncode == 0, shown.stderr
     assert f"supported after {mine.n} seed pair(s)" in shown.stdout and "anytime CS (median" in shown.stdout
     assert "boundary median (claims on the median paired difference)" in shown.stdout
-    report = subprocess.run(
-        [sys.executable, "-m", "analysis.report", str(sweep_dir), "--out", str(tmp_path / "report"), "--no-paper"],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
-    assert report.returncode == 0, report.stderr[-2000:]
-    text = (tmp_path / "report" / "report.md").read_text()
+    text = report_md(sweep_dir, tmp_path / "report")
     assert "Howard and Ramdas" in text and "of the median a − b [" in text
     assert CLAIM["name"] in text
