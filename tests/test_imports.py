@@ -268,14 +268,6 @@ def test_every_experiments_module_lives_in_a_room():
     assert loose == commands, "experiments/ holds its commands only at its top; the rest lives in " + ", ".join(ROOMS)
 
 
-def test_experiments_rooms_import_one_way():
-    found = back_imports(graph())
-    new = sorted(found - BACK_IMPORTS)
-    stale = sorted(BACK_IMPORTS - found)
-    assert not new, "imports up the room order " + " > ".join(ROOMS) + ": " + "; ".join(new)
-    assert not stale, "no longer imported, drop from BACK_IMPORTS: " + "; ".join(stale)
-
-
 def test_a_planted_back_import_is_found():
     edges = {
         "experiments.config.checks": {"experiments.training.build"},
@@ -305,12 +297,19 @@ def test_every_analysis_sub_package_has_a_place_in_the_order():
     assert packages == set(ANALYSIS_ROOMS), f"analysis/ sub-packages {sorted(packages)} vs ANALYSIS_ROOMS"
 
 
-def test_analysis_rooms_import_one_way():
-    found = back_imports(graph(), "analysis", ANALYSIS_ROOMS)
-    new = sorted(found - ANALYSIS_BACK_IMPORTS)
-    stale = sorted(ANALYSIS_BACK_IMPORTS - found)
-    assert not new, "imports up the room order " + " > ".join(ANALYSIS_ROOMS) + ": " + "; ".join(new)
-    assert not stale, "no longer imported, drop from ANALYSIS_BACK_IMPORTS: " + "; ".join(stale)
+@pytest.mark.parametrize(
+    "layer,rooms,allowed,allowed_name",
+    [
+        ("experiments", ROOMS, BACK_IMPORTS, "BACK_IMPORTS"),
+        ("analysis", ANALYSIS_ROOMS, ANALYSIS_BACK_IMPORTS, "ANALYSIS_BACK_IMPORTS"),
+    ],
+)
+def test_rooms_import_one_way(layer: str, rooms: tuple[str, ...], allowed: frozenset, allowed_name: str) -> None:
+    found = back_imports(graph(), layer, rooms)
+    new = sorted(found - allowed)
+    stale = sorted(allowed - found)
+    assert not new, "imports up the room order " + " > ".join(rooms) + ": " + "; ".join(new)
+    assert not stale, f"no longer imported, drop from {allowed_name}: " + "; ".join(stale)
 
 
 def test_a_planted_analysis_back_import_is_found():
