@@ -9,9 +9,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.claims.adaptive import SIMULATED, evaluate_adaptive, fixed_equivalent, section_lines
+from analysis.report.document import fmt
 from analysis.stats import anytime
 from common import median
 from common.claims import ClaimError, parse_claims
@@ -134,6 +136,29 @@ def test_a_planted_effect_is_decided_by_the_median_before_the_budget_and_the_ana
     assert shown.returncode == 0, shown.stderr
     assert f"supported after {mine.n} seed pair(s)" in shown.stdout and "anytime CS (median" in shown.stdout
     assert "boundary median (claims on the median paired difference)" in shown.stdout
+    assert f"median a − b {fmt(mine.mean)}" in shown.stdout  # the estimate is labelled as the median it is
     text = report_md(sweep_dir, tmp_path / "report")
     assert "Howard and Ramdas" in text and "of the median a − b [" in text
     assert CLAIM["name"] in text
+
+
+@pytest.mark.parametrize(
+    "boundary, label",
+    [("median", "median a − b -0.500 [-0.700, -0.300]"), ("t_mixture", "a − b -0.500 [-0.700, -0.300]")],
+)
+def test_the_terminal_table_names_what_the_estimate_is_of_and_shows_no_t_for_a_confidence_sequence(
+    boundary: str, label: str
+) -> None:
+    from analysis.claims.adaptive import TESTS
+    from analysis.claims.evaluate import COLUMNS
+    from analysis.claims.render import format_text
+
+    row = {c: math.nan for c in COLUMNS}  # as evaluate_adaptive fills a row: no t statistic, no df
+    row.update(
+        claim="c", metric="val/loss", expect="a − b < 0", a="lr=0.01", b="lr=1e-9", a_n=6, b_n=6,
+        diff=-0.5, diff_low=-0.7, diff_high=-0.3, test=TESTS[boundary], verdict="supported", lacked="",
+        source="", paper="",
+    )  # fmt: skip
+    line = next(x for x in format_text(pd.DataFrame([row])).splitlines() if x.strip().startswith("anytime CS"))
+    assert line.strip().startswith(f"{TESTS[boundary]}: —, {label}, p —"), line
+    assert "t = " not in line

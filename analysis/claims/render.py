@@ -25,7 +25,8 @@ def _side_text(mean: float, ci: float, n: Any) -> str:
 
 
 def _statistic_text(row: Mapping[str, Any]) -> str:
-    if not isinstance(row["test"], str) or row["test"] == "—":
+    # an anytime confidence sequence decides by its interval alone: it has no t statistic to show
+    if not isinstance(row["test"], str) or row["test"] == "—" or _str(row["statistic"]) == "—":
         return "—"
     df = f", df {row['df']:.1f}" if math.isfinite(row["df"]) else ""
     return f"t = {fmt(row['statistic'])}{df}"
@@ -118,6 +119,16 @@ def _section(results: pd.DataFrame) -> Section:
     return section
 
 
+def _estimate_label(test: str) -> str:
+    """What the row's estimate and interval are of: the per-run ratio, the median paired difference (the median
+    boundary decides on it, not on the mean) or the difference of means."""
+    from analysis.claims.adaptive import TESTS
+
+    if "sample" in test:
+        return "ratio"
+    return "median a − b" if test == TESTS["median"] else "a − b"
+
+
 def format_text(results: pd.DataFrame) -> str:
     """The claims table for a terminal: one block per claim."""
     lines = []
@@ -129,7 +140,7 @@ def format_text(results: pd.DataFrame) -> str:
         if _str(r["b"]) != "—":
             lines.append(f"    b  {r['b']}: {_side_text(r['b_mean'], r['b_ci'], r['b_n'])}")
         if isinstance(r["test"], str) and r["test"] != "—":
-            what = "ratio" if "sample" in r["test"] else "a − b"
+            what = _estimate_label(r["test"])
             lines.append(
                 f"    {r['test']}: {_statistic_text(r)}, {what} {fmt(r['diff'])} "
                 f"[{fmt(r['diff_low'])}, {fmt(r['diff_high'])}], p {fmt_p(r['p'])}, Holm {fmt_p(r['p_holm'])}"
