@@ -7,7 +7,8 @@ torch._dynamo (seconds), for a one-line refusal; so ``Trainer.__init__`` is read
 
 - a name Lightning defines as an alias (``_PRECISION_INPUT``, a ``Literal`` of the precisions) is
   followed through the imports of the module that uses it to its assignment, and evaluated there;
-- a name from the standard library (``Optional``, ``Iterable``, ``timedelta``, ``Path``) is the real one;
+- a name from the standard library (``Optional``, ``Iterable``, ``timedelta``, ``Path``) or typing_extensions
+  is the real one;
 - any other name (a class of Lightning's or torch's: ``Accelerator``) stands as an opaque class of that
   name, which no plain config value (bool, int, float, str, list, dict) is, as the real class is not.
 
@@ -90,8 +91,11 @@ class _ModuleRef:
         self.name = name
 
 
-def _is_stdlib(module: str) -> bool:
-    return module.split(".")[0] in sys.stdlib_module_names
+def _imported_for_names(module: str) -> bool:
+    """Modules imported for their names: the standard library, and typing's backport (cheap, and what an
+    annotation may take ``Literal`` or ``TypeAlias`` from)."""
+    top = module.split(".")[0]
+    return top in sys.stdlib_module_names or top == "typing_extensions"
 
 
 def _absolute(module: str, node: ast.ImportFrom) -> str:
@@ -118,7 +122,7 @@ def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
 
 def _resolve(module: str, name: str, depth: int) -> Any:
     """What ``name`` means at the top of ``module``: the first definition or import of it found."""
-    if _is_stdlib(module):
+    if _imported_for_names(module):
         return getattr(importlib.import_module(module), name, None) or opaque(name)
     if module.split(".")[0] != READ_PACKAGE:  # torch's and other packages' classes: never imported, never read
         return opaque(name)
