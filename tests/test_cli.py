@@ -168,3 +168,16 @@ def test_value_and_run_folder_refusals_do_not_import_lightning(tmp_path: Path) -
     code, imported, stderr = imported_by(f"hydra.run.dir={tmp_path}")
     assert code == 2 and f"{tmp_path} holds another computation (result.json)" in stderr, stderr
     assert "lightning" not in imported and "torch" in imported
+
+
+def test_the_entry_module_still_names_what_it_imported_from_the_run() -> None:
+    """What experiments.app.train imported at its top before the run's modules moved into its functions."""
+    import experiments.app.train as app
+    from experiments.sweep import gpu_share
+    from experiments.training import single_run
+
+    for name in ("BAD_OBJECTIVE", "RESULT", "is_rank_zero", "objective", "resume_command", "train", "train_in_child"):
+        assert getattr(app, name) is getattr(single_run, name), name
+    assert app.shared_gpu is gpu_share.shared_gpu
+    with pytest.raises(AttributeError, match="no attribute 'trian'"):
+        app.trian  # noqa: B018
