@@ -191,8 +191,7 @@ def main() -> None:
         try:
             preflight(sys.argv[1:])
         except ValueError as err:
-            # PreflightError first: a typo is reported before Lightning is imported.
-            if not isinstance(err, PreflightError) and not isinstance(err, user_error_types()):
+            if not isinstance(err, (PreflightError, *user_error_types())):
                 raise
             print(f"attnlab: {err}", file=sys.stderr)
             sys.exit(2)
