@@ -118,3 +118,66 @@ def test_python_api_refuses_a_bad_override_in_one_line(tmp_path: Path) -> None:
 
     with pytest.raises(PreflightError, match=r"did you mean 'soft'"):
         run(["attention=sofft"], run_dir=tmp_path)
+
+
+# ``python -m experiments.train ARGS`` run through runpy in a fresh process; after its exit, its exit code and
+# which of the heavy modules (seconds to import) the process holds
+HEAVY = ("torch", "torch._dynamo", "lightning")
+IMPORTED = f"""
+import json, runpy, sys
+sys.argv = ["experiments.train", *sys.argv[1:]]
+try:
+    runpy.run_module("experiments.train", run_name="__main__", alter_sys=True)
+    code = 0
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({{"code": code, "imported": sorted(m for m in {HEAVY!r} if m in sys.modules)}}))
+"""
+
+
+def imported_by(*args: str) -> tuple[int, list[str], str]:
+    """(exit code, heavy modules imported, stderr) of ``python -m experiments.train *args``."""
+    proc = subprocess.run([sys.executable, "-c", IMPORTED, *args], cwd=ROOT, env=ENV, text=True, capture_output=True)
+    assert proc.stdout.strip(), proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    return seen["code"], seen["imported"], proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, code, says",
+    [
+        (["--version"], 0, ""),
+        (["--help"], 0, ""),
+        (["attention=sofft"], 2, "did you mean 'soft'?"),  # a variant's name, mistyped
+        (["trainer.max_stepz=3"], 2, "did you mean 'trainer.max_steps'?"),  # an unknown Trainer keyword
+    ],
+)
+def test_answers_without_training_import_neither_torch_nor_lightning(args: list[str], code: int, says: str) -> None:
+    exit_code, imported, stderr = imported_by(*args)
+    assert (exit_code, imported) == (code, []), stderr
+    assert says in stderr
+
+
+def test_value_and_run_folder_refusals_do_not_import_lightning(tmp_path: Path) -> None:
+    """A value refused in the composed config, and a run folder holding another computation: both need the
+    variants (torch) but not the task or the Trainer (Lightning)."""
+    code, imported, stderr = imported_by("optim.lr=-1")
+    assert code == 2 and "optim.lr=-1.0 is not allowed" in stderr, stderr
+    assert "lightning" not in imported and "torch" in imported
+    (tmp_path / "result.json").write_text(json.dumps({"status": "completed", "config": {"seed": 99}}))
+    code, imported, stderr = imported_by(f"hydra.run.dir={tmp_path}")
+    assert code == 2 and f"{tmp_path} holds another computation (result.json)" in stderr, stderr
+    assert "lightning" not in imported and "torch" in imported
+
+
+def test_the_entry_module_still_names_what_it_imported_from_the_run() -> None:
+    """What experiments.app.train imported at its top before the run's modules moved into its functions."""
+    import experiments.app.train as app
+    from experiments.sweep import gpu_share
+    from experiments.training import single_run
+
+    for name in ("BAD_OBJECTIVE", "RESULT", "is_rank_zero", "objective", "resume_command", "train", "train_in_child"):
+        assert getattr(app, name) is getattr(single_run, name), name
+    assert app.shared_gpu is gpu_share.shared_gpu
+    with pytest.raises(AttributeError, match="no attribute 'trian'"):
+        app.trian  # noqa: B018

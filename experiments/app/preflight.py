@@ -198,7 +198,7 @@ def preflight(argv: list[str]) -> None:
 
     from omegaconf import OmegaConf
 
-    from experiments.config.checks import check_claims, check_config, check_logger
+    from experiments.config.checks import check_claims, check_logger, check_task, check_values
     from experiments.config.roles import expand_roles
     from experiments.config.schema import register_configs
 
@@ -224,16 +224,17 @@ def preflight(argv: list[str]) -> None:
         check_lightning(cfg)
         expand_roles(cfg)
         if not multirun:
-            check_config(cfg)
+            check_values(cfg)
             _build_variants(cfg)
             _check_run_folder(full, cfg)
+            check_task(cfg)  # last: naming the task imports Lightning, which no other check needs
 
 
 def _check_run_folder(full, cfg) -> None:
     """A single run's folder that holds another computation, or that a live process writes, is refused
     before Hydra writes this run's ``.hydra/`` into it (experiments/training/folder.py)."""
+    from experiments.record.result import resolved
     from experiments.training.folder import check_before_start
-    from experiments.training.single_run import resolved
 
     flat, _ = resolved(cfg)
     ckpt_path = cfg.get("ckpt_path")

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -25,21 +26,26 @@ from experiments.config.errors import user_error_types
 from experiments.config.schema import register_configs
 from experiments.record.files import OutputError
 from experiments.record.result import read_result
-from experiments.sweep.gpu_share import shared_gpu
 from experiments.sweep.grid import register_resolvers, set_threads, threads_per_process
 
-# the run of one configuration, and what the entry reports of it
-from experiments.training.single_run import (
-    BAD_OBJECTIVE,
-    RESULT,
-    is_rank_zero,
-    objective,
-    resume_command,
-    train,
-    train_in_child,
-)
-
 log = logging.getLogger("attnlab")
+
+# The run of one configuration and what the entry reports of it, still reachable here by name
+# (experiments.app.train.train); imported on first use, because they import Lightning and torch._dynamo
+# (seconds) and --version, --help and a refused command line need neither.
+_FROM_SINGLE_RUN = ("BAD_OBJECTIVE", "RESULT", "is_rank_zero", "objective", "resume_command", "train", "train_in_child")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_SINGLE_RUN:
+        from experiments.training import single_run
+
+        return getattr(single_run, name)
+    if name == "shared_gpu":
+        from experiments.sweep.gpu_share import shared_gpu
+
+        return shared_gpu
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def runs_ranks_by_rerunning(trainer: DictConfig) -> bool:
@@ -52,6 +58,17 @@ def runs_ranks_by_rerunning(trainer: DictConfig) -> bool:
 
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def hydra_entry(cfg: DictConfig) -> float:
+    from experiments.sweep.gpu_share import shared_gpu
+    from experiments.training.single_run import (
+        BAD_OBJECTIVE,
+        RESULT,
+        is_rank_zero,
+        objective,
+        resume_command,
+        train,
+        train_in_child,
+    )
+
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
@@ -130,6 +147,7 @@ def stopped_by_signal(err: BaseException, run_dir: Path, multirun: bool, result_
     """The run was told to stop: one line (where it stopped, what is kept, how to go on); then, for
     Ctrl-C or SIGTERM, exit 130 or 143, the shell's codes for those signals, for the whole sweep too
     (a sweep's summary first). Any other exit goes on as it was raised."""
+    from experiments.training.single_run import RESULT, is_rank_zero, resume_command
     from experiments.training.stops import exit_code
 
     if is_rank_zero():
@@ -173,8 +191,7 @@ def main() -> None:
         try:
             preflight(sys.argv[1:])
         except ValueError as err:
-            # PreflightError first: a typo is reported before Lightning is imported.
-            if not isinstance(err, PreflightError) and not isinstance(err, user_error_types()):
+            if not isinstance(err, (PreflightError, *user_error_types())):
                 raise
             print(f"attnlab: {err}", file=sys.stderr)
             sys.exit(2)

@@ -26,7 +26,23 @@ def check_logger(cfg: DictConfig) -> None:
 
 
 def check_config(cfg: DictConfig) -> None:
+    """Every value of a composed config, then its task."""
+    check_values(cfg)
+    check_task(cfg)
+
+
+def check_task(cfg: DictConfig) -> None:
+    """The task is registered and every callback's ``monitor`` is a metric it logs. Apart from the other
+    values, and checked last by the command line (experiments/app/preflight.py), because naming a task
+    imports Lightning (a task is a LightningDataModule): any other refusal comes without that wait."""
     from experiments.tasks import TASKS
+
+    TASKS.get(cfg.task.name)
+    check_monitors(cfg)
+
+
+def check_values(cfg: DictConfig) -> None:
+    """Every value of a composed config but its task (``check_task``)."""
     from variants import ATTENTION, POSITION
     from variants.discovery import import_plugins
     from variants.kernels import BACKENDS
@@ -41,7 +57,6 @@ def check_config(cfg: DictConfig) -> None:
     )
     ATTENTION.get(cfg.attention.name)
     POSITION.get(cfg.position.name)
-    TASKS.get(cfg.task.name)
     from experiments.config.roles import check_roles
 
     check_roles(cfg)
@@ -194,7 +209,6 @@ def check_trainer_values(cfg: DictConfig) -> None:
             "eval.checkpoint=best with trainer.limit_val_batches=0: nothing is validated, so there are no best "
             "weights; use eval.checkpoint=last or let validation run",
         )
-    check_monitors(cfg)
 
 
 def available_cores() -> int:

@@ -30,10 +30,20 @@ def choice(key: str, value: Any, allowed: tuple[str, ...]) -> None:
     raise ConfigError(f"{key}={value} is not allowed; choose one of {list(allowed)}{hint}")
 
 
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """Errors caused by the user's input: reported in one line, never with a traceback."""
-    from experiments.tasks.base import TaskConfigError  # here, so that naming the errors does not import torch
-    from variants.checks import VariantConfigError
-    from variants.registry import RegistryError
+# the other user errors, by module: experiments.tasks imports Lightning, variants imports torch
+USER_ERRORS = (
+    ("experiments.tasks.base", "TaskConfigError"),
+    ("variants.checks", "VariantConfigError"),
+    ("variants.registry", "RegistryError"),
+)
 
-    return ConfigError, TaskConfigError, VariantConfigError, RegistryError
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Errors caused by the user's input: reported in one line, never with a traceback.
+
+    Only those of modules already imported: an error whose class was never imported cannot have been
+    raised, and importing its module to name it would cost a refusal seconds (Lightning, torch)."""
+    import sys
+
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in USER_ERRORS)
+    return (ConfigError, *(error for error in loaded if error is not None))

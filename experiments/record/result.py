@@ -60,6 +60,14 @@ def config_hash(flat_config: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def resolved(cfg: Any) -> tuple[dict[str, Any], str]:
+    """The flattened, resolved config (a DictConfig) and its hash."""
+    from omegaconf import OmegaConf
+
+    flat = flatten(OmegaConf.to_container(cfg, resolve=True))
+    return flat, config_hash(flat)
+
+
 def git_sha() -> str | None:
     here = Path(__file__).resolve().parent
     try:

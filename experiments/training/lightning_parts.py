@@ -38,12 +38,12 @@ CSV = "lightning.pytorch.loggers.CSVLogger"
 WANDB = "lightning.pytorch.loggers.WandbLogger"
 
 
-def trainer_keywords() -> dict[str, inspect.Parameter]:
-    """lightning.Trainer's keyword parameters, by name."""
-    import lightning
+def trainer_keywords() -> dict[str, Any]:
+    """lightning.Trainer's keyword parameters: name -> annotation, read from Lightning's source, so that
+    checking a ``trainer.`` key does not import Lightning (experiments/training/trainer_signature.py)."""
+    from experiments.training.trainer_signature import trainer_parameters
 
-    params = inspect.signature(lightning.Trainer.__init__).parameters
-    return {name: p for name, p in params.items() if name != "self"}
+    return trainer_parameters()
 
 
 def check_trainer_key(key: str, value: Any = None, *, check_value: bool = True) -> None:
@@ -58,7 +58,7 @@ def check_trainer_key(key: str, value: Any = None, *, check_value: bool = True) 
         near = difflib.get_close_matches(key, choices, n=1)
         hint = f"did you mean 'trainer.{near[0]}'?" if near else f"the keywords: {choices}"
         raise ConfigError(f"trainer.{key} is not a keyword of lightning.Trainer; {hint}")
-    annotation = keywords[key].annotation
+    annotation = keywords[key]
     if check_value and annotation is not inspect.Parameter.empty and not _accepts(annotation, value):
         raise ConfigError(f"trainer.{key}={value!r} is not allowed; lightning.Trainer takes {_type_name(annotation)}")
 

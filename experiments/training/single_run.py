@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hydra.utils import get_original_cwd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from common.stops import describe as describe_stop
 from experiments.app.quiet import quiet_library_warnings, quiet_lightning_info
@@ -28,11 +28,10 @@ from experiments.record.loggers import keep_history, metrics_csv
 from experiments.record.result import (
     SCHEMA,
     command_line,
-    config_hash,
     environment,
-    flatten,
     now_iso,
     read_result,
+    resolved,
     variant_references,
     write_json_atomic,
 )
@@ -84,12 +83,6 @@ def quiet_lightning_handlers() -> None:
         profilers.handlers[:] = root.handlers
         profilers.propagate = False
     quiet_lightning_info()
-
-
-def resolved(cfg: DictConfig) -> tuple[dict[str, Any], str]:
-    """The flattened, resolved config and its hash."""
-    flat = flatten(OmegaConf.to_container(cfg, resolve=True))
-    return flat, config_hash(flat)
 
 
 def completed_result(cfg: DictConfig, run_dir: Path, cfg_hash: str) -> dict[str, Any] | None:
