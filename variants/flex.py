@@ -73,10 +73,15 @@ class KeyIntervals:
     lo: Tensor  # (B|1, Tq) long
     hi: Tensor  # (B|1, Tq) long
     num_keys: int
+    #: the same intervals as a formula of the indices, where they have one (``band_rule``): the kernel's
+    #: partial blocks then evaluate it in registers instead of gathering lo and hi from memory per row
+    rule: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None = None
 
     @property
     def mask_mod(self) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
         """mask_mod(b, h, q_idx, kv_idx): a plain function, as flex tells a mask_mod by its arity."""
+        if self.rule is not None:
+            return self.rule
         lo, hi, per_row = self.lo, self.hi, self.lo.shape[0] > 1
 
         def in_interval(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
@@ -84,6 +89,27 @@ class KeyIntervals:
             return (kv_idx >= lo[row, q_idx]) & (kv_idx < hi[row, q_idx])
 
         return in_interval
+
+
+def band_rule(
+    queries: int, keys: int, *, causal: bool, shift: int = 0, window: int | None = None
+) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
+    """mask_mod of the intervals a layer with consecutive positions gives its first ``queries`` queries over
+    its first ``keys`` keys: every key, or with ``causal`` key j <= i + ``shift`` (query i sits at key index
+    i + shift: self attention's keys end at its last query, shift = keys - queries), and with ``window`` also
+    i + shift - j <= window. Padded queries (i >= queries) see nothing, padded keys (j >= keys) are never seen.
+
+    Plain ints, captured as constants: each is fixed by the shapes a compiled kernel specialises on anyway."""
+
+    def in_band(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        seen = (q_idx < queries) & (kv_idx < keys)
+        if causal:
+            seen = seen & (kv_idx <= q_idx + shift)
+        if window is not None:
+            seen = seen & (q_idx + shift - kv_idx <= window)
+        return seen
+
+    return in_band
 
 
 def prefix_intervals(q_pos: Tensor, k_pos: Tensor, *, causal: bool, batch: int = 1) -> KeyIntervals:
@@ -105,12 +131,18 @@ def bucket_length(length: int) -> int:
     return BLOCK * (1 << (blocks - 1).bit_length())
 
 
+def pad_rows(x: Tensor, length: int) -> Tensor:
+    """x (B, H, T, D) with zero rows appended up to ``length`` (a bucket length); ``x`` itself, not a copy,
+    when it is that long already."""
+    return x if x.shape[2] == length else torch.nn.functional.pad(x, (0, 0, 0, length - x.shape[2]))
+
+
 def within(intervals: KeyIntervals, queries: int, keys: int) -> KeyIntervals:
     """``intervals`` of padded positions cut to the first ``queries`` queries and ``keys`` keys: padded
     keys are outside every interval and padded queries see nothing."""
     real = torch.arange(intervals.lo.shape[1], device=intervals.lo.device) < queries  # (Tq_padded,)
     hi = torch.where(real, intervals.hi.clamp(max=keys), intervals.lo)
-    return KeyIntervals(intervals.lo, torch.maximum(hi, intervals.lo), intervals.num_keys)
+    return KeyIntervals(intervals.lo, torch.maximum(hi, intervals.lo), intervals.num_keys, intervals.rule)
 
 
 def padded_to(intervals: KeyIntervals, queries: int, keys: int) -> KeyIntervals:
@@ -119,7 +151,7 @@ def padded_to(intervals: KeyIntervals, queries: int, keys: int) -> KeyIntervals:
     lo, hi = intervals.lo, intervals.hi
     extra = queries - lo.shape[1]
     lo, hi = (torch.nn.functional.pad(x, (0, extra)) for x in (lo, hi))  # (B|1, queries): empty rows [0, 0)
-    return KeyIntervals(lo, hi, keys)
+    return KeyIntervals(lo, hi, keys, intervals.rule)
 
 
 def window_intervals(centre: Tensor, k_pos: Tensor, window: int, *, causal_q_pos: Tensor | None) -> KeyIntervals:

@@ -291,10 +291,11 @@ class Transformer(nn.Module):
         }
         return {part for part, built in parts.items() if built}
 
-    def kernel_plan(self, *, cuda: bool) -> dict[str, str]:
+    def kernel_plan(self, *, cuda: bool, keys: int | None = None) -> dict[str, str]:
         """{layer path: the kernel a training call runs, with why where it is not the type's first
         pick}, e.g. ``{"decoder.layers.0.self_attn": "sdpa (head dim 8 < 16, ...)"}``: what
-        ``AttentionLayer.explain`` says for each layer on the device (``cuda``), recorded with the run."""
+        ``AttentionLayer.explain`` says for each layer on the device (``cuda``) for calls of ``keys``
+        keys (the longest sequence the run meets; None: any length), recorded with the run."""
         plan = {}
         for name, stack in (("encoder", self.encoder), ("decoder", self.decoder)):
             if stack is None:
@@ -307,13 +308,15 @@ class Transformer(nn.Module):
                     if attention is None:
                         continue
                     was = attention.training
-                    backend, why = attention.train().explain(position, cuda=cuda)
+                    with torch.enable_grad():  # a training call is differentiated
+                        backend, why = attention.train().explain(position, cuda=cuda, keys=keys)
                     attention.train(was)
                     plan[f"{name}.layers.{i}.{role}"] = backend if why is None else f"{backend} ({why})"
         return plan
 
-    def flex_head_dims(self, *, cuda: bool) -> set[int]:
-        """The head widths of the layers whose plan runs flex, in training or in evaluation."""
+    def flex_head_dims(self, *, cuda: bool, keys: int | None = None) -> set[int]:
+        """The head widths of the layers whose plan runs flex, in training or in evaluation (without grad),
+        at ``keys`` keys (the longest sequence the run meets; None: any length)."""
         dims = set()
         for stack in (self.encoder, self.decoder):
             for layer in stack.layers if stack is not None else ():
@@ -322,8 +325,9 @@ class Transformer(nn.Module):
                         continue
                     was = attention.training
                     for training in (True, False):
-                        if attention.train(training).plan(position, cuda=cuda) == "flex":
-                            dims.add(attention.head_dim)
+                        with torch.set_grad_enabled(training):
+                            if attention.train(training).plan(position, cuda=cuda, keys=keys) == "flex":
+                                dims.add(attention.head_dim)
                     attention.train(was)
         return dims
 

@@ -176,6 +176,14 @@ class TaskDataModule(L.LightningDataModule):
         """The longest ``tgt`` including EOS (``lm``: the longest context; ``classify``: 0, no target sequence)."""
         raise NotImplementedError
 
+    def longest_sequence(self) -> int | None:
+        """The most keys any attention call of a run on this task sees (the decoder reads BOS + the target),
+        or None where the task cannot say before building its data: what a plan by length reads."""
+        try:
+            return max(self.max_source_length(), self.max_target_length()) + 1
+        except NotImplementedError:
+            return None
+
     def symbol(self, token_id: int) -> str:
         """The text of one non-special id."""
         raise NotImplementedError

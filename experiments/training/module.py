@@ -187,7 +187,9 @@ class TransformerModule(L.LightningModule):
         """Choose flex's kernel options for the layers that run on flex on ``device`` (CUDA only) at the
         Trainer's ``precision``: at fit start, and for an ensemble's member before its evaluation."""
         if device.type == "cuda":
-            dims = self.model.flex_head_dims(cuda=True)
+            data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+            longest = data.longest_sequence() if hasattr(data, "longest_sequence") else None
+            dims = self.model.flex_head_dims(cuda=True, keys=longest)  # none where every call is too short
             if dims:
                 dtype = torch.bfloat16 if "bf16" in precision else torch.float16 if "16" in precision else torch.float32
                 self.flex_options = choose_kernel_options(device, dtype, dims)

@@ -167,7 +167,8 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
         # The kernel each layer trains on where the run trains, and why where flex could not serve it.
-        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(cfg))
+        longest = datamodule.longest_sequence() if hasattr(datamodule, "longest_sequence") else None
+        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(cfg), keys=longest)
         record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
         result["references"] = variant_references(used_variants(cfg, result["unused"]))
         resume_from = claim.resume_from  # only ever a checkpoint of this computation

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from variants.attention.scores import SCORES, Dot, ScaledDot, Score, build_score
 from variants.checks import heads_divide, kv_heads_divide, probability
 from variants.flex import head_dim_problem
+from variants.flex_cost import FAMILIES, flex_loses
 from variants.kernels import auto_backend, check_backend
 from variants.masking import Masking, masked_softmax
 from variants.position.base import PositionEncoding
@@ -62,6 +63,8 @@ class AttentionLayer(nn.Module):
     #: True when the self-attention cache holds a fixed-size running state (``KVCache.state``)
     #: instead of every key and value
     recurrent: bool = False
+    #: the row of ``variants.flex_cost.FLEX_PAYS`` that decides where ``auto``'s flex pays for this type
+    flex_family: str = "score_mod"
 
     def __init__(
         self,
@@ -112,16 +115,43 @@ class AttentionLayer(nn.Module):
             return self.backend
         return auto_backend(self.auto_choices, cuda=cuda, biased=biased)
 
-    def plan(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False) -> str:
+    def plan(
+        self,
+        position: PositionEncoding | None,
+        *,
+        cuda: bool,
+        need_weights: bool = False,
+        keys: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> str:
         """The path a call with ``position`` runs on (a backend name), before it runs; a type whose
-        paths fall back (no fused form, dropout, a layer flex cannot run) says so here, and its
-        ``attend`` follows this. ``explain`` gives the reason of a fallback."""
-        return self.explain(position, cuda=cuda, need_weights=need_weights)[0]
+        paths fall back (no fused form, dropout, a layer flex cannot run, a call too short for flex to
+        pay, see ``variants.flex_cost``) says so here, and its ``attend`` follows this. ``keys`` is the
+        longer of the call's query and key lengths and ``dtype`` its tensors' (None: a plan for a
+        whole run, where only the head width and the table's planning dtype decide). ``explain`` gives
+        the reason of a fallback."""
+        return self.explain(position, cuda=cuda, need_weights=need_weights, keys=keys, dtype=dtype)[0]
 
     def explain(
-        self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False
+        self,
+        position: PositionEncoding | None,
+        *,
+        cuda: bool,
+        need_weights: bool = False,
+        keys: int | None = None,
+        dtype: torch.dtype | None = None,
     ) -> tuple[str, str | None]:
         """(the path ``plan`` names, why it is not the one asked for or ``auto``'s first pick, or None)."""
+        backend, why = self.route(position, cuda=cuda, need_weights=need_weights)
+        if backend == "flex" and why is None and self.auto:
+            # auto's flex only where it beats the kernel that needs no compile (variants.flex_cost)
+            loses = flex_loses(self.flex_family, keys=keys, head_dim=self.head_dim, dtype=dtype)
+            if loses is not None:
+                return FAMILIES[self.flex_family], loses
+        return backend, why
+
+    def route(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool) -> tuple[str, str | None]:
+        """``explain`` by capability alone, whatever a call's length: what a type with fallbacks overrides."""
         return self.call_backend(cuda=cuda, biased=position is not None and position.has_score_bias), None
 
     def flex_problem(self, position: PositionEncoding | None, *, cuda: bool) -> str | None:
@@ -129,7 +159,9 @@ class AttentionLayer(nn.Module):
 
         Checked from declarations when the plan is made, so a layer flex cannot run never reaches
         the kernel: the head width on CUDA, dropout in training (flex has none), an encoding whose
-        terms flex does not carry, and one whose score_mod flex's backward cannot compile."""
+        terms flex does not carry, and one whose score_mod flex's backward cannot compile. The last
+        follows grad mode, not ``self.training``: a layer in ``eval()`` whose call is differentiated
+        (a probe, a gradient check) needs the backward all the same."""
         problem = head_dim_problem(self.head_dim, cuda=cuda)
         if problem is not None:
             return problem
@@ -137,7 +169,7 @@ class AttentionLayer(nn.Module):
             return "dropout in training, which flex does not apply"
         if position is not None and not position.flex_ready:
             return f"{type(position).__name__} adds a term flex does not carry"
-        if position is not None and self.training and position.has_score_mod and not position.flex_trains:
+        if position is not None and torch.is_grad_enabled() and position.has_score_mod and not position.flex_trains:
             return f"{type(position).__name__}'s score_mod has no flex backward"
         return None
 

@@ -26,6 +26,7 @@ cannot take (an additive score, dropout in training, an encoding without a ``sco
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Hashable
 
 import torch
@@ -38,10 +39,12 @@ from variants.attention.scores import SCORES
 from variants.checks import VariantConfigError, one_of, positive
 from variants.flex import (
     KeyIntervals,
+    band_rule,
     block_mask_from_intervals,
     bucket_length,
     cached_block_mask,
     flex_attend,
+    pad_rows,
     padded_to,
     window_intervals,
     with_padding,
@@ -61,6 +64,7 @@ class LocalAttention(AttentionLayer):
     backends = ("auto", "math", "banded", "flex")
     kind = "local"
     options: dict[str, tuple] = {"score": SCORES, "mode": MODES}
+    flex_family = "window"
 
     def __init__(
         self,
@@ -141,7 +145,8 @@ class LocalAttention(AttentionLayer):
         position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
+        keys = max(q.shape[2], k.shape[2])
+        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights, keys=keys, dtype=q.dtype)
         if backend == "flex":
             return self._flex(q, *self.score.fused(q), k, v, masking, position), None
         centre = self.centres(q, masking)  # (B, H, Tq)
@@ -178,9 +183,7 @@ class LocalAttention(AttentionLayer):
         out = self.mix(self.weight_dropout(weights), v, q_pos, k_pos, position)
         return out, weights
 
-    def explain(
-        self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False
-    ) -> tuple[str, str | None]:
+    def route(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool) -> tuple[str, str | None]:
         backend = self.call_backend(cuda=cuda, biased=True)  # every call is windowed
         if backend == "math":
             return "math", None
@@ -211,27 +214,29 @@ class LocalAttention(AttentionLayer):
         Tq, Tk = q.shape[2], k.shape[2]
         Tq_b, Tk_b = bucket_length(Tq), bucket_length(Tk)
         pad = masking.key_padding_mask
-        if pad is not None:
+        if pad is not None and Tk_b > Tk:
             pad = F.pad(pad, (0, Tk_b - Tk), value=True)  # (B, Tk_b)
         if masking.causal:
             # Self attention, whose keys end at the last query: the window around each query's own
-            # position, a function of the shapes alone, so one cached mask serves every step.
+            # position, a function of the shapes alone, so one cached mask serves every step, and its
+            # mask_mod a formula of the indices (query i sits at key index i + Tk - Tq).
             key: tuple[Hashable, ...] = ("window", Tq, Tk, Tq_b, Tk_b, True, self.window, str(q.device))
+            rule = band_rule(Tq, Tk, causal=True, shift=Tk - Tq, window=self.window)
 
             def build() -> KeyIntervals:
                 intervals = window_intervals(
                     masking.q_pos[None], masking.k_pos, self.window, causal_q_pos=masking.q_pos
                 )
-                return padded_to(intervals, Tq_b, Tk_b)
+                return replace(padded_to(intervals, Tq_b, Tk_b), rule=rule)
 
             block_mask = cached_block_mask(key, build, pad)
         else:
             block_mask = self._centred_block_mask(q, masking, Tq_b, Tk_b, pad)
-        q, q_fused = (F.pad(x, (0, 0, 0, Tq_b - Tq)) for x in (q, q_fused))  # (B, H, Tq_b, D)
-        k, v = (F.pad(x, (0, 0, 0, Tk_b - Tk)) for x in (k, v))  # (B, H, Tk_b, D)
+        q_fused, k, v = pad_rows(q_fused, Tq_b), pad_rows(k, Tk_b), pad_rows(v, Tk_b)  # (B, H, T_b, D)
         # The layer's positions are consecutive: the padded ones continue them.
         q_pos = masking.q_pos[:1] + torch.arange(Tq_b, device=q.device)
         k_pos = masking.k_pos[:1] + torch.arange(Tk_b, device=q.device)
+        # q itself stays unpadded: an encoding reads it for the real queries only (``score_mod``)
         score_mod = position.score_mod(q, q_pos, k_pos) if position is not None else None
         out = flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale)
         return out[:, :, :Tq]

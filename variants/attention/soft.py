@@ -9,12 +9,14 @@ training call with dropout runs SDPA with the dense bias instead.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from variants.attention.layer import AttentionLayer
-from variants.flex import bucket_length, cached_block_mask, flex_attend, prefix_intervals, within
+from variants.flex import band_rule, bucket_length, cached_block_mask, flex_attend, pad_rows, prefix_intervals, within
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
@@ -34,7 +36,8 @@ class _GlobalSoft(AttentionLayer):
         position: PositionEncoding | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights)
+        keys = max(q.shape[2], k.shape[2])
+        backend = self.plan(position, cuda=q.is_cuda, need_weights=need_weights, keys=keys, dtype=q.dtype)
         if backend == "math":
             return self.soft_reference(q, k, v, masking, position)
         q_fused, scale = self.score.fused(q)
@@ -57,9 +60,7 @@ class _GlobalSoft(AttentionLayer):
         )
         return out, None
 
-    def explain(
-        self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool = False
-    ) -> tuple[str, str | None]:
+    def route(self, position: PositionEncoding | None, *, cuda: bool, need_weights: bool) -> tuple[str, str | None]:
         if self.backend == "math":
             return "math", None
         if not self.score.has_fused_form:
@@ -68,7 +69,7 @@ class _GlobalSoft(AttentionLayer):
             return "math", "the weights were asked for"
         if position is not None and position.needs_weights_for_values:
             return "math", f"{type(position).__name__} mixes the weights into the values"
-        backend, _ = super().explain(position, cuda=cuda)
+        backend, _ = super().route(position, cuda=cuda, need_weights=need_weights)
         problem = self.flex_problem(position, cuda=cuda) if backend == "flex" else None
         if problem is not None:
             # SDPA's fused kernel with the dense bias: the fastest path left, T x T bias included.
@@ -91,24 +92,25 @@ class _GlobalSoft(AttentionLayer):
         batch, evaluation length or decoding step; the padding is outside every mask and sliced off."""
         Tq, Tk = q.shape[2], k.shape[2]
         Tq_b, Tk_b = bucket_length(Tq), bucket_length(Tk)
-        q, q_fused = (F.pad(x, (0, 0, 0, Tq_b - Tq)) for x in (q, q_fused))  # (B, H, Tq_b, D)
-        k, v = (F.pad(x, (0, 0, 0, Tk_b - Tk)) for x in (k, v))  # (B, H, Tk_b, D)
+        group = self.num_heads // self.num_kv_heads
+        # The kernel shares each key/value head among its group itself (enable_gqa): hand it one copy.
+        k, v = (k, v) if group == 1 else (k[:, ::group], v[:, ::group])  # (B, H_kv, Tk, D)
+        q_fused, k, v = pad_rows(q_fused, Tq_b), pad_rows(k, Tk_b), pad_rows(v, Tk_b)  # (B, H|H_kv, T_b, D)
         # The layer's positions are consecutive: the padded ones continue them.
         q_pos = masking.q_pos[:1] + torch.arange(Tq_b, device=q.device)
         k_pos = masking.k_pos[:1] + torch.arange(Tk_b, device=q.device)
         pad = masking.key_padding_mask
-        if pad is not None:
+        if pad is not None and Tk_b > Tk:
             pad = F.pad(pad, (0, Tk_b - Tk), value=True)  # (B, Tk_b)
         # Causal calls are self attention, whose keys end at the last query: (Tq, Tk) fixes the mask.
+        rule = band_rule(Tq, Tk, causal=masking.causal, shift=Tk - Tq)
         block_mask = cached_block_mask(
             ("prefix", Tq, Tk, Tq_b, Tk_b, masking.causal, str(q.device)),
-            lambda: within(prefix_intervals(q_pos, k_pos, causal=masking.causal), Tq, Tk),
+            lambda: replace(within(prefix_intervals(q_pos, k_pos, causal=masking.causal), Tq, Tk), rule=rule),
             pad,
         )
+        # q itself stays unpadded: an encoding reads it for the real queries only (``score_mod``)
         score_mod = position.score_mod(q, q_pos, k_pos) if position is not None else None
-        group = self.num_heads // self.num_kv_heads
-        # The kernel shares each key/value head among its group itself (enable_gqa): hand it one copy.
-        k, v = (k, v) if group == 1 else (k[:, ::group], v[:, ::group])  # (B, H_kv, Tk_b, D)
         out = flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale, enable_gqa=group > 1)
         return out[:, :, :Tq]
 

@@ -107,7 +107,9 @@ class PositionEncoding(nn.Module):
 
     def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod | None:
         """``score_bias`` as a FlexAttention score_mod(score, b, h, q_idx, kv_idx) -> score + bias, where
-        q_idx and kv_idx index ``q_pos`` and ``k_pos``; ``q`` (B, H, Tq, D) as given to ``score_bias``."""
+        q_idx and kv_idx index ``q_pos`` and ``k_pos``; ``q`` (B, H, Tq, D) as given to ``score_bias``, whose
+        Tq may be shorter than ``q_pos``: the caller padded the call to a length bucket, and the padded
+        queries see no key (what a score_mod reads for them only needs to be in bounds)."""
         return None
 
     def value_term(self, weights: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:

@@ -10,9 +10,31 @@ import torch
 from torch import Tensor, nn
 
 from variants.checks import non_negative_int
-from variants.flex import ScoreMod
+from variants.flex import ScoreMod, pad_rows
 from variants.position.base import PositionEncoding, relative_distance
 from variants.registries import POSITION
+
+#: copies of each clipped end slot a flex score_mod reads: every key farther than max_distance on one side of
+#: a query shares one bucket, so flex's backward sent all of their gradients to one address per row (atomic
+#: adds in series); spread over this many copies, which autograd sums back into the one bucket
+SPREAD = 32
+
+
+def shaw_slot(distance: Tensor, max_distance: int) -> Tensor:
+    """The column of ``spread_table``'s (.., 2k+1 + 2 SPREAD) rows that distance j - i reads: clip(j - i, -k, k)
+    + k within the clip, else one of SPREAD copies of the end bucket, chosen by how far past it the key lies."""
+    k = max_distance
+    beyond = (distance.abs() - k - 1).clamp(min=0) % SPREAD  # 0 for the first key past the clip, 1, 2, ...
+    left = 2 * k + 1 + beyond  # copies of bucket 0 (j - i < -k)
+    right = 2 * k + 1 + SPREAD + beyond  # copies of bucket 2k (j - i > k)
+    return torch.where(distance < -k, left, torch.where(distance > k, right, distance.clamp(-k, k) + k))
+
+
+def spread_table(per_bucket: Tensor) -> Tensor:
+    """(..., 2k+1) -> (..., 2k+1 + 2 SPREAD): the buckets, SPREAD copies of the first, SPREAD of the last."""
+    first, last = per_bucket[..., :1], per_bucket[..., -1:]
+    shape = (*per_bucket.shape[:-1], SPREAD)
+    return torch.cat((per_bucket, first.expand(shape), last.expand(shape)), dim=-1)
 
 
 @POSITION.register("relative", references="shaw2018self")
@@ -42,13 +64,18 @@ class ShawRelative(PositionEncoding):
         return per_bucket.gather(-1, idx)
 
     def score_mod(self, q: Tensor, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
-        # q . a_r for the 2k+1 distances only: (B, H, Tq, 2k+1), then each (i, j) picks its clipped distance.
-        per_bucket = q @ self.keys.to(q.dtype).t() / math.sqrt(self.head_dim)
+        # q . a_r for the 2k+1 distances only, (B, H, Tq, 2k+1), then each (i, j) picks its clipped distance.
+        # Captured in fp32 whatever q's dtype: flex's backward accumulates the table's gradient with atomic
+        # adds into a buffer of the captured tensor's dtype, and bf16 sums lose the small terms.
+        per_bucket = (q @ self.keys.to(q.dtype).t() / math.sqrt(self.head_dim)).float()
+        # The caller may pad the queries (q_pos longer than q): padded rows see no key, read zeros.
+        per_bucket = pad_rows(per_bucket, q_pos.numel())
+        table = spread_table(per_bucket)  # (B, H, Tq, 2k+1 + 2 SPREAD)
         k = self.max_distance
 
         def shaw(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            r = (k_pos[kv_idx] - q_pos[q_idx]).clamp(-k, k) + k  # clip(j - i) as an index in [0, 2k]
-            return score + per_bucket[b, h, q_idx, r].to(score.dtype)
+            slot = shaw_slot(k_pos[kv_idx] - q_pos[q_idx], k)  # clip(j - i), far keys spread over copies
+            return score + table[b, h, q_idx, slot].to(score.dtype)
 
         return shaw
 
