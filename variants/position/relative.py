@@ -67,7 +67,8 @@ class ShawRelative(PositionEncoding):
         # q . a_r for the 2k+1 distances only, (B, H, Tq, 2k+1), then each (i, j) picks its clipped distance.
         # Captured in fp32 whatever q's dtype: flex's backward accumulates the table's gradient with atomic
         # adds into a buffer of the captured tensor's dtype, and bf16 sums lose the small terms.
-        per_bucket = (q @ self.keys.to(q.dtype).t() / math.sqrt(self.head_dim)).float()
+        per_bucket = q @ self.keys.to(q.dtype).t() / math.sqrt(self.head_dim)
+        per_bucket = per_bucket.to(torch.promote_types(per_bucket.dtype, torch.float32))
         # The caller may pad the queries (q_pos longer than q): padded rows see no key, read zeros.
         per_bucket = pad_rows(per_bucket, q_pos.numel())
         table = spread_table(per_bucket)  # (B, H, Tq, 2k+1 + 2 SPREAD)

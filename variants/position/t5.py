@@ -76,7 +76,8 @@ class T5Bias(PositionEncoding):
         buckets = t5_bucket(distances, self.num_buckets, self.max_distance, self.bidirectional)
         # fp32 whatever q's dtype: flex's backward accumulates this tensor's gradient with atomic adds in its
         # own dtype, and bf16 sums lose the small terms (the kernel adds the bias in fp32 anyway)
-        per_distance = self.bias(buckets).t().float()  # (H, Tq + Tk - 1)
+        per_distance = self.bias(buckets).t()  # (H, Tq + Tk - 1)
+        per_distance = per_distance.to(torch.promote_types(per_distance.dtype, torch.float32))
         # The shift is a Python int, not a captured 0-d tensor: eager flex reads a captured scalar
         # index with .item() (a device sync per call). The compiled kernel guards on the int, but Tq
         # is already part of the shapes it specialises on (flex callers pad it to a length bucket),
