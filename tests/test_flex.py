@@ -20,12 +20,12 @@ from variants.checks import VariantConfigError
 from variants.flex import (
     BLOCK,
     BLOCK_MASKS,
-    KERNEL_OPTION_CANDIDATES,
     block_mask_from_intervals,
     kernel_options,
     prefix_intervals,
     window_intervals,
 )
+from variants.flex_options import BACKWARD_CANDIDATES, FORWARD_CANDIDATES
 from variants.kernels import auto_backend
 
 B, T, S, D_MODEL, HEADS = 3, 11, 7, 16, 2
@@ -271,18 +271,19 @@ def test_predictive_local_refuses_flex():
 
 
 # -- kernel options that build on the device ---------------------------------------------------------------
-def test_kernel_options_fall_back_until_one_builds():
+def test_kernel_options_fall_back_until_one_builds(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # the probes' choices are remembered there
     tried = []
 
     def probe(options, device, dtype, head_dim, backward):
         tried.append(options)
-        if options.get("BLOCK_M") != 64:
+        if backward and options.get("bwd_BLOCK_M1") != 32:
             raise RuntimeError("out of resource: shared memory, Required: 245760 Hardware limit: 232448")
 
     device = torch.device("cuda", 7)  # a key no real run uses; the probe never touches the device
     got = kernel_options(device, torch.bfloat16, 64, True, probe=probe)
-    assert got == {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 2} and tried == list(KERNEL_OPTION_CANDIDATES[:2])
-    assert kernel_options(device, torch.bfloat16, 64, True, probe=probe) == got and len(tried) == 2  # remembered
+    assert got == BACKWARD_CANDIDATES[1] and tried == [FORWARD_CANDIDATES[0], *BACKWARD_CANDIDATES[:2]]
+    assert kernel_options(device, torch.bfloat16, 64, True, probe=probe) == got and len(tried) == 3  # remembered
 
     def never(*args):
         raise RuntimeError("out of resource")

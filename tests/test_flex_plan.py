@@ -185,26 +185,29 @@ def test_score_mod_bias_and_gradients_equal_the_dense_reference(position, offset
         assert torch.allclose(g, w, atol=1e-4, rtol=1e-4)
 
 
-def test_kernel_options_are_chosen_at_build_time_and_a_compiled_model_reads_them():
+def test_kernel_options_are_chosen_at_build_time_and_a_compiled_model_reads_them(tmp_path, monkeypatch):
     """choose_kernel_options probes each head width forward and backward before anything traces flex; the
     path a compiled model takes (no probe while tracing) then finds the options chosen, not the defaults."""
     import variants.flex as flex
+    from variants.flex_options import BACKWARD_CANDIDATES
 
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # the probes' choices are remembered there
     device, dtype, tried = torch.device("cuda", 0), torch.bfloat16, []
 
     def probe(options, device, dtype, head_dim, backward):
         tried.append((head_dim, backward, options))
-        if backward and head_dim == 64 and not options:
+        if backward and head_dim == 64 and options == BACKWARD_CANDIDATES[0]:
             raise RuntimeError("out of resource: shared memory, Required: 245760, Hardware limit: 232448")
 
     with mock.patch.object(flex, "shared_memory", return_value=232448), mock.patch.dict(flex._OPTIONS, clear=True):
         chosen = flex.choose_kernel_options(device, dtype, {64, 32}, probe=probe)
         assert chosen["shared_memory_per_block_optin"] == 232448
-        assert chosen[f"{dtype} head dim 64 backward"] == flex.KERNEL_OPTION_CANDIDATES[1]
-        assert chosen[f"{dtype} head dim 64 forward"] == chosen[f"{dtype} head dim 32 backward"] == "defaults"
+        assert chosen[f"{dtype} head dim 64 backward"] == BACKWARD_CANDIDATES[1]
+        assert chosen[f"{dtype} head dim 64 forward"] == "defaults"
+        assert chosen[f"{dtype} head dim 32 backward"] == BACKWARD_CANDIDATES[0]
         assert {(d, b) for d, b, _ in tried} == {(d, b) for d in (32, 64) for b in (True, False)}
         # the key flex_attend's compiled branch reads: (str(q.device), q.dtype, head dim, backward)
-        assert flex._OPTIONS[(str(device), dtype, 64, True)] == flex.KERNEL_OPTION_CANDIDATES[1]
+        assert flex._OPTIONS[(str(device), dtype, 64, True)] == BACKWARD_CANDIDATES[1]
         assert flex._OPTIONS[(str(device), dtype, 64, False)] is None
 
 

@@ -43,7 +43,7 @@ def allowed_by_definition(Tq: int, Tk: int, padded_q: int, padded_k: int, causal
 @pytest.mark.parametrize("causal, window", [(True, None), (True, 3), (False, None)])
 def test_band_rule_is_the_window_inside_the_causal_prefix(Tq, Tk, causal, window):
     padded_q, padded_k = Tq + 4, Tk + 6
-    rule = band_rule(Tq, Tk, causal=causal, shift=Tk - Tq, window=window)
+    rule = band_rule(Tq, Tk, causal=causal, shift=Tk - Tq, window=window, device=torch.device("cpu"))
     q_idx, kv_idx = torch.arange(padded_q)[:, None], torch.arange(padded_k)[None, :]
     got = rule(torch.tensor(0), torch.tensor(0), q_idx, kv_idx)
     assert torch.equal(got, allowed_by_definition(Tq, Tk, padded_q, padded_k, causal, window))

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from variants.checks import VariantConfigError
+from variants.flex_options import first_that_builds
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import FlexKernelOptions
@@ -38,14 +39,6 @@ BLOCK = 128
 #: Inductor's CUDA flex kernel refuses a narrower head: ``tl.dot`` needs 16 columns
 #: (torch/_inductor/kernel/flex/flex_attention.py, "embedding dimension ... must be at least 16")
 MIN_CUDA_HEAD_DIM = 16
-
-#: kernel options tried in order until one builds on the device; the defaults overflow shared
-#: memory for some head dims and dtypes (a bf16 head dim 64 backward on an H200 needs 245760 bytes)
-KERNEL_OPTION_CANDIDATES: tuple[FlexKernelOptions, ...] = (
-    {},
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 2},
-    {"BLOCK_M": 32, "BLOCK_N": 32, "num_stages": 1},
-)
 
 
 @dataclass
@@ -92,21 +85,23 @@ class KeyIntervals:
 
 
 def band_rule(
-    queries: int, keys: int, *, causal: bool, shift: int = 0, window: int | None = None
+    queries: int, keys: int, *, causal: bool, shift: int = 0, window: int | None = None, device: torch.device
 ) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]:
     """mask_mod of the intervals a layer with consecutive positions gives its first ``queries`` queries over
     its first ``keys`` keys: every key, or with ``causal`` key j <= i + ``shift`` (query i sits at key index
     i + shift: self attention's keys end at its last query, shift = keys - queries), and with ``window`` also
     i + shift - j <= window. Padded queries (i >= queries) see nothing, padded keys (j >= keys) are never seen.
 
-    Plain ints, captured as constants: each is fixed by the shapes a compiled kernel specialises on anyway."""
+    The lengths are captured as 0-d tensors, each one load per kernel, not a gather per row: as Python ints
+    they would be constants Dynamo guards on, and every length inside one bucket would compile again."""
+    queries_t, keys_t, shift_t = (torch.tensor(n, device=device) for n in (queries, keys, shift))
 
     def in_band(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        seen = (q_idx < queries) & (kv_idx < keys)
+        seen = (q_idx < queries_t) & (kv_idx < keys_t)
         if causal:
-            seen = seen & (kv_idx <= q_idx + shift)
+            seen = seen & (kv_idx <= q_idx + shift_t)
         if window is not None:
-            seen = seen & (q_idx + shift - kv_idx <= window)
+            seen = seen & (q_idx + shift_t - kv_idx <= window)
         return seen
 
     return in_band
@@ -299,26 +294,15 @@ def _probe(options: FlexKernelOptions, device: torch.device, dtype: torch.dtype,
 def kernel_options(
     device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool, probe: Callable[..., None] = _probe
 ) -> FlexKernelOptions | None:
-    """The first of ``KERNEL_OPTION_CANDIDATES`` whose kernel builds on ``device`` (probed once, then
-    remembered); None (flex's defaults) off CUDA. Raises naming every failure when none builds."""
+    """The options a call of this pass builds with on ``device`` (``variants.flex_options``: per pass, the
+    backward's added to the forward's, remembered in this process and on disk); None (flex's defaults) off
+    CUDA. Raises naming every failure when none builds."""
     if device.type != "cuda":
         return None
     key = (str(device), dtype, head_dim, backward)
     if key not in _OPTIONS:
-        failures = []
-        for options in KERNEL_OPTION_CANDIDATES:
-            try:
-                probe(options, device, dtype, head_dim, backward)
-            except Exception as error:  # noqa: BLE001 - inductor raises when a build overflows shared memory
-                reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-                failures.append(f"{options or 'defaults'}: {reason}")
-                continue
-            _OPTIONS[key] = options or None
-            break
-        else:
-            raise RuntimeError(
-                f"no FlexAttention kernel builds on {device} for {dtype}, head dim {head_dim}: " + "; ".join(failures)
-            )
+        forward = kernel_options(device, dtype, head_dim, False, probe=probe) if backward else None
+        _OPTIONS[key] = first_that_builds(device, dtype, head_dim, backward, probe, forward)
     return _OPTIONS[key]
 
 

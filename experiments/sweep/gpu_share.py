@@ -17,6 +17,13 @@ GPUs before it builds anything:
 
 Each process computes exactly what it would alone (the GPU's kernels do not depend on
 which other processes share it), so results equal running the cells one after another.
+
+Compiling once per sweep, not once per cell (``share_compile_cache``): every cell of a multirun on
+one machine directs Inductor's FX graph and AOTAutograd caches and Triton's kernel cache to
+``<sweep dir>/.compile_cache/``, where flex's kernel-option probe also keeps its choices
+(``variants.flex_options``), so the cells after the first load what it compiled. With K cells per
+GPU each process starts ``cores / K`` compile workers (Inductor's default is one per core, up to 32,
+in every process). A SLURM sweep, whose cells run on several machines, keeps torch's own caches.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ import torch
 
 log = logging.getLogger("attnlab")
 SLOTS_DIR = ".gpu_slots"
+#: the folder under a sweep's where its cells share compiled graphs and kernels
+COMPILE_CACHE = ".compile_cache"
 _PINNED: dict[str, int | None] = {"gpu": None}
 
 
@@ -98,10 +107,62 @@ def trainer_devices(devices: Any) -> Any:
     return [gpu] if gpu is not None else devices
 
 
+def compile_workers(jobs_per_gpu: int, cores: int | None = None) -> int:
+    """Inductor compile workers for one of ``jobs_per_gpu`` processes sharing this machine's cores."""
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    return max(1, cores // max(jobs_per_gpu, 1))
+
+
+@contextlib.contextmanager
+def share_compile_cache(sweep_dir: Path, jobs_per_gpu: int = 1) -> Iterator[dict[str, str]]:
+    """For the ``with`` block, point this process's compile caches at ``<sweep_dir>/.compile_cache/`` (and, for
+    K > 1 cells per GPU, its compile workers at cores / K); yields the environment it set, restored after."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    root = Path(sweep_dir) / COMPILE_CACHE
+    env = {
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
+    }
+    # Inductor reads its settings when it is imported, which a joblib worker did for an earlier job.
+    settings = {(inductor_config, "fx_graph_cache"): True, (functorch_config, "enable_autograd_cache"): True}
+    if jobs_per_gpu > 1:
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(compile_workers(jobs_per_gpu))
+        settings[(inductor_config, "compile_threads")] = compile_workers(jobs_per_gpu)
+    saved_env = {name: os.environ.get(name) for name in env}
+    saved = {key: getattr(*key) for key in settings}
+    os.environ.update(env)
+    for (module, name), value in settings.items():
+        setattr(module, name, value)
+    try:
+        yield env
+    finally:
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
+
+
 @contextlib.contextmanager
 def shared_gpu(cfg: Any, hydra_cfg: Any, multirun: bool) -> Iterator[int | None]:
-    """A GPU slot for this job when ``jobs_per_gpu`` > 1 in a multirun on GPUs; otherwise nothing changes."""
+    """A GPU slot for this job when ``jobs_per_gpu`` > 1 in a multirun on GPUs; otherwise nothing changes.
+    Every cell of a multirun on one machine shares the sweep's compile caches (``share_compile_cache``)."""
     k = int(cfg.get("jobs_per_gpu", 1) or 1)
+    with contextlib.ExitStack() as stack:
+        if multirun and "SLURM_JOB_ID" not in os.environ:
+            stack.enter_context(share_compile_cache(Path(hydra_cfg.sweep.dir), k if on_gpu(cfg.trainer) else 1))
+        with _gpu_slot(cfg, hydra_cfg, multirun, k) as gpu:
+            yield gpu
+
+
+@contextlib.contextmanager
+def _gpu_slot(cfg: Any, hydra_cfg: Any, multirun: bool, k: int) -> Iterator[int | None]:
     if (
         not multirun
         or k <= 1

@@ -55,6 +55,8 @@ class ResumableOrder(Sampler[int]):
         self.draw, self.length, self.seed, self.batch_size = draw, length, seed, batch_size
         self.position, self.shard = position, shard
         self.epoch = 0
+        #: the loader drops each epoch's last short batch (``TaskDataModule.train_dataloader``)
+        self.drop_last = False
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -64,7 +66,7 @@ class ResumableOrder(Sampler[int]):
         return -(-self.length // world)  # every rank gets as many: the last round wraps around
 
     def batches_per_epoch(self) -> int:
-        return -(-len(self) // self.batch_size)
+        return len(self) // self.batch_size if self.drop_last else -(-len(self) // self.batch_size)
 
     def __iter__(self) -> Iterator[int]:
         where = self.position() if self.position is not None else None

@@ -221,12 +221,12 @@ class LocalAttention(AttentionLayer):
             # position, a function of the shapes alone, so one cached mask serves every step, and its
             # mask_mod a formula of the indices (query i sits at key index i + Tk - Tq).
             key: tuple[Hashable, ...] = ("window", Tq, Tk, Tq_b, Tk_b, True, self.window, str(q.device))
-            rule = band_rule(Tq, Tk, causal=True, shift=Tk - Tq, window=self.window)
 
             def build() -> KeyIntervals:
                 intervals = window_intervals(
                     masking.q_pos[None], masking.k_pos, self.window, causal_q_pos=masking.q_pos
                 )
+                rule = band_rule(Tq, Tk, causal=True, shift=Tk - Tq, window=self.window, device=q.device)
                 return replace(padded_to(intervals, Tq_b, Tk_b), rule=rule)
 
             block_mask = cached_block_mask(key, build, pad)

@@ -16,7 +16,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from variants.attention.layer import AttentionLayer
-from variants.flex import band_rule, bucket_length, cached_block_mask, flex_attend, pad_rows, prefix_intervals, within
+from variants.flex import (
+    KeyIntervals,
+    band_rule,
+    bucket_length,
+    cached_block_mask,
+    flex_attend,
+    pad_rows,
+    prefix_intervals,
+    within,
+)
 from variants.kernels import fused_attention
 from variants.masking import Masking
 from variants.position.base import PositionEncoding
@@ -102,13 +111,13 @@ class _GlobalSoft(AttentionLayer):
         pad = masking.key_padding_mask
         if pad is not None and Tk_b > Tk:
             pad = F.pad(pad, (0, Tk_b - Tk), value=True)  # (B, Tk_b)
+
         # Causal calls are self attention, whose keys end at the last query: (Tq, Tk) fixes the mask.
-        rule = band_rule(Tq, Tk, causal=masking.causal, shift=Tk - Tq)
-        block_mask = cached_block_mask(
-            ("prefix", Tq, Tk, Tq_b, Tk_b, masking.causal, str(q.device)),
-            lambda: replace(within(prefix_intervals(q_pos, k_pos, causal=masking.causal), Tq, Tk), rule=rule),
-            pad,
-        )
+        def build() -> KeyIntervals:
+            intervals = within(prefix_intervals(q_pos, k_pos, causal=masking.causal), Tq, Tk)
+            return replace(intervals, rule=band_rule(Tq, Tk, causal=masking.causal, shift=Tk - Tq, device=q.device))
+
+        block_mask = cached_block_mask(("prefix", Tq, Tk, Tq_b, Tk_b, masking.causal, str(q.device)), build, pad)
         # q itself stays unpadded: an encoding reads it for the real queries only (``score_mod``)
         score_mod = position.score_mod(q, q_pos, k_pos) if position is not None else None
         out = flex_attend(q_fused, k, v, block_mask=block_mask, score_mod=score_mod, scale=scale, enable_gqa=group > 1)
