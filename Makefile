@@ -21,7 +21,7 @@ export HYDRA_FULL_ERROR ?= 0
 # 12.3 s without the cache, 4.8 s with it). With pip's --no-compile below, only what is imported is compiled, once.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: test test-slow test-all lint format demo venv clean bench test-cluster gpu-check
+.PHONY: test test-slow test-all lint format demo venv clean bench test-cluster gpu-check device-check-dry
 
 # --no-compile: pip would byte-compile every .py file of the environment, one core, most of them never
 # imported (test suites, unused submodules); Python compiles what a process imports and keeps its .pyc.
@@ -81,6 +81,11 @@ test-cluster: venv
 # GPU, MFU and the quick grid; a table and gpu_check.json (without CUDA every check skips: exit 1).
 gpu-check: venv
 	$(PY) -m experiments.gpu_check --out gpu_check.json --work gpu_check
+
+# On CPU: compose and preflight every command of the device check's two runs (docs/gpu.md); exit 1 names a refused one.
+device-check-dry: venv
+	$(PY) -m experiments.device_check A --dry-run --out device-check-dry/A
+	$(PY) -m experiments.device_check B --dry-run --out device-check-dry/B
 
 clean:
 	rm -rf $(VENV) outputs multirun report

@@ -253,16 +253,22 @@ def probe_options(device: torch.device) -> dict[str, Any]:
     return {**{k: str(v) for k, v in chosen.items()}, "train_step_loss": loss, "status": "ok"}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the three checks on CUDA, each failing alone, and print a one-screen summary (JSON with --out)."""
+def build_parser():
+    """The command line of ``python -m experiments.flex_check`` (a dry run of the device check parses with it)."""
     import argparse
-    import json
-    import time
 
     parser = argparse.ArgumentParser(prog="python -m experiments.flex_check", description=main.__doc__)
     parser.add_argument("--budget", type=float, default=300.0, help="seconds for the quick-grid cells")
     parser.add_argument("--out", default=None, help="also write the results here as JSON")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the three checks on CUDA, each failing alone, and print a one-screen summary (JSON with --out)."""
+    import json
+    import time
+
+    args = build_parser().parse_args(argv)
     if not torch.cuda.is_available():
         print("flex_check: no CUDA device visible; the probe checks CUDA only")
         return 2

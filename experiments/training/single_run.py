@@ -193,12 +193,12 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
                 wandb.logged_until = logged
         from experiments.model.compiling import compile_seconds_so_far, compiled_since
 
-        compiled_before = compile_seconds_so_far() if cfg.model.compile else None
+        compiled_before = compile_seconds_so_far()  # model.compile's graphs, and flex's kernels without it
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
         train_seconds = time.perf_counter() - start
         # the fit's compiling (forward, backward, the evaluation graphs), a part of train_seconds
-        compile_seconds = compiled_since(compiled_before) if cfg.model.compile else 0.0
+        compile_seconds = compiled_since(compiled_before)
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
         # the budget reached, or the limit that ended the fit first (max_time, early stopping, ...)
