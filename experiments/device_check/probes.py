@@ -80,30 +80,19 @@ def compiled_model_varying_lengths() -> str:
     import torch
     from torch._dynamo.utils import counters
 
-    from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
+    from experiments.diagnostics.flex_check import _tiny_model
     from variants import flex
 
     torch._dynamo.reset()
-    spec = ModelSpec(
-        arch="seq2seq",
-        vocab_size=16,
-        attention=VariantSpec("local", {"num_heads": 1, "window": 8}),
-        position=VariantSpec("relative"),
-        d_model=64,
-        ffn_dim=128,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.0,
-        backend="flex",
-    )
     device = torch.device("cuda", torch.cuda.current_device())
-    model = Transformer(spec).to(device).train()
+    _, model = _tiny_model("local", "relative", device, backend="flex", num_heads=1, window=8)
+    model.train()
     flex.choose_kernel_options(device, torch.bfloat16, model.flex_head_dims(cuda=True))
     model.compile()
     before, began = counters["stats"].get("unique_graphs", 0), time.perf_counter()
     for S in (12, 12, 11, 12, 10, 13):
-        src = torch.randint(4, 16, (32, S), device=device)
-        tgt = torch.randint(4, 16, (32, S + 1), device=device)
+        src = torch.randint(4, 32, (32, S), device=device)
+        tgt = torch.randint(4, 32, (32, S + 1), device=device)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             model(src, tgt).float().logsumexp(-1).mean().backward()
     graphs = counters["stats"].get("unique_graphs", 0) - before

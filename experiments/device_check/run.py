@@ -14,30 +14,17 @@ from typing import Any
 
 from experiments.device_check.plan import Knobs, Section
 from experiments.device_check.summary import write_summary
+from experiments.diagnostics.gpu_check import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 #: seconds kept back from the deadline for stopping a section and writing the summary
 RESERVE_S = 15
 #: a section is not started with less time left than this (or than its own cap, when smaller)
 MIN_SECTION_S = 10
-#: seconds between asking a section's process group to stop and killing it
-STOP_WAIT_S = 8
 #: logs.tgz past this size keeps the logs and JSON only (a lent device brings back little)
 PACK_LIMIT = 15_000_000
 #: what is never packed: weights, arrays, figures and the compile caches
 NOT_PACKED = (".ckpt", ".npz", ".png", ".pt", ".compile_cache", ".gpu_slots")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the command's process group, then SIGKILL (a sweep's joblib workers are in it)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=STOP_WAIT_S)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def run_section(section: Section, knobs: Knobs, began: float) -> dict[str, Any]:
@@ -66,12 +53,12 @@ def run_section(section: Section, knobs: Knobs, began: float) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 out.write(f"\n[device-check] cut at the cap of {cap:.0f} s\n")
                 out.flush()
-                stop(proc)
+                stop_group(proc)
                 status = "timeout"
                 break
             finally:
                 if proc.poll() is None:  # interrupted while waiting: stop it with us
-                    stop(proc)
+                    stop_group(proc)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGTERM)  # what it left running in its group, if anything
             if row["rc"] != 0:
