@@ -16,7 +16,8 @@ computes softmax(scale * q k^T + bias, masked by ``allowed``) v.
 
 ``auto`` picks the first fast backend a type lists (``sdpa``, ``banded``, ``running_sum``), else
 ``math``; on CUDA it picks ``flex`` instead for a call with a score bias or a window
-(``auto_backend``), never on CPU, where flex has no backward.
+(``auto_backend``), never on CPU, where flex has no backward; a layer's plan then keeps the kernel that
+needs no compile where the call is too short for flex to pay (``variants.flex_cost``).
 """
 
 from __future__ import annotations
