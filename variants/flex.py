@@ -19,13 +19,13 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Hashable
+from typing import TYPE_CHECKING, Callable, Hashable, cast
 
 import torch
 from torch import Tensor
 
 from variants.checks import VariantConfigError
-from variants.flex_options import first_that_builds
+from variants.flex_options import Options, first_that_builds
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import FlexKernelOptions
@@ -265,7 +265,7 @@ RECOMPILE_BUDGET = GRAD_MODES * CALL_KINDS * BUCKET_PAIRS
 
 _COMPILED: dict[str, Callable] = {}
 #: (device, dtype, head_dim, backward) -> the first kernel options that built there
-_OPTIONS: dict[tuple, FlexKernelOptions | None] = {}
+_OPTIONS: dict[tuple, Options | None] = {}
 
 
 def _compiled_flex() -> Callable:
@@ -302,8 +302,9 @@ def kernel_options(
     key = (str(device), dtype, head_dim, backward)
     if key not in _OPTIONS:
         forward = kernel_options(device, dtype, head_dim, False, probe=probe) if backward else None
-        _OPTIONS[key] = first_that_builds(device, dtype, head_dim, backward, probe, forward)
-    return _OPTIONS[key]
+        _OPTIONS[key] = first_that_builds(device, dtype, head_dim, backward, probe, cast("Options | None", forward))
+    # the prefixed names torch's kernels read, which its TypedDict does not declare (variants.flex_options.Options)
+    return cast("FlexKernelOptions | None", _OPTIONS[key])
 
 
 def shared_memory(device: torch.device) -> int | None:
@@ -345,7 +346,7 @@ def flex_attend(
     if torch.compiler.is_compiling():
         # Inside a compiled model the outer compile builds the kernel: no probe runs while tracing, so
         # the options are those chosen when the model was built on the device (choose_kernel_options).
-        options = _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad))
+        chosen = cast("FlexKernelOptions | None", _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad)))
         return flex_attention(
             q,
             k,
@@ -354,7 +355,7 @@ def flex_attend(
             block_mask=block_mask,
             scale=scale,
             enable_gqa=enable_gqa,
-            kernel_options=options,
+            kernel_options=chosen,
         )
     compiled = q.device.type != "cpu" or SETTINGS.compile_on_cpu
     if not compiled:

@@ -21,15 +21,16 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 
-if TYPE_CHECKING:
-    from torch.nn.attention.flex_attention import FlexKernelOptions
+#: flex's ``kernel_options`` with pass prefixes: torch's ``FlexKernelOptions`` TypedDict documents the ``fwd_`` and
+#: ``bwd_`` prefixes its kernels read but declares only the bare names, so the prefixed ones are a plain dict here
+Options = dict[str, int]
 
 #: the forward's candidates, in order: flex's defaults, then smaller tiles and fewer stages
-FORWARD_CANDIDATES: tuple[FlexKernelOptions, ...] = (
+FORWARD_CANDIDATES: tuple[Options, ...] = (
     {},
     {"fwd_BLOCK_M": 64, "fwd_BLOCK_N": 64, "fwd_num_stages": 2},
     {"fwd_BLOCK_M": 32, "fwd_BLOCK_N": 32, "fwd_num_stages": 1},
@@ -38,7 +39,7 @@ FORWARD_CANDIDATES: tuple[FlexKernelOptions, ...] = (
 #: built on Hopper, where three overflow: a failed probe costs a compile, two stages at most some
 #: pipelining), then smaller tiles. The backward's tiles divide flex's 128-row sparse blocks, and each
 #: pass's N block divides its M block as flex's backward asks.
-BACKWARD_CANDIDATES: tuple[FlexKernelOptions, ...] = (
+BACKWARD_CANDIDATES: tuple[Options, ...] = (
     {"bwd_num_stages": 2},
     {"bwd_BLOCK_M1": 32, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 32, "bwd_num_stages": 2},
     {"bwd_BLOCK_M1": 16, "bwd_BLOCK_N1": 32, "bwd_BLOCK_M2": 32, "bwd_BLOCK_N2": 16, "bwd_num_stages": 1},
@@ -87,13 +88,14 @@ def _read(path: Path) -> dict[str, object]:
     return found if isinstance(found, dict) else {}
 
 
-def remembered(key: str) -> tuple[bool, FlexKernelOptions | None]:
+def remembered(key: str) -> tuple[bool, Options | None]:
     """(whether a probe's choice for ``key`` is on disk, the choice: None for flex's defaults)."""
     found = _read(options_file())
-    return (key in found, found.get(key))  # type: ignore[return-value]
+    options = found.get(key)
+    return key in found, dict(options) if isinstance(options, dict) else None
 
 
-def remember(key: str, options: FlexKernelOptions | None) -> None:
+def remember(key: str, options: Options | None) -> None:
     path = options_file()
     with _locked(path):
         found = _read(path)
@@ -109,8 +111,8 @@ def first_that_builds(
     head_dim: int,
     backward: bool,
     probe: Probe,
-    forward: FlexKernelOptions | None = None,
-) -> FlexKernelOptions | None:
+    forward: Options | None = None,
+) -> Options | None:
     """The options of the pass (``forward``'s choice plus a backward candidate, for a backward), remembered on
     disk or else probed in order; None for flex's defaults. Raises naming every failure when none builds."""
     key = store_key(device, dtype, head_dim, backward)
@@ -126,7 +128,7 @@ def first_that_builds(
             reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
             failures.append(f"{candidate or 'defaults'}: {reason}")
             continue
-        chosen: FlexKernelOptions | None = candidate or None
+        chosen: Options | None = candidate or None
         remember(key, chosen)
         return chosen
     raise RuntimeError(
