@@ -18,9 +18,8 @@ from experiments.device_check.__main__ import main
 from experiments.device_check.plan import Command, Knobs, Section
 from experiments.device_check.run import run
 
-pytestmark = pytest.mark.slow  # the dry run composes every cell of the quick grid (about a minute on CPU)
 
-
+@pytest.mark.slow  # composes every cell of the quick grid and imports every bench command (10-30 s on CPU)
 @pytest.mark.parametrize("run_name, commands", [("A", 6), ("B", 5)])
 def test_the_dry_run_preflights_every_command_and_passes(tmp_path, run_name, commands, capsys):
     assert main([run_name, "--dry-run", "--out", str(tmp_path)]) == 0
@@ -39,6 +38,7 @@ def test_a_renamed_training_key_fails_the_dry_run(tmp_path, capsys):
     assert len(refused) == 4 and all("progress_bar" in r["problem"] for r in refused)
 
 
+@pytest.mark.slow  # imports every bench command (about 10 s, more on a loaded core)
 def test_a_renamed_bench_flag_fails_the_dry_run(tmp_path, capsys):
     real = plan.run_a
 
