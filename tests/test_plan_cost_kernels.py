@@ -165,3 +165,18 @@ def test_relative_gradients_with_spread_slots_equal_the_math_path():
     want = torch.autograd.grad((encoding.score_bias(q, q_pos, k_pos)[0] * weight).sum(), inputs)
     for g, w in zip(got, want):
         assert torch.allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_lengths_inside_one_bucket_give_the_compiled_kernel_nothing_new_to_guard():
+    """Dynamo guards a mask_mod's non-tensor closure values as constants: were the lengths ints, every length
+    in one bucket would compile again (quick's evaluation lengths 12, 16 and 24 did, 8 graphs instead of 6
+    in ``python -m experiments.diagnostics.compile_cells``). Tensors are inputs: their values may differ."""
+
+    def constants(rule) -> list:
+        return [c.cell_contents for c in rule.__closure__ if not isinstance(c.cell_contents, torch.Tensor)]
+
+    cpu = torch.device("cpu")
+    for causal, window in ((True, None), (True, 8), (False, None)):
+        short = band_rule(12, 12, causal=causal, shift=0, window=window, device=cpu)
+        long = band_rule(24, 30, causal=causal, shift=6, window=window, device=cpu)
+        assert constants(short) == constants(long)
