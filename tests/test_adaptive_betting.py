@@ -166,12 +166,12 @@ def test_the_betting_rule_is_priced_by_simulating_the_betting_rule() -> None:
     # range [lo - hi, hi - lo], not at the t-mixture's
     claim = _claim(CASES["greater"][0])
     values, sides = _inputs(claim)
-    plan = {**BETTING_PLAN, "budget": 60}
+    plan = {**BETTING_PLAN, "budget": 30}
     priced = fixed_equivalent(values, sides, claim, plan)
     mean, sd = float(np.mean(values)), float(np.std(values, ddof=1))
     edges = (0.0, math.inf)
-    betting = anytime.decided_share(mean, sd, edges, 60, 0.025, 1.0, SIMULATED, boundary="betting", support=(-2, 2))
-    mixture = anytime.decided_share(mean, sd, edges, 60, 0.025, 1.0, SIMULATED)
+    betting = anytime.decided_share(mean, sd, edges, 30, 0.025, 1.0, SIMULATED, boundary="betting", support=(-2, 2))
+    mixture = anytime.decided_share(mean, sd, edges, 30, 0.025, 1.0, SIMULATED)
     assert 0 < betting.power < mixture.power
     assert priced.power == pytest.approx(betting.power) and priced.seeds is not None
 

@@ -155,7 +155,7 @@ def betting_passes(
         if not 0 <= m <= 1:  # an edge outside the bounds: the interval is always on one side of it
             out.append(np.full(y.shape, (m < 0) if side > 0 else (m > 1)))
             continue
-        cap = betting.TRUNCATION / (m if side > 0 else 1 - m) if 0 < m < 1 else np.inf
+        cap = betting.truncate(m, side)
         capital = np.cumsum(np.log1p(side * np.minimum(lam, cap) * (y - m)), axis=1)
         out.append(np.logical_or.accumulate(capital >= math.log(reach), axis=1))
     return out[0], out[1]
