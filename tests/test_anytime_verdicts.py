@@ -200,3 +200,44 @@ def test_a_completed_seed_without_the_claim_metric_is_refused_in_one_line():
             _claim(), {0: {"status": "completed", "metrics": {"val/loss": 1.0}}}, {0: {"status": "diverged"}}
         )
     assert "\n" not in str(err.value) and "seed 0 of side a completed without test/token_acc" in str(err.value)
+
+
+class _Launcher:
+    """Stands in for Hydra's launcher: each job writes its seed's result.json (the values given per cell), as a run
+    would, and reports its folder."""
+
+    def __init__(self, sweep: Path, values: dict[str, list[float]]) -> None:
+        self.sweep, self.values, self.batches = sweep, values, []
+
+    def launch(self, batch, initial_job_idx):
+        from types import SimpleNamespace
+
+        self.batches.append([job[-1] for job in batch])
+        out = []
+        for job in batch:
+            name, seed = job[0].split("=")[1], int(job[-1].split("=")[1])
+            folder = self.sweep / f"{name}_{seed}"
+            config = flat_config("copy", name, "rope", seed)
+            write(folder, result(f"{name}-{seed}", config, {METRIC: self.values[name][seed]}))
+            out.append(SimpleNamespace(working_dir=str(folder), hydra_cfg=None))
+        return out
+
+
+def test_the_sweeper_continues_the_same_sequence_when_the_budget_is_raised(tmp_path):
+    from hydra_plugins.attnlab_launcher.adaptive_sweeper import AdaptiveSeedSweeper
+
+    # soft and local differ by +-0.02 around 0 seed by seed: the claim stays undecided at 4 seeds and at 6
+    values = {"soft": [0.90, 0.92] * 4, "local": [0.92, 0.90] * 4}
+    claims, cells, sweep = parse_claims([{**RAW[0], "expect": "greater"}], "claims"), _cells(), tmp_path / "sweep"
+    sides = adaptive.claim_cells(cells, claims)
+    sweeper = AdaptiveSeedSweeper.__new__(AdaptiveSeedSweeper)  # its rounds only: no Hydra context needed
+    sweeper.launcher = _Launcher(sweep, values)
+    for budget in (4, 6):
+        plan = Plan((0, 1), 2, budget, 0.05)
+        state = adaptive.load_state(sweep, adaptive.new_state(cells, claims, plan, RAW), cells, claims, plan)
+        sweeper._rounds(state, sweep, plan, claims, cells, sides)
+    written = json.loads((sweep / "adaptive.json").read_text())
+    assert sweeper.launcher.batches == [["seed=0", "seed=1"] * 2, ["seed=2", "seed=3"] * 2, ["seed=4", "seed=5"] * 2]
+    assert [r["round"] for r in written["rounds"]] == [1, 2, 3] and written["finished"]
+    assert written["budgets"] == [4, 6] and written["plan"]["budget"] == 6
+    assert written["decisions"][0]["verdict"] is None and written["decisions"][0]["n"] == 6
