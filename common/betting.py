@@ -16,13 +16,15 @@ with the predictable plug-in bet (uses y_1 .. y_{t-1} only)
 truncated per side and per candidate only, lambda_t^+(m) = min(lambda_t, c/m) and lambda_t^-(m) = min(lambda_t,
 c/(1 - m)), c = 1/2 (the paper's Theorem 3 and its default; 3/4 is also allowed there), so every factor stays >= 1 - c >
 0. No further cap applies: a cap of lambda_t at c before the per-candidate truncation keeps the bet small where the
-paper lets it grow (candidates near 0 or 1, where c/m or c/(1 - m) exceeds 1), and gave [-1, 1] at t = 10 where the
-paper's process gives [-.43, .51] (tests/test_anytime_verdicts_betting.py checks it against the paper's formulas).
- Under mean m each K^+- is a nonnegative martingale starting at 1 (the bet is
-fixed before y_t is seen), so by Ville's inequality {m : K_t^+-(m) < 1/alpha} is a (1 - alpha) confidence
-sequence, whatever the distribution on [0, 1]. K^+ is nonincreasing and K^- nondecreasing in m (the truncation
-keeps each factor monotone), so the set is the interval between the root of K^+(m) = 1/(theta alpha) and that of
-K^-(m) = 1/((1 - theta) alpha), found here by bisection; the running intersection of the intervals is reported.
+paper lets it grow (candidates near 0 or 1, where c/m or c/(1 - m) exceeds 1): on ten small paired differences in
+[-1, 1] it gave [-1, 1] at t = 10, where the paper's process (and its authors' package confseq) gives [-.46, .48]
+(tests/test_anytime_verdicts_betting.py checks every look against the paper's formulas and confseq).
+
+Under mean m each K^+- is a nonnegative martingale starting at 1 (the bet is fixed before y_t is seen), so by
+Ville's inequality {m : K_t^+-(m) < 1/alpha} is a (1 - alpha) confidence sequence, whatever the distribution on [0,
+1]. K^+ is nonincreasing and K^- nondecreasing in m (the truncation keeps each factor monotone), so the set is the
+interval between the root of K^+(m) = 1/(theta alpha) and that of K^-(m) = 1/((1 - theta) alpha), found here by
+bisection; the running intersection of the intervals is reported.
 Observations in [lo, hi] are mapped to [0, 1] and the interval back.
 
 Standard library only: the sweep driver (experiments) and the analysis both decide here.
