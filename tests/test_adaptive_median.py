@@ -138,7 +138,7 @@ def test_a_planted_effect_is_decided_by_the_median_before_the_budget_and_the_ana
     assert "boundary median (claims on the median paired difference)" in shown.stdout
     assert f"median a − b {fmt(mine.mean)}" in shown.stdout  # the estimate is labelled as the median it is
     text = report_md(sweep_dir, tmp_path / "report")
-    assert "Howard and Ramdas" in text and "of the median a − b [" in text
+    assert "Howard and Ramdas" in text and "of the median of paired differences a − b [" in text
     assert CLAIM["name"] in text
 
 
