@@ -81,10 +81,11 @@ def depth(trials: int, alpha: float, a: float = PRIOR) -> int:
 
 
 def intervals(values: Sequence[float], alpha: float, a: float = PRIOR) -> list[tuple[float, float]]:
-    """The running intersection of the CS for the median of ``values`` after each one."""
+    """The running intersection of the CS for the median of ``values`` after each one. An infinite value is an order
+    statistic like any other (a seed scored at a loss's worst value, +inf); NaN is refused."""
     for n, x in enumerate(values, start=1):
-        if not math.isfinite(x):
-            raise ValueError(f"observation {n} is {x!r}; a confidence sequence needs finite values")
+        if math.isnan(x):
+            raise ValueError(f"observation {n} is {x!r}; a confidence sequence needs values")
     out: list[tuple[float, float]] = []
     low, high = -math.inf, math.inf
     for t in range(1, len(values) + 1):

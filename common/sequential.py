@@ -17,11 +17,24 @@ is a nonnegative martingale with M_1 = 1 under mean m, so by Ville's inequality 
 is a (1 − alpha) CS. Solved for m it is x̄_n ± s_n * radius_factor(n) with s_n the biased (1/n) standard
 deviation. Assumption: the observations are independent and Gaussian (the assumption behind the t-test).
 
+Two things a Gaussian sample never shows, and what the rule does when the data show them:
+- no spread (every difference so far equal, as discrete metrics with ties give): the formula's interval would be the
+  single point x̄, a decision from nothing. Such a look gives no interval (it stays unbounded) and a claim still
+  without spread at the end is undecided with that reason (``NO_SPREAD``).
+- an empty running intersection (low > high): two intervals that each should cover the mean do not meet, which under
+  the model happens only on the alpha of paths it allows to miss and is far likelier a broken model (an outlier, a
+  drift). It is reported as a model violation and the claim stops undecided (``EMPTY``), never decided from it; this
+  holds for every boundary.
+
 A two-sided claim's observations are the paired differences a_i − b_i of the two cells' seed i (seeds
 are independent runs, paired by seed number, fixed before any result is seen); a ratio claim's are the
 per-seed ratios. The running intersection of the intervals is reported (a CS's intersection is still a
 CS), so a decision once reached is kept, and replaying the seeds one by one gives the same decision
-whatever the rounds were. Several claims share alpha by Bonferroni, which holds at every time.
+whatever the rounds were. Several claims share alpha by Bonferroni, which holds at every time; a verdict is always
+reported with it (``correction``).
+
+A diverged or failed seed (common.outcomes) is a lost pair: the median and betting rules see it at the metric's worst
+value, the t-mixture stops undecided at it rather than decide on the survivors.
 
 The t-mixture's guarantee fails when a cell's seeds sometimes diverge (analysis.stats.anytime); for a bounded
 metric (an accuracy in [0, 1]) the betting CS of common.betting is valid for any distribution, diverged seeds
@@ -40,6 +53,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from common import betting, median
+from common.outcomes import no_worst_reason, survivors_reason
 
 RULE = "Lai (1976) t-mixture confidence sequence, running intersection, Bonferroni over claims"
 MIXTURE = 1.0  # c: the prior precision of the standardised effect; 1 puts the prior's spread at Cohen's d = 1
@@ -64,19 +78,32 @@ def radius_factor(n: int, alpha: float, c: float = MIXTURE) -> float:
     return math.sqrt(r / (n - r)) if r < n else math.inf
 
 
+NO_SPREAD = "no spread: all {n} observations are equal, and the t-mixture gives no interval without spread"
+EMPTY = (
+    "model violation: the running intersection is empty after {n} observations (low {low:.4g} > high {high:.4g}); "
+    "the rule's assumption fails on these seeds, so it decides nothing"
+)
+
+
+def correction(claims: int, alpha: float) -> str:
+    """The multiplicity correction as it stands beside a verdict: ``Bonferroni over 2 claims, alpha 0.025 each``."""
+    return f"Bonferroni over {claims} claim(s), alpha {alpha / claims:.4g} each"
+
+
 def intervals(values: Sequence[float], alpha: float, c: float = MIXTURE) -> list[tuple[float, float]]:
-    """The running intersection of the CS after each observation: [(low_1, high_1), ..., (low_n, high_n)]."""
+    """The running intersection of the CS after each observation: [(low_1, high_1), ..., (low_n, high_n)]; a look
+    without spread adds no interval (see NO_SPREAD)."""
     out: list[tuple[float, float]] = []
-    low, high, total, squares = -math.inf, math.inf, 0.0, 0.0
+    low, high, mean, m2, varied = -math.inf, math.inf, 0.0, 0.0, False
     for n, x in enumerate(values, start=1):
         if not math.isfinite(x):
             raise ValueError(f"observation {n} is {x!r}; a confidence sequence needs finite values")
-        total += x
-        mean = total / n
-        squares += x * x
-        sd = math.sqrt(max(squares / n - mean * mean, 0.0))
-        half = sd * radius_factor(n, alpha, c)
-        if math.isfinite(half):
+        step = x - mean  # Welford's update: no cancellation between the sum of squares and the squared mean
+        mean += step / n
+        m2 += step * (x - mean)
+        varied = varied or x != values[0]  # exactly: a rounding residue in m2 is no spread
+        half = math.sqrt(max(m2 / n, 0.0)) * radius_factor(n, alpha, c)
+        if math.isfinite(half) and varied:
             low, high = max(low, mean - half), min(high, mean + half)
         out.append((low, high))
     return out
@@ -112,6 +139,7 @@ class Decision:
     low: float
     high: float
     mean: float  # the estimate the interval is about: the mean, or under boundary "median" the sample median
+    reason: str = ""  # why it stopped undecided before the end of the seeds (a lost seed, a model violation), if so
 
 
 def rule(boundary: str) -> str:
@@ -132,13 +160,27 @@ def replay(
     c: float = MIXTURE,
     boundary: str = "t_mixture",
     support: tuple[float, float] | None = None,
+    lost: Sequence[bool] | None = None,
+    metric: str = "the metric",
 ) -> Decision:
     """The first observation count at which the running CS decides the claim, or the last one if none does.
 
     ``boundary`` "t_mixture" (Lai), "betting" (common.betting, which needs the observations' ``support``) or
-    "median" (common.median: the interval, and so the decision, is about the median of the observations).
+    "median" (common.median: the interval, and so the decision, is about the median of the observations). ``lost``
+    marks the pairs with a diverged or failed seed (common.outcomes): their values are already at the worst value
+    (NaN where ``metric`` has none). The claim stops undecided, with the reason, at the first lost pair under the
+    t-mixture, at a lost pair without a worst value under any rule, and at an empty running intersection.
     """
     rule(boundary)
+    lost = list(lost) if lost is not None else [False] * len(values)
+    usable = len(values)
+    reason = ""
+    if boundary == "t_mixture" and any(lost):
+        usable, reason = lost.index(True), survivors_reason(sum(lost))
+    gaps = [n for n, x in enumerate(values[:usable]) if math.isnan(x)]
+    if gaps:
+        usable, reason = gaps[0], no_worst_reason(metric)
+    values = list(values[:usable])
     if boundary == "betting":
         if support is None:
             raise ValueError("boundary=betting needs the observations' bounds [lo, hi]; none were given")
@@ -149,11 +191,15 @@ def replay(
         seq = intervals(values, alpha, c)
     center = median.sample_median if boundary == "median" else _mean
     for n, (low, high) in enumerate(seq, start=1):
+        if low > high:
+            return Decision(None, n, low, high, center(values[:n]), EMPTY.format(n=n, low=low, high=high))
         found = verdict(low, high, expect, margin, bounds)
         if found is not None:
             return Decision(found, n, low, high, center(values[:n]))
     low, high = seq[-1] if seq else (-math.inf, math.inf)
-    return Decision(None, len(seq), low, high, center(values))
+    if not reason and boundary == "t_mixture" and len(values) > 1 and len(set(values)) == 1:
+        reason = NO_SPREAD.format(n=len(values))
+    return Decision(None, len(seq), low, high, center(values), reason)
 
 
 def _mean(values: Sequence[float]) -> float:

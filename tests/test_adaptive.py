@@ -5,6 +5,7 @@ seeds, and on a tiny real grid: a planted effect decided before the budget, the 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -72,17 +73,23 @@ def test_a_claim_side_names_exactly_one_cell_of_the_grid() -> None:
         adaptive.claim_cells(cells, [])
 
 
-def test_seeds_pair_by_number_and_a_seed_without_a_value_drops_its_pair() -> None:
+def test_seeds_pair_by_number_and_a_seed_without_a_value_is_a_lost_pair_at_the_worst_value() -> None:
     done = lambda v: {"status": "completed", "metrics": {"val/loss": v}}  # noqa: E731
     a = {0: done(1.0), 1: done(1.5), 2: {"status": "failed"}, 4: done(0.5)}
     b = {0: done(2.0), 1: done(2.5), 2: done(9.0), 3: done(3.0), 4: done(1.25)}
-    assert adaptive.claim_values(claim(), a, b) == [-1.0, -1.0, -0.75]
+    found = adaptive.claim_values(claim(), a, b)
+    assert found.values == [-1.0, -1.0, math.inf, -0.75]  # a loss's worst value is +inf
+    assert found.lost == [False, False, True, False]
+    assert found.sides == {
+        "a": {"completed": 3, "diverged": 0, "failed": 1},
+        "b": {"completed": 5, "diverged": 0, "failed": 0},
+    }
     ratio = parse_claims(
         [{"metric": "token_acc@16", "a": {"position": "rope"}, "expect": "ratio", "over": 8, "bounds": [0.5, None]}],
         "c",
     )[0]
     by_length = {0: {"status": "completed", "by_length": {"16": {"token_acc": 0.6}, "8": {"token_acc": 0.8}}}}
-    assert adaptive.claim_values(ratio, by_length, None) == [pytest.approx(0.75)]
+    assert adaptive.claim_values(ratio, by_length, None).values == [pytest.approx(0.75)]
 
 
 def test_a_state_written_by_another_grid_is_refused(tmp_path: Path) -> None:

@@ -80,11 +80,15 @@ def test_the_fingerprint_includes_the_boundary_and_a_t_mixture_state_still_resum
         )
     }
     assert len(fingerprints) == 3
-    # the state a sweep wrote before the boundary was a choice: the same content without the two keys
+    # the state a sweep wrote before the boundary was a choice (and while the budget was part of the fingerprint): the
+    # same content without the two keys; it still resumes
     old = {k: v for k, v in asdict(t_mixture).items() if k not in ("boundary", "bounds")}
     content = {"cells": sorted(c.key for c in cells), "claims": [c.key() for c in claims], "plan": old}
     before = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    assert adaptive.fingerprint(cells, claims, t_mixture) == before
+    written = {**adaptive.new_state(cells, claims, t_mixture, []), "fingerprint": before}
+    adaptive.save_state(tmp_path, written)
+    expected = adaptive.new_state(cells, claims, t_mixture, [])
+    assert adaptive.load_state(tmp_path, expected, cells, claims, t_mixture)["fingerprint"] == expected["fingerprint"]
     state = adaptive.new_state(cells, claims, Plan((0, 1), 1, 4, 0.05, 1.0, "betting", (0.0, 1.0)), [])
     assert state["plan"]["boundary"] == "betting" and state["plan"]["bounds"] == [0.0, 1.0]
     assert "betting" in state["rule"] and "Waudby-Smith" in state["rule"]
@@ -166,12 +170,12 @@ def test_the_betting_rule_is_priced_by_simulating_the_betting_rule() -> None:
     # range [lo - hi, hi - lo], not at the t-mixture's
     claim = _claim(CASES["greater"][0])
     values, sides = _inputs(claim)
-    plan = {**BETTING_PLAN, "budget": 60}
+    plan = {**BETTING_PLAN, "budget": 30}
     priced = fixed_equivalent(values, sides, claim, plan)
     mean, sd = float(np.mean(values)), float(np.std(values, ddof=1))
     edges = (0.0, math.inf)
-    betting = anytime.decided_share(mean, sd, edges, 60, 0.025, 1.0, SIMULATED, boundary="betting", support=(-2, 2))
-    mixture = anytime.decided_share(mean, sd, edges, 60, 0.025, 1.0, SIMULATED)
+    betting = anytime.decided_share(mean, sd, edges, 30, 0.025, 1.0, SIMULATED, boundary="betting", support=(-2, 2))
+    mixture = anytime.decided_share(mean, sd, edges, 30, 0.025, 1.0, SIMULATED)
     assert 0 < betting.power < mixture.power
     assert priced.power == pytest.approx(betting.power) and priced.seeds is not None
 

@@ -82,7 +82,7 @@ def test_the_section_says_the_claim_is_about_the_median_paired_difference() -> N
     lines = section_lines(Path("sweep"), state, [{"claim": claim_, "decision": decision, "fixed": fixed}])
     assert "Howard and Ramdas" in lines[0] and "decides on the median paired difference, not the mean" in lines[1]
     assert "boundary median (claims on the median paired difference)" in lines[2]
-    assert "of the median a − b [" in lines[-1] and "sample median" in lines[-1]
+    assert "of the median of paired differences a − b [" in lines[-1] and "sample median" in lines[-1]
 
 
 def test_the_median_rule_is_priced_by_simulating_the_median_rule() -> None:
@@ -138,7 +138,7 @@ def test_a_planted_effect_is_decided_by_the_median_before_the_budget_and_the_ana
     assert "boundary median (claims on the median paired difference)" in shown.stdout
     assert f"median a − b {fmt(mine.mean)}" in shown.stdout  # the estimate is labelled as the median it is
     text = report_md(sweep_dir, tmp_path / "report")
-    assert "Howard and Ramdas" in text and "of the median a − b [" in text
+    assert "Howard and Ramdas" in text and "of the median of paired differences a − b [" in text
     assert CLAIM["name"] in text
 
 

@@ -288,6 +288,7 @@ ANALYSIS_BACK_IMPORTS = frozenset(
         "analysis.claims.evaluate -> analysis.report.document",
         "analysis.claims.render -> analysis.report.document",
         "analysis.paper.latex -> analysis.report.summary",
+        "analysis.stats.simulate -> analysis.claims.evaluate",  # the simulation runs the fixed-n engine as it is
     }
 )
 

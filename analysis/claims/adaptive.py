@@ -3,9 +3,11 @@
 The sweep records its plan and claims in ``<sweep dir>/adaptive.json``. Here each claim's seeds are
 read back from the result files, paired by seed and replayed through the same anytime-valid
 confidence sequence (common.sequential, at the sweep's alpha per claim), so ``python -m
-analysis.claims`` on the finished sweep gives the sweep's decisions. The section says how it decided:
-the rule and its parameters, the seeds each cell used, each claim's decision and its interval at
-stopping, and the seeds per side the suite's fixed test of the claim (Welch, TOST, one-sample t) would have spent
+analysis.claims`` on the finished sweep gives the sweep's decisions: diverged and failed seeds enter as the sweep
+entered them (common.outcomes), and the correction (Bonferroni over the sweep's claims) stands beside each verdict.
+The section says how it decided: the rule and its parameters, the seeds each cell used, each claim's decision and
+its interval at stopping (or why it stopped undecided), each side's completed / diverged / failed seeds, and the
+seeds per side the suite's fixed test of the claim (Welch, TOST, one-sample t) would have spent
 for the same power at the observed mean and spreads, or why that is not computable (analysis.stats.equal_power).
 """
 
@@ -24,9 +26,10 @@ from analysis.claims.sides import check_metric, metric_values, run_factors, sele
 from analysis.report.document import fmt
 from analysis.stats import anytime, inference
 from analysis.stats.equal_power import Design, equal_power, fixed_test, region, unpriced
-from common import median
+from common import median, outcomes
 from common.claims import Claim, ClaimError, parse_claims, split_metric
-from common.sequential import replay, rule
+from common.metric_scale import worst_value
+from common.sequential import correction, replay, rule
 
 STATE = "adaptive.json"  # written by experiments/sweep/adaptive.py; analysis reads files only
 SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power
@@ -99,28 +102,42 @@ def _side_summary(values: Sequence[float]) -> tuple[float, float]:
     return mean, half
 
 
-def _by_seed(side, runs, metric: str) -> dict[int, float]:
+def _by_seed(side, runs, metric: str) -> dict[int, outcomes.Seed]:
+    """Each seed's outcome for the metric: its value, or diverged / failed (a completed run without a finite value
+    diverged, as the sweep counts it)."""
     values = metric_values(side.runs, runs.by_length, metric)
-    seeds = side.runs.set_index("run_id")["seed"]
-    return {int(seeds[run_id]): float(v) for run_id, v in values.items()}
+    frame = side.runs[["run_id", "status", "seed"]]
+    return {int(seed): outcomes.seed(status, values.get(run_id)) for run_id, status, seed in frame.to_numpy()}
 
 
-def observations(runs, claim: Claim) -> tuple[list[float], dict[str, Any]]:
-    """The claim's sequence, as the sweep built it (paired differences by seed, or side a's per-seed ratios), and
-    the sides' labels and per-seed values."""
+def _completed(seeds: Mapping[int, outcomes.Seed]) -> list[float]:
+    return [s.value for s in seeds.values() if s.value is not None]
+
+
+def observations(
+    runs, claim: Claim, bounds: tuple[float, float] | None = None
+) -> tuple[outcomes.Observations, dict[str, Any]]:
+    """The claim's sequence, as the sweep built it (paired differences by seed, a lost side at the metric's worst
+    value within ``bounds``, or side a's per-seed ratios), and the sides' labels and completed values."""
     frame, factors = runs.runs, run_factors(runs)
     check_metric(runs, frame, claim)
     a = select_side(frame, factors, claim, "a")
     top = _by_seed(a, runs, claim.metric)
-    sides = {"a": a.label, "a_values": list(top.values()), "b": None, "b_values": None}
+    sides = {"a": a.label, "a_values": _completed(top), "b": None, "b_values": None}
+    name, _ = split_metric(claim.metric)
     if claim.expect == "ratio":
-        name, _ = split_metric(claim.metric)
         bottom = _by_seed(a, runs, f"{name}@{claim.over}")
-        return [top[s] / bottom[s] for s in sorted(top) if bottom.get(s)], sides
+        zeros = outcomes.zero_denominators(bottom)
+        if zeros:
+            raise ClaimError(
+                f"claim {claim.name!r}: {name}@{claim.over} is 0 on seed(s) {', '.join(map(str, zeros))}, where the "
+                "ratio does not exist"
+            )
+        return outcomes.ratios(top, bottom), sides
     b = select_side(frame, factors, claim, "b")
     other = _by_seed(b, runs, claim.metric)
-    sides.update(b=b.label, b_values=list(other.values()))
-    return [top[s] - other[s] for s in sorted(top) if s in other], sides
+    sides.update(b=b.label, b_values=_completed(other))
+    return outcomes.paired(top, other, worst_value(name, bounds)), sides
 
 
 def fixed_equivalent(
@@ -169,32 +186,41 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
         if boundary in ("betting", "median") and claim.expect == "ratio":
             why = "bounds differences" if boundary == "betting" else "decides on the median paired difference"
             raise ClaimError(f"{origin}: ratio claim {claim.name!r} under the {boundary} boundary, which {why}")
-        values, sides = observations(runs, claim)
+        observed, sides = observations(runs, claim, bounds)
+        values = observed.values
         if boundary == "betting" and bounds is not None:
             check_observed(claim, sides, bounds)
+        alpha = float(plan["alpha_per_claim"])
         decision = replay(
             values,
             claim.expect,
             claim.margin,
             claim.bounds,
-            float(plan["alpha_per_claim"]),
+            alpha,
             float(plan["mixture"]),
             boundary,
             _support(bounds),
+            lost=observed.lost,
+            metric=claim.metric,
         )
+        corrected = correction(len(claims), float(plan["alpha"]))
         row: dict[str, Any] = {c: math.nan for c in COLUMNS}
         row.update(
             claim=claim.name,
             metric=claim.metric,
-            expect=_expectation(claim),
+            expect=_expectation(claim)
+            if boundary != "median"
+            else f"median of paired differences {_expectation(claim)}",
             a=sides["a"],
             b=sides["b"],
             diff=decision.mean,
             diff_low=decision.low,
             diff_high=decision.high,
-            test=TESTS[boundary],
+            test=f"{TESTS[boundary]}, {corrected}",
             verdict=decision.verdict or "inconclusive",
-            lacked="" if decision.verdict else f"undecided at the budget of {plan['budget']} seeds per cell",
+            lacked=""
+            if decision.verdict
+            else decision.reason or f"undecided at the budget of {plan['budget']} seeds per cell",
             source=claim.source,
             paper=claim.paper,
         )
@@ -208,6 +234,8 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
                 "claim": claim,
                 "decision": decision,
                 "pairs": len(values),
+                "sides": observed.sides,
+                "correction": corrected,
                 "fixed": fixed_equivalent(values, sides, claim, plan),
             }
         )
@@ -254,15 +282,19 @@ def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mappin
     for item in details:
         decision, claim = item["decision"], item["claim"]
         interval = f"[{fmt(decision.low)}, {fmt(decision.high)}]"
-        if boundary == "median":  # the claim is about the median paired difference: the interval says so
-            interval = f"of the median a − b {interval} (sample median {fmt(decision.mean)})"
-        said = (
-            f"{decision.verdict} after {decision.n} seed pair(s)"
-            if decision.verdict
-            else f"undecided at the budget ({decision.n} seed pair(s))"
-        )
+        if boundary == "median":  # the claim is about the median of the paired differences: the interval says so
+            interval = f"of the median of paired differences a − b {interval} (sample median {fmt(decision.mean)})"
+        if decision.verdict:
+            said = f"{decision.verdict} after {decision.n} seed pair(s)"
+        elif decision.reason:
+            said = f"undecided after {decision.n} seed pair(s): {decision.reason}"
+        else:
+            said = f"undecided at the budget ({decision.n} seed pair(s))"
         per = "seeds" if claim.expect == "ratio" else "seeds per side"
+        seeds = "; ".join(f"{tag}: {outcomes.describe(tally)}" for tag, tally in (item.get("sides") or {}).items())
+        corrected = item.get("correction") or correction(k, float(plan["alpha"]))
         lines.append(
-            f"{claim.name}: {said}, interval {interval}; a fixed design of equal power: {item['fixed'].describe(per)}"
+            f"{claim.name}: {said} ({corrected}), interval {interval}; seeds {seeds}; "
+            f"a fixed design of equal power: {item['fixed'].describe(per)}"
         )
     return lines

@@ -126,7 +126,7 @@ def _estimate_label(test: str) -> str:
 
     if "sample" in test:
         return "ratio"
-    return "median a − b" if test == TESTS["median"] else "a − b"
+    return "median a − b" if test.startswith(TESTS["median"]) else "a − b"
 
 
 def format_text(results: pd.DataFrame) -> str:

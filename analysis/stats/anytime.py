@@ -65,7 +65,7 @@ DIVERGES, JUMP = 0.05, 20.0  # the diverging family: a seed diverges with chance
 ACCURACY, ACCURACY_UNIT = 0.95, 0.04  # the accuracy family: mean 0.95, one sd unit is 4 points of accuracy
 
 
-def _beta(rng: np.random.Generator, shape: tuple[int, int], mean: float, sd: float) -> np.ndarray:
+def beta_accuracies(rng: np.random.Generator, shape: tuple[int, int], mean: float, sd: float) -> np.ndarray:
     """Raw accuracies in [0, 1]: a Beta of this mean and sd (in accuracy, not units)."""
     k = mean * (1 - mean) / sd**2 - 1  # the Beta's concentration for that sd
     return rng.beta(mean * k, (1 - mean) * k, shape)
@@ -73,7 +73,7 @@ def _beta(rng: np.random.Generator, shape: tuple[int, int], mean: float, sd: flo
 
 def _accuracy(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
     # a Beta accuracy near its ceiling (skewed towards 0), of sd ``sd`` units, centred on its mean
-    return (_beta(rng, shape, ACCURACY, ACCURACY_UNIT * sd) - ACCURACY) / ACCURACY_UNIT
+    return (beta_accuracies(rng, shape, ACCURACY, ACCURACY_UNIT * sd) - ACCURACY) / ACCURACY_UNIT
 
 
 DIVERGED = 0.01  # a diverged seed's mean accuracy (about chance on a large vocabulary): Beta(1, 99)
@@ -84,14 +84,16 @@ DIVERGING_ACCURACY = (1 - DIVERGES) * ACCURACY + DIVERGES * DIVERGED
 def _diverging_accuracy(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
     # the accuracy family's seeds, except that one in 20 diverges to an accuracy near 0; centred on the mixture's mean
     raw = np.where(
-        rng.random(shape) < DIVERGES, rng.beta(1.0, 99.0, shape), _beta(rng, shape, ACCURACY, ACCURACY_UNIT * sd)
+        rng.random(shape) < DIVERGES,
+        rng.beta(1.0, 99.0, shape),
+        beta_accuracies(rng, shape, ACCURACY, ACCURACY_UNIT * sd),
     )
     return (raw - DIVERGING_ACCURACY) / ACCURACY_UNIT
 
 
 def _accuracy_at_the_mixture(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
     # a Beta accuracy that never diverges, of the diverging-accuracy family's mean: the other side of its null
-    return (_beta(rng, shape, DIVERGING_ACCURACY, ACCURACY_UNIT * sd) - DIVERGING_ACCURACY) / ACCURACY_UNIT
+    return (beta_accuracies(rng, shape, DIVERGING_ACCURACY, ACCURACY_UNIT * sd) - DIVERGING_ACCURACY) / ACCURACY_UNIT
 
 
 def _diverging(rng: np.random.Generator, shape: tuple[int, int], sd: float) -> np.ndarray:
@@ -128,13 +130,15 @@ def draw(
 
 
 def anytime_bounds(d: np.ndarray, alpha: float, c: float = MIXTURE) -> tuple[np.ndarray, np.ndarray]:
-    """The running-intersection CS of each row's mean after each column: (low, high), each (reps, budget)."""
+    """The running-intersection CS of each row's mean after each column: (low, high), each (reps, budget). A column
+    up to which a row's values are all equal gives no interval (common.sequential: no spread, no interval)."""
     n = np.arange(1, d.shape[1] + 1)
     mean = np.cumsum(d, axis=1) / n
     sd = np.sqrt(np.maximum(np.cumsum(d * d, axis=1) / n - mean**2, 0.0))
     factor = np.array([radius_factor(int(k), alpha, c) for k in n])
+    varied = np.logical_or.accumulate(d != d[:, :1], axis=1)  # exactly, as the sweep's rule tells spread
     with np.errstate(invalid="ignore"):
-        half = np.where(np.isfinite(factor), sd * np.where(np.isfinite(factor), factor, 0.0), np.inf)
+        half = np.where(np.isfinite(factor) & varied, sd * np.where(np.isfinite(factor), factor, 0.0), np.inf)
     return np.maximum.accumulate(mean - half, axis=1), np.minimum.accumulate(mean + half, axis=1)
 
 
@@ -155,7 +159,7 @@ def betting_passes(
         if not 0 <= m <= 1:  # an edge outside the bounds: the interval is always on one side of it
             out.append(np.full(y.shape, (m < 0) if side > 0 else (m > 1)))
             continue
-        cap = betting.TRUNCATION / (m if side > 0 else 1 - m) if 0 < m < 1 else np.inf
+        cap = betting.truncate(m, side)
         capital = np.cumsum(np.log1p(side * np.minimum(lam, cap) * (y - m)), axis=1)
         out.append(np.logical_or.accumulate(capital >= math.log(reach), axis=1))
     return out[0], out[1]
@@ -203,32 +207,48 @@ def run_rule(
     margin: float = 0.0,
     c: float = MIXTURE,
     support: tuple[float, float] | None = None,
+    lost: np.ndarray | None = None,
 ) -> Outcome:
-    """Each comparison looked at after every seed pair until ``rule`` decides a − b against ``margin``; the betting
-    rule needs the differences' ``support``."""
+    """Each comparison looked at after every seed pair until ``rule`` decides a − b against ``margin``, or stops
+    undecided, as common.sequential.replay does; the betting rule needs the differences' ``support``.
+
+    ``lost`` (reps, budget) marks pairs with a diverged or failed seed, whose sides ``a`` and ``b`` already hold at
+    the metric's worst value: the t-mixture decides nothing from a row's first lost pair on. An empty running
+    intersection stops a row undecided: exactly for the t-mixture (its interval is computed), and for the betting and
+    median rules where it straddles the margin (both passes at once), the one case in which a verdict could be read
+    from it (the simulation tracks those rules at the margin only, not their whole interval)."""
     if rule not in RULES:
         raise ValueError(f"rule={rule!r} is not allowed; choose one of {list(RULES)}")
     reps, budget = a.shape
+    d = a - b
+    stopped = np.zeros((reps, budget), bool)
     if rule == "anytime":
-        low, high = anytime_bounds(a - b, alpha, c)
+        if lost is not None:
+            stopped = np.logical_or.accumulate(lost, axis=1)
+            d = np.where(stopped, 0.0, d)  # never looked at: the rule stopped before it
+        low, high = anytime_bounds(d, alpha, c)
         above, below = low > margin, high < margin
+        stopped = stopped | (low > high)
     elif rule == "betting":
         if support is None:
             raise ValueError("rule='betting' needs the differences' support [lo, hi]")
-        above, below = betting_passes(a - b, alpha, support, margin)
+        above, below = betting_passes(d, alpha, support, margin)
+        stopped = above & below
     elif rule == "median":
-        above, below = median_passes(a - b, alpha, margin)
+        above, below = median_passes(d, alpha, margin)
+        stopped = above & below
     else:
         above = np.zeros((reps, budget), bool)
         below = np.zeros((reps, budget), bool)
         for n in range(2, budget + 1):
             t, p = stats.ttest_ind(a[:, :n] - margin, b[:, :n], axis=1, equal_var=False)
             above[:, n - 1], below[:, n - 1] = (p < alpha) & (t > 0), (p < alpha) & (t < 0)
-    at = _first(above | below)
+    at = _first(above | below | stopped)
     rows = np.arange(reps)
-    decided = at >= 0
-    sign = np.where(above[rows, np.maximum(at, 0)], 1, -1)
-    return Outcome(np.where(decided, sign, 0), np.where(decided, at + 1, budget))
+    at_col = np.maximum(at, 0)
+    decided = (at >= 0) & ~stopped[rows, at_col]
+    sign = np.where(above[rows, at_col], 1, -1)
+    return Outcome(np.where(decided, sign, 0), np.where(at >= 0, at + 1, budget))
 
 
 def type_one_error(
@@ -333,8 +353,8 @@ def bounded_savings(rule: str, effect: float, alpha: float, reps: int, budget: i
     seeds Beta accuracies at ACCURACY, cell b's ``effect`` units (of ACCURACY_UNIT) lower, both of sd one unit; the
     claim a − b > 0; the fixed test one-sided Welch at the same spreads."""
     rng = np.random.default_rng(seed)
-    a = _beta(rng, (reps, budget), ACCURACY, ACCURACY_UNIT)
-    b = _beta(rng, (reps, budget), ACCURACY - effect * ACCURACY_UNIT, ACCURACY_UNIT)
+    a = beta_accuracies(rng, (reps, budget), ACCURACY, ACCURACY_UNIT)
+    b = beta_accuracies(rng, (reps, budget), ACCURACY - effect * ACCURACY_UNIT, ACCURACY_UNIT)
     half = SUPPORT["accuracy"]
     out = run_rule(rule, a / ACCURACY_UNIT, b / ACCURACY_UNIT, alpha, support=(-half, half))
     found = Adaptive(

@@ -3,10 +3,13 @@
 The grid's cells train a first round of seeds; after each round every claim is replayed seed by seed
 through its anytime-valid confidence sequence (common.sequential, Lai's t-mixture, alpha shared by
 Bonferroni over the claims); the cells of claims still undecided get ``step`` more seeds, until every
-claim is decided or each of those cells has ``budget`` seeds. The rounds are recorded in
+claim is decided (or stopped undecided with a reason) or each of those cells has ``budget`` seeds. A diverged or
+failed seed is an outcome, not a gap: it enters the decision as common.outcomes says, and each side's completed /
+diverged / failed seeds are recorded beside the decision. The rounds are recorded in
 ``<sweep dir>/adaptive.json``: a killed sweep started again with the same command resumes at the
-round it was in (finished seeds are skipped as in any rerun), and ``python -m analysis.claims``
-reads the same file to decide the claims the same way.
+round it was in (finished seeds are skipped as in any rerun), the same command with a larger
+``hydra.sweeper.budget`` continues the same sequences (a confidence sequence may be extended at any time), and
+``python -m analysis.claims`` reads the same file to decide the claims the same way.
 
 This module holds what the Hydra sweeper (hydra_plugins/attnlab_launcher/adaptive_sweeper.py) needs
 that is not Hydra: the plan and its checks, which cell a claim's side names, a seed's metric, the
@@ -20,12 +23,15 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from common import outcomes
 from common.claims import Claim, split_metric
-from common.sequential import BOUNDARIES, MIXTURE, Decision, replay, rule
+from common.metric_scale import worst_value
+from common.outcomes import Observations
+from common.sequential import BOUNDARIES, MIXTURE, Decision, correction, replay, rule
 
 STATE = "adaptive.json"
 SCHEMA = 1
@@ -102,7 +108,8 @@ class Plan:
     def next_seeds(self, used: Sequence[int]) -> list[int]:
         """The next round's seeds for a cell that has ``used``: the next free numbers, up to the budget."""
         room = self.budget - len(used)
-        out, candidate = [], max([*used, *self.first, -1]) + 1
+        out: list[int] = []
+        candidate = max([*used, *self.first, -1]) + 1
         while len(out) < min(self.step, room):
             out.append(candidate)
             candidate += 1
@@ -166,36 +173,57 @@ def claim_cells(cells: Sequence[Cell], claims: Sequence[Claim]) -> list[tuple[Ce
     return out
 
 
+def _lookup(result: Mapping[str, Any], metric: str) -> tuple[bool, Any]:
+    """(whether the result has the metric at all, its raw value)."""
+    name, length = split_metric(metric)
+    found = result.get("metrics") or {}
+    if length is not None:
+        found = (result.get("by_length") or {}).get(str(length)) or {}
+    return name in found, found.get(name)
+
+
 def metric_value(result: Mapping[str, Any], metric: str) -> float | None:
     """A completed seed's value of a claim metric (``test/bleu`` or ``token_acc@24``); None when it has none."""
-    if result.get("status") != "completed":
-        return None
-    name, length = split_metric(metric)
-    if length is None:
-        value = (result.get("metrics") or {}).get(name)
-    else:
-        value = ((result.get("by_length") or {}).get(str(length)) or {}).get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    return seed_outcome(result, metric).value
 
 
-def claim_values(claim: Claim, a: Mapping[int, Mapping], b: Mapping[int, Mapping] | None) -> list[float]:
-    """The observations a claim's sequence is made of, by seed: paired differences a − b of the seeds both cells
-    completed, or side a's per-seed ratios of the metric at its length over the length ``over``."""
-    out = []
-    for seed in sorted(a):
-        x = metric_value(a[seed], claim.metric)
-        if b is None:
-            name, _ = split_metric(claim.metric)
-            under = metric_value(a[seed], f"{name}@{claim.over}")
-            if x is not None and under:
-                out.append(x / under)
-        elif seed in b:
-            y = metric_value(b[seed], claim.metric)
-            if x is not None and y is not None:
-                out.append(x - y)
+def seed_outcome(result: Mapping[str, Any], metric: str) -> outcomes.Seed:
+    """A seed's outcome for a claim metric: completed with its value, diverged, or failed (common.outcomes)."""
+    return outcomes.seed(result.get("status"), _lookup(result, metric)[1])
+
+
+def _side(claim: Claim, results: Mapping[int, Mapping], metric: str, side: str) -> dict[int, outcomes.Seed]:
+    """Each seed's outcome; a completed seed without the metric at all is a claim naming a metric the runs do not
+    log, refused in one line (scoring it as a failure would decide on nothing)."""
+    out = {}
+    for number, result in sorted(results.items()):
+        if result.get("status") == "completed" and not _lookup(result, metric)[0]:
+            raise AdaptiveError(
+                f"claim {claim.name!r}: seed {number} of side {side} completed without {metric}; "
+                f"its metrics are {', '.join(sorted(result.get('metrics') or {})) or 'none'}"
+            )
+        out[number] = seed_outcome(result, metric)
     return out
+
+
+def claim_values(
+    claim: Claim, a: Mapping[int, Mapping], b: Mapping[int, Mapping] | None, bounds: tuple[float, float] | None = None
+) -> Observations:
+    """The observations a claim's sequence is made of, by seed: paired differences a − b, a diverged or failed side
+    at the metric's worst value (within ``bounds`` when declared), or side a's per-seed ratios of the metric at its
+    length over the length ``over``; with each side's completed / diverged / failed counts."""
+    name, _ = split_metric(claim.metric)
+    top = _side(claim, a, claim.metric, "a")
+    if b is None:
+        bottom = _side(claim, a, f"{name}@{claim.over}", "a")
+        zeros = outcomes.zero_denominators(bottom)
+        if zeros:
+            raise AdaptiveError(
+                f"claim {claim.name!r}: {name}@{claim.over} is 0 on seed(s) {', '.join(map(str, zeros))}, "
+                "where the ratio does not exist; choose another length over"
+            )
+        return outcomes.ratios(top, bottom)
+    return outcomes.paired(top, _side(claim, b, claim.metric, "b"), worst_value(name, bounds))
 
 
 # Why each boundary other than the t-mixture refuses a ratio claim, as its one line says.
@@ -234,10 +262,13 @@ def check_observed(claim: Claim, sides: Sequence[Mapping[int, Mapping] | None], 
                 )
 
 
-def decide(claim: Claim, values: Sequence[float], plan: Plan, claims: int) -> Decision:
-    """The claim replayed through the plan's confidence sequence at alpha / (number of claims)."""
+def decide(claim: Claim, observed: Observations | Sequence[float], plan: Plan, claims: int) -> Decision:
+    """The claim replayed through the plan's confidence sequence at alpha / (number of claims); plain values are
+    seeds that all completed."""
+    if not isinstance(observed, Observations):
+        observed = Observations(list(observed), [False] * len(observed))
     return replay(
-        values,
+        observed.values,
         claim.expect,
         claim.margin,
         claim.bounds,
@@ -245,16 +276,43 @@ def decide(claim: Claim, values: Sequence[float], plan: Plan, claims: int) -> De
         plan.mixture,
         plan.boundary,
         plan.support,
+        lost=observed.lost,
+        metric=claim.metric,
     )
 
 
-def fingerprint(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan) -> str:
-    """What a resumed sweep must share with the one that wrote the state: the grid, the claims and the plan."""
+def summary(claim: Claim, decision: Decision, observed: Observations, plan: Plan, claims: int) -> str:
+    """A claim's line in the sweep's closing summary: its verdict, the correction beside it, each side's seeds."""
+    said = (
+        f"{decision.verdict} after {decision.n} seed pair(s)"
+        if decision.verdict
+        else f"undecided: {decision.reason}"
+        if decision.reason
+        else f"undecided at the budget ({decision.n} seed pair(s))"
+    )
+    sides = "; ".join(f"{tag}: {outcomes.describe(tally)}" for tag, tally in observed.sides.items())
+    return f"Claim {claim.name!r}: {said} ({correction(claims, plan.alpha)}); {sides}"
+
+
+def _content(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan, budget: bool) -> str:
     settings = asdict(plan)
     if plan.boundary == "t_mixture" and plan.bounds is None:
         del settings["boundary"], settings["bounds"]  # the default rule: states written before the choice still resume
+    if not budget:
+        del settings["budget"]  # a confidence sequence may be extended: a larger budget continues the sweep
     content = {"cells": sorted(c.key for c in cells), "claims": [c.key() for c in claims], "plan": settings}
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def fingerprint(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan) -> str:
+    """What a resumed sweep must share with the one that wrote the state: the grid, the claims and the plan but its
+    budget."""
+    return _content(cells, claims, plan, budget=False)
+
+
+def _legacy_fingerprint(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan, budget: int) -> str:
+    """The fingerprint of a state written while the budget was part of it, at that state's budget."""
+    return _content(cells, claims, replace(plan, budget=budget), budget=True)
 
 
 def new_state(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan, raw: Any) -> dict[str, Any]:
@@ -276,8 +334,12 @@ def new_state(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan, raw: A
     }
 
 
-def load_state(sweep_dir: Path, expected: dict[str, Any]) -> dict[str, Any]:
-    """The recorded state of this sweep, or ``expected`` (a new one) when there is none."""
+def load_state(
+    sweep_dir: Path, expected: dict[str, Any], cells: Sequence[Cell] = (), claims: Sequence[Claim] = (), plan=None
+) -> dict[str, Any]:
+    """The recorded state of this sweep, or ``expected`` (a new one) when there is none. Its budget is this run's: a
+    larger one continues the sequences where they stopped (``cells``, ``claims`` and ``plan`` also recognise a state
+    written while the budget was part of the fingerprint)."""
     path = sweep_dir / STATE
     if not path.exists():
         return expected
@@ -285,11 +347,19 @@ def load_state(sweep_dir: Path, expected: dict[str, Any]) -> dict[str, Any]:
         state = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise AdaptiveError(f"{path} cannot be read ({err}); move it aside to start the adaptive sweep anew") from None
-    if state.get("fingerprint") != expected["fingerprint"]:
+    known = {expected["fingerprint"]}
+    if plan is not None and isinstance((state.get("plan") or {}).get("budget"), int):
+        known.add(_legacy_fingerprint(cells, claims, plan, state["plan"]["budget"]))
+    if state.get("fingerprint") not in known:
         raise AdaptiveError(
             f"{path} was written by an adaptive sweep with another grid, claims or plan; resume it with its own "
-            "settings, or give this one another name= (or move the folder aside)"
+            "settings (only hydra.sweeper.budget may change), or give this one another name= (or move the folder aside)"
         )
+    state["fingerprint"] = expected["fingerprint"]
+    if state["plan"].get("budget") != expected["plan"]["budget"]:
+        state.setdefault("budgets", [state["plan"].get("budget")]).append(expected["plan"]["budget"])
+        state["plan"]["budget"] = expected["plan"]["budget"]
+        state["finished"] = False  # the cells of claims still undecided get seeds up to the new budget
     return state
 
 

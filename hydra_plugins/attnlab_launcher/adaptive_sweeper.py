@@ -118,7 +118,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
             cells = self._cells(grid)
             sides = adaptive.claim_cells(cells, claims)
             sweep_dir = Path(str(self.config.hydra.sweep.dir))
-            state = adaptive.load_state(sweep_dir, adaptive.new_state(cells, claims, plan, raw))
+            state = adaptive.load_state(sweep_dir, adaptive.new_state(cells, claims, plan, raw), cells, claims, plan)
         except (adaptive.AdaptiveError, ClaimError, ValueError) as err:
             print(f"attnlab: {err}", file=sys.stderr)  # one line, before any seed trains
             raise SystemExit(2) from None
@@ -134,11 +134,12 @@ class AdaptiveSeedSweeper(BasicSweeper):
         while True:
             folders = _folders(state, sweep_dir)
             try:
-                decisions = _decide(plan, claims, sides, folders)
+                decided = _decide(plan, claims, sides, folders)
             except adaptive.AdaptiveError as err:
                 print(f"attnlab: {err}", file=sys.stderr)  # a seed outside the betting bounds: one line
                 raise SystemExit(2) from None
-            state["decisions"] = [_decision_row(c, d) for c, d in zip(claims, decisions)]
+            decisions = [d for d, _ in decided]
+            state["decisions"] = [_decision_row(c, d, o, plan, len(claims)) for c, (d, o) in zip(claims, decided)]
             pending = state["rounds"][-1] if state["rounds"] and not state["rounds"][-1]["done"] else None
             if pending is None:
                 active = _active_cells(cells, sides, decisions) if state["rounds"] else list(cells)
@@ -170,7 +171,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
             adaptive.save_state(sweep_dir, state)
             returns.append(results)
         for row in state["decisions"]:
-            log.info("Claim %r: %s", row["claim"], row["verdict"] or "undecided at the budget")
+            log.info("%s", row["summary"])
         return returns
 
 
@@ -219,6 +220,7 @@ def _results(folders: Dict[int, str]) -> Dict[int, dict]:
 
 
 def _decide(plan, claims: list, sides: list, folders: Dict[str, Dict[int, str]]) -> list:
+    """Each claim's (decision, observations), from the result files of its cells' finished seeds."""
     from experiments.sweep import adaptive
 
     out = []
@@ -226,18 +228,28 @@ def _decide(plan, claims: list, sides: list, folders: Dict[str, Dict[int, str]])
         results_a = _results(folders.get(a.key, {}))
         results_b = None if b is None else _results(folders.get(b.key, {}))
         adaptive.check_observed(claim, (results_a, results_b), plan)
-        values = adaptive.claim_values(claim, results_a, results_b)
-        out.append(adaptive.decide(claim, values, plan, len(claims)))
+        observed = adaptive.claim_values(claim, results_a, results_b, plan.bounds)
+        out.append((adaptive.decide(claim, observed, plan, len(claims)), observed))
     return out
 
 
 def _active_cells(cells: list, sides: list, decisions: Sequence) -> list:
-    """The cells of the claims not yet decided, in grid order."""
-    wanted = {c.key for (a, b), d in zip(sides, decisions) if d.verdict is None for c in (a, b) if c is not None}
+    """The cells of the claims not yet decided nor stopped (a lost seed under the t-mixture, a model violation), in
+    grid order."""
+    wanted = {
+        c.key
+        for (a, b), d in zip(sides, decisions)
+        if d.verdict is None and not d.reason
+        for c in (a, b)
+        if c is not None
+    }
     return [c for c in cells if c.key in wanted]
 
 
-def _decision_row(claim, decision) -> dict:
+def _decision_row(claim, decision, observed, plan, claims: int) -> dict:
+    from common.sequential import correction
+    from experiments.sweep import adaptive
+
     def finite(x: float) -> Optional[float]:
         return x if math.isfinite(x) else None  # JSON has no infinity: an unbounded edge is null
 
@@ -248,4 +260,8 @@ def _decision_row(claim, decision) -> dict:
         "low": finite(decision.low),
         "high": finite(decision.high),
         "mean": finite(decision.mean),
+        "reason": decision.reason,
+        "sides": observed.sides,
+        "correction": correction(claims, plan.alpha),
+        "summary": adaptive.summary(claim, decision, observed, plan, claims),
     }

@@ -1,0 +1,274 @@
+"""Type-I error and power of every rule that decides a claim, simulated: ``python -m analysis.stats.simulate``.
+
+    python -m analysis.stats.simulate                          # 2,000 comparisons per figure, budgets 10, 30, 100
+    python -m analysis.stats.simulate --reps 200 --budgets 10,30  # a small run
+
+The claim is a − b > 0. Each family (FAMILIES) draws the seeds of two cells under the null (the rule's estimand at
+its edge) and under an alternative (cell a better), and every rule decides within each budget of seeds per side:
+
+- ``welch``: the fixed-n claims engine at n = budget (one look, on the seeds that completed, as the engine reads
+  them), through ``fixed_n_verdict``: the one place this module calls it.
+- ``t_mixture``, ``betting``, ``median``: the adaptive sweep's anytime-valid rules (common.sequential, common.betting,
+  common.median) looked at after every seed pair, vectorised in analysis.stats.anytime, with diverged seeds as the
+  sweep treats them (common.outcomes): scored at the accuracy's worst value 0 for the median and betting rules, a
+  stop for the t-mixture. Betting runs on the bounded (accuracy) families only.
+
+A false verdict is any verdict at the null (supported or contradicted: at the edge neither is true). The null is each
+rule's own: equal means of the scored values for the mean-based rules (welch, t_mixture, betting), the true median
+of the scored paired differences for the median rule (from TRUE_MEDIAN_DRAWS pairs; not 0 where one cell diverges
+and the other does not). Power is the share of alternatives decided "supported". ± is the Monte-Carlo standard error
+(at least that of a rate of alpha, so a rate of 0 does not claim certainty). Seeded: the same command prints the
+same table. Each budget reads the first seeds of one draw at the largest budget (a sequence's decisions within
+10 seeds are those of the first 10 of 100).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.claims.evaluate import COLUMNS, decide
+from analysis.stats import anytime
+from analysis.stats.claims import two_sample_test
+from common.claims import Claim, parse_claim
+
+ALPHA = 0.05
+REPS = 2000
+BUDGETS = (10, 30, 100)
+RULES = ("welch", "t_mixture", "betting", "median")
+SEEDED = 20_260_101
+DIVERGES = 0.1  # a seed of a diverging cell diverges with this chance (its metric: NaN, scored at the worst value 0)
+ACCURACY = anytime.ACCURACY  # 0.95: an accuracy near its ceiling
+SPREAD = anytime.ACCURACY_UNIT  # 0.04: its seed-to-seed sd
+GAP = 0.05  # the alternative of the accuracy families: cell b lower by 5 points
+EFFECT = 1.0  # the alternative of the unbounded families: cell a higher by 1 (cell a's sd 1, cell b's 1.5)
+TEST_SET = 32  # the discrete family: accuracies k / 32 on a test set of 32 items, many ties
+TRUE_MEDIAN_DRAWS = 1_000_000
+CLAIM = parse_claim(
+    {"name": "a beats b", "metric": "test/token_acc", "a": {"x": 1}, "b": {"x": 2}, "expect": "greater"}, "simulate"
+)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Two cells' seeds, (reps, budget) each, a diverged seed already at the worst value; which seeds diverged."""
+
+    a: np.ndarray
+    b: np.ndarray
+    lost_a: np.ndarray
+    lost_b: np.ndarray
+
+    @property
+    def lost(self) -> np.ndarray:
+        return self.lost_a | self.lost_b
+
+
+def _unbounded(name: str) -> Callable[[np.random.Generator, tuple[int, int], bool], Draw]:
+    sample_a, sample_b = anytime.FAMILIES[name]
+
+    def draw(rng: np.random.Generator, shape: tuple[int, int], alternative: bool) -> Draw:
+        none = np.zeros(shape, bool)
+        return Draw(EFFECT * alternative + sample_a(rng, shape, 1.0), sample_b(rng, shape, 1.5), none, none)
+
+    return draw
+
+
+def _diverging(rng: np.random.Generator, shape: tuple[int, int], mean: float, diverges: float):
+    """Beta accuracies of this mean, each diverged with chance ``diverges``: (scored values, diverged)."""
+    lost = rng.random(shape) < diverges
+    return np.where(lost, 0.0, anytime.beta_accuracies(rng, shape, mean, SPREAD)), lost
+
+
+def _asymmetric(rng: np.random.Generator, shape: tuple[int, int], alternative: bool) -> Draw:
+    # cell a diverges, cell b never: at the null b's mean is a's scored mean (1 − DIVERGES) ACCURACY
+    a, lost_a = _diverging(rng, shape, ACCURACY, DIVERGES)
+    b, lost_b = _diverging(rng, shape, (1 - DIVERGES) * ACCURACY - GAP * alternative, 0.0)
+    return Draw(a, b, lost_a, lost_b)
+
+
+def _symmetric(rng: np.random.Generator, shape: tuple[int, int], alternative: bool) -> Draw:
+    a, lost_a = _diverging(rng, shape, ACCURACY, DIVERGES)
+    b, lost_b = _diverging(rng, shape, ACCURACY - GAP * alternative, DIVERGES)
+    return Draw(a, b, lost_a, lost_b)
+
+
+def _ties(rng: np.random.Generator, shape: tuple[int, int], alternative: bool) -> Draw:
+    # accuracies on a small test set: k / 32 correct, so seeds often tie, and a few seeds may all agree
+    none = np.zeros(shape, bool)
+    a = rng.binomial(TEST_SET, 0.9, shape) / TEST_SET
+    b = rng.binomial(TEST_SET, 0.9 - GAP * alternative, shape) / TEST_SET
+    return Draw(a, b, none, none)
+
+
+FAMILIES: dict[str, Callable[[np.random.Generator, tuple[int, int], bool], Draw]] = {
+    "gaussian": _unbounded("gaussian"),
+    "t3": _unbounded("t3"),
+    "lognormal": _unbounded("lognormal"),
+    "accuracy, asymmetric divergence": _asymmetric,
+    "accuracy, symmetric divergence": _symmetric,
+    "accuracy k/32, ties": _ties,
+}
+BOUNDED = {"accuracy, asymmetric divergence", "accuracy, symmetric divergence", "accuracy k/32, ties"}
+SUPPORT = (-1.0, 1.0)  # where a difference of two accuracies lies
+
+
+def draw(family: str, reps: int, budget: int, alternative: bool, seed: int) -> Draw:
+    if family not in FAMILIES:
+        raise ValueError(f"family={family!r} is not allowed; choose one of {list(FAMILIES)}")
+    return FAMILIES[family](np.random.default_rng(seed), (reps, budget), alternative)
+
+
+def true_median(family: str) -> float:
+    """The median of the scored paired differences at the family's null: the median rule's edge."""
+    pairs = draw(family, 1, TRUE_MEDIAN_DRAWS, False, seed=SEEDED + 1)
+    return float(np.median(pairs.a - pairs.b))
+
+
+def fixed_n_verdict(a: np.ndarray, b: np.ndarray, claim: Claim, alpha: float) -> int:
+    """+1 supported, −1 contradicted, 0 inconclusive: the fixed-n claims engine (analysis.stats.claims'
+    two_sample_test, analysis.claims.evaluate's decide over one claim) on each side's completed seeds, as the engine
+    reads a sweep's runs. The one call of the fixed-n engine here: repoint it when the engine's entry changes."""
+    if len(a) < 2 or len(b) < 2:
+        return 0
+    test = two_sample_test(a, b, claim)
+    row: dict[str, Any] = {c: math.nan for c in COLUMNS}
+    row.update(lacked="", p_for=test.p_for, p_against=test.p_against, diff_low=test.low, diff_high=test.high)
+    verdict = decide([row], [claim], alpha)["verdict"].iloc[0]
+    return {"supported": 1, "contradicted": -1}.get(verdict, 0)
+
+
+@contextlib.contextmanager
+def _collections_deferred() -> Iterator[None]:
+    """statsmodels' Holm (multipletests) runs gc.collect() on every call: 0.16 s each in a process that holds pandas
+    and scipy, where the fixed-n engine itself takes milliseconds. The simulation calls the engine thousands of times,
+    so the full collections wait until it is done (reference counting still frees everything meanwhile)."""
+    collect = gc.collect
+    gc.collect = lambda generation=2: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+
+
+@dataclass(frozen=True)
+class Looks:
+    """Per comparison: the verdict (+1, −1, 0) and the seeds per side spent, within each budget."""
+
+    decision: dict[int, np.ndarray]
+    seeds: dict[int, np.ndarray]
+
+
+def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: float) -> Looks:
+    """One rule on one draw, within each budget."""
+    if rule == "welch":
+        with _collections_deferred():
+            decision = {
+                n: np.array(
+                    [
+                        fixed_n_verdict(a[:n][~la[:n]] - margin, b[:n][~lb[:n]], CLAIM, alpha)
+                        for a, b, la, lb in zip(pairs.a, pairs.b, pairs.lost_a, pairs.lost_b)
+                    ]
+                )
+                for n in budgets
+            }
+        return Looks(decision, {n: np.full(len(pairs.a), n) for n in budgets})
+    name = {"t_mixture": "anytime"}.get(rule, rule)
+    support = SUPPORT if rule == "betting" else None
+    out = anytime.run_rule(name, pairs.a, pairs.b, alpha, margin=margin, support=support, lost=pairs.lost)
+    return Looks(
+        {n: np.where(out.seeds <= n, out.decision, 0) for n in budgets},
+        {n: np.minimum(out.seeds, n) for n in budgets},
+    )
+
+
+def standard_error(rate: float, reps: int, alpha: float) -> float:
+    return math.sqrt(max(rate * (1 - rate), alpha * (1 - alpha)) / reps)
+
+
+def rules_for(family: str) -> list[str]:
+    return [r for r in RULES if r != "betting" or family in BOUNDED]
+
+
+def simulate(
+    reps: int = REPS, budgets: Sequence[int] = BUDGETS, alpha: float = ALPHA, seed: int = SEEDED
+) -> pd.DataFrame:
+    """One row per family, budget and rule: type-I error and power with their standard errors, mean seeds spent."""
+    rows = []
+    for f, family in enumerate(FAMILIES):
+        null = draw(family, reps, max(budgets), False, seed + 2 * f)
+        alternative = draw(family, reps, max(budgets), True, seed + 2 * f + 1)
+        median_edge = true_median(family)
+        for rule in rules_for(family):
+            margin = median_edge if rule == "median" else 0.0
+            wrong, right = run(rule, null, budgets, alpha, margin), run(rule, alternative, budgets, alpha, 0.0)
+            for n in budgets:
+                error = float((wrong.decision[n] != 0).mean())
+                power = float((right.decision[n] == 1).mean())
+                rows.append(
+                    {
+                        "family": family,
+                        "budget": n,
+                        "rule": rule,
+                        "type_one": error,
+                        "type_one_se": standard_error(error, reps, alpha),
+                        "power": power,
+                        "power_se": standard_error(power, reps, alpha),
+                        "seeds_null": float(wrong.seeds[n].mean()),
+                        "seeds_alternative": float(right.seeds[n].mean()),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def table(found: pd.DataFrame, reps: int, alpha: float) -> str:
+    """The rows as a markdown table; a type-I error above alpha + 3 s.e. is marked."""
+    lines = [
+        f"Claim a − b > 0 at alpha {alpha:g}, {reps} comparisons per figure (null and alternative each); ± is the "
+        "Monte-Carlo standard error; seeds: the mean spent per side (null / alternative).",
+        "",
+        "| family | budget | rule | type-I error | power | seeds (null / alt.) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in found.to_dict("records"):
+        above = " (above alpha)" if r["type_one"] > alpha + 3 * r["type_one_se"] else ""
+        lines.append(
+            f"| {r['family']} | {r['budget']} | {r['rule']} | {r['type_one']:.3f} ± {r['type_one_se']:.3f}{above} | "
+            f"{r['power']:.3f} ± {r['power_se']:.3f} | {r['seeds_null']:.1f} / {r['seeds_alternative']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _budgets(text: str) -> tuple[int, ...]:
+    try:
+        found = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        found = ()
+    if not found or any(n < 2 for n in found):
+        raise argparse.ArgumentTypeError(f"--budgets={text!r} is not allowed; give seeds per side >= 2, e.g. 10,30,100")
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.stats.simulate", description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=REPS, help=f"comparisons per figure (default {REPS})")
+    parser.add_argument("--budgets", type=_budgets, default=BUDGETS, help="seeds per side, e.g. 10,30,100")
+    parser.add_argument("--alpha", type=float, default=ALPHA, help=f"the error rate (default {ALPHA:g})")
+    parser.add_argument("--seed", type=int, default=SEEDED, help="the simulation's seed")
+    args = parser.parse_args(argv)
+    if args.reps < 1:
+        parser.error(f"--reps={args.reps} is not allowed; give at least 1 comparison")
+    if not 0 < args.alpha < 1:
+        parser.error(f"--alpha={args.alpha} is not allowed; it must lie in (0, 1)")
+    print(table(simulate(args.reps, args.budgets, args.alpha, args.seed), args.reps, args.alpha))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

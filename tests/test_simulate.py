@@ -1,0 +1,103 @@
+"""``python -m analysis.stats.simulate`` in small: every rule's false-verdict rate at its null stays within alpha plus
+three Monte-Carlo standard errors on every family its guarantee covers, at every budget; the simulation can fail a
+rule (the fixed-n Welch test re-run after every seed does), and the rules decide real effects."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.stats import anytime, simulate
+
+REPS, BUDGETS, ALPHA = 300, (10, 30), 0.05
+# The one case outside a rule's guarantee that the docs state: the t-mixture decides on the seeds before the first
+# divergence, so where only one cell diverges it answers E[a − b | converged] and errs (docs/adaptive_seeds.md).
+OUTSIDE = {("t_mixture", "accuracy, asymmetric divergence")}
+
+
+@pytest.fixture(scope="module")
+def found():
+    return simulate.simulate(REPS, BUDGETS, ALPHA)
+
+
+def _rows(found, rule):
+    return found[found["rule"] == rule].to_dict("records")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rule", ["t_mixture", "betting", "median"])
+def test_every_anytime_rule_keeps_alpha_on_every_family_it_covers(found, rule):
+    excluded = {family for outside, family in OUTSIDE if outside == rule}
+    rows = [r for r in _rows(found, rule) if r["family"] not in excluded]
+    covered = simulate.BOUNDED if rule == "betting" else set(simulate.FAMILIES)
+    assert {r["family"] for r in rows} == covered - excluded
+    above = [r for r in rows if r["type_one"] > ALPHA + 3 * r["type_one_se"]]
+    assert not above, above
+
+
+@pytest.mark.slow
+def test_the_t_mixture_errs_where_only_one_cell_diverges_as_the_docs_say(found):
+    rows = [r for r in _rows(found, "t_mixture") if r["family"] == "accuracy, asymmetric divergence"]
+    assert all(r["type_one"] > ALPHA + 3 * r["type_one_se"] for r in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the fixed-n engine on main decides at 2 alpha (min of the two one-sided p) and on the seeds that "
+    "completed; fixed on branch h1 (issue 45 items 1-2): repoint simulate.fixed_n_verdict there and drop this mark",
+)
+def test_the_fixed_n_engine_keeps_alpha_on_every_family(found):
+    above = [r for r in _rows(found, "welch") if r["type_one"] > ALPHA + 3 * r["type_one_se"]]
+    assert not above, above
+
+
+@pytest.mark.slow
+def test_the_check_can_fail_a_rule_welch_re_tested_after_every_seed_does():
+    pairs = simulate.draw("gaussian", REPS, 30, False, seed=7)
+    rate = float((anytime.run_rule("naive", pairs.a, pairs.b, ALPHA).decision != 0).mean())
+    assert rate > ALPHA + 3 * simulate.standard_error(rate, REPS, ALPHA)
+
+
+@pytest.mark.slow
+def test_the_rules_decide_a_one_sd_effect_within_30_seeds(found):
+    power = {(r["rule"], r["family"], r["budget"]): r["power"] for r in found.to_dict("records")}
+    assert power[("t_mixture", "gaussian", 30)] > 0.3 and power[("median", "gaussian", 30)] > 0.2
+    assert power[("median", "accuracy, asymmetric divergence", 30)] > 0.8  # a 5-point gap, one cell diverging
+
+
+def test_the_command_prints_a_row_per_family_budget_and_rule(capsys):
+    assert simulate.main(["--reps", "20", "--budgets", "10"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    expected = sum(len(simulate.rules_for(f)) for f in simulate.FAMILIES)
+    assert len(rows) == expected and all(" | 10 | " in row for row in rows)
+
+
+@pytest.mark.parametrize(
+    "argv,said", [(["--budgets", "1"], "--budgets='1' is not allowed"), (["--reps", "0"], "--reps=0")]
+)
+def test_bad_flags_are_refused_naming_them(capsys, argv, said):
+    with pytest.raises(SystemExit) as err:
+        simulate.main(argv)
+    assert err.value.code == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "family", ["accuracy, asymmetric divergence", "accuracy, symmetric divergence", "accuracy k/32, ties"]
+)
+@pytest.mark.parametrize("rule", ["t_mixture", "betting", "median"])
+def test_the_vectorised_rules_are_the_sweeps_replay_seed_by_seed(family, rule):
+    # the simulation's rules against the sweep's own (common.sequential.replay), on diverged seeds, ties and runs of
+    # equal values: the same verdict after the same number of seeds
+    from common.sequential import replay
+
+    pairs = simulate.draw(family, 40, 30, False, seed=11)
+    boundary = {"t_mixture": "t_mixture"}.get(rule, rule)
+    fast = simulate.run(rule, pairs, (30,), ALPHA, 0.0)
+    for row in range(40):
+        d = list(pairs.a[row] - pairs.b[row])
+        slow = replay(d, "greater", 0.0, None, ALPHA, boundary=boundary, support=simulate.SUPPORT, lost=pairs.lost[row])
+        said = {"supported": 1, "contradicted": -1, None: 0}[slow.verdict]
+        # seeds spent: those the decision used, and the lost pair that stopped it (its seeds trained too)
+        spent = slow.n + ("diverged or failed" in slow.reason) if slow.verdict is not None or slow.reason else 30
+        assert fast.decision[30][row] == said and fast.seeds[30][row] == spent, row
