@@ -24,15 +24,13 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind
 
+from common.metric_sense import LOWER_IS_BETTER, direction  # which way a metric is better: one home
+
 CONFIDENCE = 0.95
 ALPHA = 0.05
 FACTORS = ("attention", "position")
 CELL_KEYS = ("task", "cell")
 CARRIED = ("cell_label", "attention", "position")  # descriptive columns copied from the runs onto each cell
-# Metric direction by name token: "test/token_acc" -> {"test", "token", "acc"}.
-HIGHER_IS_BETTER = {"acc", "accuracy", "bleu", "chrf", "f1", "exact", "em", "auc", "precision", "recall"}
-LOWER_IS_BETTER = {"loss", "ppl", "perplexity", "bpc", "nll", "error", "err", "wer", "cer", "mse", "mae"}
-
 
 # The values a metric can take, by name token: accuracies are fractions, BLEU and chrF percentages,
 # losses and perplexities non-negative. A t-interval knows none of this (n=2 reaches far below 0).
@@ -57,16 +55,6 @@ def band(mean: np.ndarray, half: np.ndarray, metric: str) -> tuple[np.ndarray, n
     low, high = metric_range(metric)
     mean, half = np.asarray(mean, dtype=float), np.asarray(half, dtype=float)
     return np.clip(mean - half, low, high), np.clip(mean + half, low, high)
-
-
-def direction(metric: str) -> str | None:
-    """``"higher"`` or ``"lower"`` is better for this metric; None when the name does not say."""
-    tokens = set(re.split(r"[/_.\-\s]+", metric.lower()))
-    if tokens & LOWER_IS_BETTER:
-        return "lower"
-    if tokens & HIGHER_IS_BETTER:
-        return "higher"
-    return None
 
 
 def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float, float, int]:
