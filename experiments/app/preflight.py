@@ -218,7 +218,7 @@ def preflight(argv: list[str]) -> None:
     register_configs()
     # One configuration per sweep value (the others at their first value): linear in the grid.
     sweeps = [(i, _values(o)) for i, o in enumerate(overrides) if o.is_sweep_override() and _values(o)]
-    base = [_first(o) for o in overrides]
+    base = [first_value(o) for o in overrides]
     variants = [base] + [
         base[:i] + [f"{overrides[i].input_line.split('=', 1)[0]}={v}"] + base[i + 1 :]
         for i, values in sweeps
@@ -440,7 +440,8 @@ def _trainer_key_error(overrides: list[str], err: Exception) -> PreflightError |
     return None
 
 
-def _first(override) -> str | None:
+def first_value(override) -> str | None:
+    """The override at its first value (a sweep's first choice); None for an Optuna range, which has none."""
     if not override.is_sweep_override():
         return override.input_line
     values = _values(override)
