@@ -116,6 +116,12 @@ ROWS = [
         "{d}/cd/experiment/tagged.yaml: not valid YAML",
     ),
     Row(
+        "--config-dir that is not a folder",
+        ("--config-dir", "{d}/absent", "experiment=good", *TINY),
+        2,
+        "--config-dir {d}/absent: not a folder",
+    ),
+    Row(
         "log-scale interval from 0 (optuna)",
         (*OPTUNA, "optim.lr=tag(log,interval(0,0.01))"),
         2,
@@ -156,6 +162,12 @@ ROWS = [
         (*OPTUNA, "hydra.sweeper.storage=postgress://localhost/study"),
         2,
         "hydra.sweeper.storage=postgress://localhost/study: no database driver for 'postgress'",
+    ),
+    Row(
+        "storage that is a folder",
+        (*OPTUNA, "hydra.sweeper.storage={d}/cd"),
+        2,
+        "hydra.sweeper.storage={d}/cd is a folder; give a file",
     ),
     Row(
         "storage in a read-only folder",
@@ -266,3 +278,20 @@ def test_bad_input_is_one_line_before_any_work(row: Row, tmp_path: Path) -> None
     assert not (tmp_path / "pwned").exists()  # a !!python tag is never executed
     if row.code == 2:  # refused before any work: no run folder, no study, no sweep folder
         assert not (tmp_path / "multirun").exists() and not (tmp_path / "run").exists()
+
+
+# the rows refused by the command line's preflight, run in this process: the fast tier's share of the table
+PREFLIGHT_ROWS = [r for r in ROWS if r.code == 2 and not r.ro and r.fsize is None and r.argv[0] != "report"]
+
+
+@pytest.mark.parametrize("row", PREFLIGHT_ROWS, ids=[r.name for r in PREFLIGHT_ROWS])
+def test_bad_input_is_refused_by_the_preflight(row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiments.app.preflight import PreflightError, preflight
+
+    make_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PreflightError) as refused:
+        preflight([_fill(a, tmp_path, tmp_path / "ro") for a in row.argv])
+    said = str(refused.value)
+    assert "\n" not in said and _fill(row.says, tmp_path, tmp_path / "ro") in said
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "multirun").exists()
