@@ -71,6 +71,7 @@ class Row:
     ro: bool = False  # {ro} is a read-only mount
     fsize: int | None = None  # the file size limit (ulimit -f), in KB
     completed_run: bool = False  # {ro} holds a completed run of argv first
+    heavy: bool = False  # its check names the task, which imports Lightning: seconds even in-process
 
 
 ADAPTIVE = ("-m", "task=reverse", "position=sinusoidal,learned", "hydra/sweeper=adaptive", *TINY)
@@ -102,6 +103,7 @@ ROWS = [
         (*ADAPTIVE, "hydra.sweeper.claims_file={d}/bleu.yaml"),
         2,
         "claims[0].metric=test/bleu: task=reverse",
+        heavy=True,
     ),
     Row(
         "--config-dir preset with a YAML error",
@@ -284,7 +286,9 @@ def test_bad_input_is_one_line_before_any_work(row: Row, tmp_path: Path) -> None
 PREFLIGHT_ROWS = [r for r in ROWS if r.code == 2 and not r.ro and r.fsize is None and r.argv[0] != "report"]
 
 
-@pytest.mark.parametrize("row", PREFLIGHT_ROWS, ids=[r.name for r in PREFLIGHT_ROWS])
+@pytest.mark.parametrize(
+    "row", [pytest.param(r, id=r.name, marks=[pytest.mark.slow] if r.heavy else []) for r in PREFLIGHT_ROWS]
+)
 def test_bad_input_is_refused_by_the_preflight(row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from experiments.app.preflight import PreflightError, preflight
 
