@@ -102,7 +102,7 @@ ROWS = [
         "claim on a metric the task never logs",
         (*ADAPTIVE, "hydra.sweeper.claims_file={d}/bleu.yaml"),
         2,
-        "claims[0].metric=test/bleu: task=reverse",
+        "claims[0].metric='test/bleu': the task never logs it; choose one of",
         heavy=True,
     ),
     Row(
@@ -195,12 +195,21 @@ ROWS = [
         (*OPTUNA, "hydra.sweeper.direction=maximize"),
         2,
         "hydra.sweeper.direction=maximize on objective=val/loss, where lower is better",
+        heavy=True,
+    ),
+    Row(
+        "an objective never logged, whose name wants the other direction",
+        (*OPTUNA, "objective=val/bleu"),
+        2,
+        "objective='val/bleu': the task never logs it",
+        heavy=True,
     ),
     Row(
         "minimize an accuracy (tuned comparison)",
         (*TUNED, "hydra.sweeper.compare_on=test/token_acc"),
         2,
         "hydra.sweeper.compare_direction=minimize on hydra.sweeper.compare_on=test/token_acc, where higher",
+        heavy=True,
     ),
     Row(
         "ulimit -f below Hydra's config files",

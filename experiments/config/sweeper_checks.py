@@ -47,7 +47,7 @@ def check_sweeper(full: DictConfig, cfg: DictConfig, arguments: Iterable[str]) -
         check_search_space(kind, sweeper, list(arguments))
         check_storage(sweeper.get("storage"))
         override = bool(sweeper.get("direction_override", False))
-        check_direction("hydra.sweeper.direction", sweeper.direction, "objective", cfg.objective, override)
+        check_direction("hydra.sweeper.direction", sweeper.direction, "objective", cfg.objective, override, cfg)
         if kind == "tuned":
             check_seed_lists(sweeper)
             check_direction(
@@ -56,6 +56,7 @@ def check_sweeper(full: DictConfig, cfg: DictConfig, arguments: Iterable[str]) -
                 "hydra.sweeper.compare_on",
                 sweeper.compare_on,
                 override,
+                cfg,
             )
     elif kind == "adaptive":
         check_claim_metrics(sweeper, cfg)
@@ -151,19 +152,30 @@ def writable_file(key: str, spec: str, path: Path) -> None:
 
 
 # -- directions and seeds ----------------------------------------------------------------------------------
-def check_direction(key: str, direction: Any, metric_key: str, metric: Any, override: bool) -> None:
+def check_direction(key: str, direction: Any, metric_key: str, metric: Any, override: bool, cfg: DictConfig) -> None:
     """``direction`` goes the way ``metric`` is better by its name (a loss down, an accuracy up), unless
-    ``hydra.sweeper.direction_override=true`` says the other way is meant."""
+    ``hydra.sweeper.direction_override=true`` says the other way is meant. A metric the task never logs is
+    said first (it is the first thing wrong); only then, since naming the task imports Lightning."""
     from common.metric_sense import direction as better_direction
 
     better = better_direction(str(metric))
     wanted = BETTER_DIRECTION.get(better or "")
     if wanted is None or override or direction not in BETTER_DIRECTION.values() or direction == wanted:
         return
+    check_logged(metric_key, metric, cfg)
     raise ConfigError(
         f"{key}={direction} on {metric_key}={metric}, where {better} is better: the sweep would rank the worst "
         f"settings best; set {key}={wanted}, or hydra.sweeper.direction_override=true if {direction} is meant"
     )
+
+
+def check_logged(key: str, metric: Any, cfg: DictConfig) -> None:
+    """``metric`` is one the task logs into result.json: what a study can optimise and a claim can decide."""
+    from experiments.config.metric_names import logged_metrics
+
+    final = logged_metrics(cfg, "result")
+    if str(metric) not in final:
+        raise ConfigError(f"{key}={str(metric)!r}: the task never logs it; choose one of {sorted(final)}")
 
 
 def check_seed_lists(sweeper: DictConfig) -> None:
@@ -184,7 +196,6 @@ def check_claim_metrics(sweeper: DictConfig, cfg: DictConfig) -> None:
     """The claims parse, and each claim's metric is one the task logs into result.json (a metric at a length,
     ``token_acc@24``, is the analysis's to find)."""
     from common.claims import ClaimError, parse_claims, split_metric
-    from experiments.config.checks import check_monitored
     from experiments.config.yaml_files import load_yaml
 
     claims_file = sweeper.get("claims_file")
@@ -201,4 +212,4 @@ def check_claim_metrics(sweeper: DictConfig, cfg: DictConfig) -> None:
         raise ConfigError(str(err)) from None
     for i, claim in enumerate(claims):
         if split_metric(claim.metric)[1] is None:
-            check_monitored(f"claims[{i}].metric", claim.metric, cfg, "result")
+            check_logged(f"claims[{i}].metric", claim.metric, cfg)
