@@ -238,7 +238,7 @@ def preflight(argv: list[str]) -> None:
         check_logger(cfg)  # W&B would warn in four lines and train without logging
         check_lightning(cfg)
         if multirun:
-            from experiments.config.sweeper_checks import check_sweeper
+            from experiments.app.sweeper_checks import check_sweeper
 
             try:
                 check_sweeper(full, cfg, args)
