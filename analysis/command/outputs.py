@@ -23,6 +23,12 @@ PLACE_ERRORS = {
     errno.EROFS: "read-only file system",
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
+    errno.EFBIG: "file too large",  # the file size limit (ulimit -f)
+}
+REMEDY = {
+    errno.ENOSPC: "free some space or write elsewhere",
+    errno.EDQUOT: "free some space or write elsewhere",
+    errno.EFBIG: "raise the file size limit (ulimit -f) or write elsewhere",
 }
 
 
@@ -82,7 +88,10 @@ def _remove(created: list[Path]) -> None:
 
 @contextlib.contextmanager
 def writing(where: str | Path) -> Iterator[None]:
-    """Turn a full disk (or a read-only, forbidden place) met while writing under ``where`` into one line."""
+    """Turn a full disk (or a read-only, forbidden place, a file size limit) met while writing under ``where``
+    into one line. The files written there meanwhile are removed then: the one cut at the limit, and the others
+    of an output that is not whole; what was there before and left untouched stays."""
+    before = _files(Path(where))
     try:
         yield
     except OSError as err:
@@ -90,10 +99,31 @@ def writing(where: str | Path) -> Iterator[None]:
         if reason is None:
             raise
         path = err.filename or where
-        remedy = (
-            "free some space or write elsewhere" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "write elsewhere"
-        )
-        raise OutputError(f"{reason} writing {path}; {remedy}") from None
+        removed = _remove_written(Path(where), before)
+        said = f"; the {removed} file(s) it had written are removed" if removed else ""
+        raise OutputError(f"{reason} writing {path}{said}; {REMEDY.get(err.errno, 'write elsewhere')}") from None
+
+
+def _files(where: Path) -> dict[Path, tuple[int, int]]:
+    """(modification time, size) of each file at or under ``where``."""
+    paths = [where] if where.is_file() else (p for p in where.rglob("*") if p.is_file())
+    out = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            out[path] = (stat.st_mtime_ns, stat.st_size)
+    return out
+
+
+def _remove_written(where: Path, before: dict[Path, tuple[int, int]]) -> int:
+    """Remove the files at or under ``where`` that are new or changed since ``before``; how many."""
+    removed = 0
+    for path, state in _files(where).items():
+        if before.get(path) != state:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+    return removed
 
 
 __all__ = ["OutputError", "check_out_dir", "check_out_file", "writing"]

@@ -16,7 +16,10 @@ missing from the report without a word. Each such cell is a ``Runs.dropped`` row
   as Hydra expands them) that no folder under the sweep holds: the sweep is
   still running, or stopped before it.
 
-A folder inside another run folder (an earlier run moved aside) is not a cell of its own.
+A folder inside another run folder (an earlier run moved aside) is not a cell of its own. An ensemble's cell
+folder (``ensemble.seeds=N``: Hydra's ``.hydra/`` and the members' shared ``ensemble/`` folder, each member
+in ``seed=<s>/`` below it) is neither a run nor a cell without a result: its members are the runs, each
+judged on its own, by the lock of the shared folder, which their one process holds.
 """
 
 from __future__ import annotations
@@ -33,12 +36,34 @@ from common.run_folders import LOCK, process_alive  # the writer's {"pid": .., "
 
 RESULT_FILE = "result.json"
 RUN_MARKERS = ("run_state.json", ".hydra/overrides.yaml")  # what a run writes into its folder when it starts
+ENSEMBLE_SHARED = "ensemble"  # an ensemble's shared folder (checkpoint, batched log, lock) beside its members
+MEMBER_PREFIX = "seed="  # an ensemble member's folder under its cell folder: seed=<s>
 MULTIRUN_FILE = "multirun.yaml"  # Hydra writes it into a sweep's folder before the first cell
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
 def _is_run_folder(folder: Path) -> bool:
+    if is_ensemble_cell(folder):
+        return False
     return (folder / RESULT_FILE).is_file() or any((folder / m).is_file() for m in RUN_MARKERS)
+
+
+def is_ensemble_cell(folder: Path) -> bool:
+    """Whether ``folder`` holds an ensemble's members rather than a run: no result or run state of its own, and
+    the members' shared folder or a member's ``seed=<s>/`` below it. (Under hydra/launcher=ensemble the
+    shared folder sits in the first member's own run folder, which has a run state: that one is a run.)"""
+    if (folder / RESULT_FILE).is_file() or (folder / "run_state.json").is_file():
+        return False
+    if (folder / ENSEMBLE_SHARED).is_dir():
+        return True
+    return any(p.is_dir() and p.name.startswith(MEMBER_PREFIX) for p in _children(folder))
+
+
+def _children(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:
+        return []
 
 
 def _age(folder: Path) -> str:
@@ -51,10 +76,11 @@ def _age(folder: Path) -> str:
     return f"{seconds:.0f} s"
 
 
-def folder_state(folder: Path) -> tuple[str, str]:
-    """(status, reason) of a run folder that holds no result."""
+def folder_state(folder: Path, lock_folder: Path | None = None) -> tuple[str, str]:
+    """(status, reason) of a run folder that holds no result; ``lock_folder``: where its writer's lock lies, when
+    not in the folder itself (an ensemble member's, in its cell's shared folder)."""
     try:
-        holder = json.loads((folder / LOCK).read_text())
+        holder = json.loads(((lock_folder or folder) / LOCK).read_text())
     except (OSError, ValueError):
         holder = None
     last = f"last written {_age(folder)} ago"
@@ -83,9 +109,20 @@ def unfinished_folders(roots: Iterable[Path]) -> list[dict[str, Any]]:
             nested = any(_is_run_folder(up) for up in folder.parents if up == root or root in up.parents)
             if nested or not any((folder / m).is_file() for m in RUN_MARKERS):
                 continue  # an earlier run kept inside another run's folder, or not a run folder at all
-            status, reason = folder_state(folder)
+            if is_ensemble_cell(folder):
+                if not _members(folder):  # stopped before its members' folders were made: the cell says it
+                    status, reason = folder_state(folder, folder / ENSEMBLE_SHARED)
+                    rows.append({"source": str(folder), "run_id": None, "status": status, "reason": reason})
+                continue
+            lock = folder.parent / ENSEMBLE_SHARED if is_ensemble_cell(folder.parent) else None
+            status, reason = folder_state(folder, lock)
             rows.append({"source": str(folder), "run_id": None, "status": status, "reason": reason})
     return rows
+
+
+def _members(cell: Path) -> list[Path]:
+    """The member folders under an ensemble's cell folder that a run has started in."""
+    return [p for p in _children(cell) if p.name.startswith(MEMBER_PREFIX) and _is_run_folder(p)]
 
 
 def _overrides(folder: Path) -> frozenset[str] | None:

@@ -11,6 +11,7 @@ other cells still run and the bad one is recorded as failed).
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -32,6 +33,15 @@ MULTIRUN_FLAGS = ("-m", "--multirun")
 
 class PreflightError(ValueError):
     """A command line that cannot run; the message is one line."""
+
+
+class AlreadyCompleted(Exception):
+    """A single run whose folder holds its completed result and cannot be written (a read-only file system):
+    nothing to do, and Hydra's log file and config record could not be opened there. The message is one line."""
+
+    def __init__(self, result_file: Path, result: dict) -> None:
+        super().__init__(f"already completed with the same config ({result_file}); skipped (its folder is read-only)")
+        self.result = result
 
 
 def group_options(group: str) -> list[str]:
@@ -172,6 +182,7 @@ def preflight(argv: list[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     multirun = any(a in MULTIRUN_FLAGS for a in argv)
+    check_config_dirs(argv)
     args = overrides_of(argv)
     if args is None:
         return  # --help, another config (-cp, -cn): nothing of attnlab's runs
@@ -180,6 +191,8 @@ def preflight(argv: list[str]) -> None:
         overrides = parser.parse_overrides(args)
     except Exception as err:  # noqa: BLE001
         raise PreflightError(_one_line(err)) from None
+    for override in overrides:
+        check_hydra_sweep(override)
     for override in overrides:
         if override.key_or_group == "plugins" and not override.is_sweep_override():
             from variants.discovery import import_plugins
@@ -205,14 +218,16 @@ def preflight(argv: list[str]) -> None:
     register_configs()
     # One configuration per sweep value (the others at their first value): linear in the grid.
     sweeps = [(i, _values(o)) for i, o in enumerate(overrides) if o.is_sweep_override() and _values(o)]
-    base = [_first(o) for o in overrides]
+    base = [first_value(o) for o in overrides]
     variants = [base] + [
         base[:i] + [f"{overrides[i].input_line.split('=', 1)[0]}={v}"] + base[i + 1 :]
         for i, values in sweeps
         for v in values[1:]
     ]
-    for cell in variants:
+    for index, cell in enumerate(variants):
         full = _compose([c for c in cell if c is not None])
+        if index == 0:
+            check_file_size_limit(full)
         for key, values in _sweeper_params(full):
             check_names(key, values)
             check_trainer_override(key)  # a sweeper's key that has moved, as on the command line
@@ -222,6 +237,13 @@ def preflight(argv: list[str]) -> None:
         check_claims(cfg)  # a malformed claim in a preset stops the sweep before its first cell
         check_logger(cfg)  # W&B would warn in four lines and train without logging
         check_lightning(cfg)
+        if multirun:
+            from experiments.app.sweeper_checks import check_sweeper
+
+            try:
+                check_sweeper(full, cfg, args)
+            except ConfigError as err:
+                raise PreflightError(str(err)) from None
         expand_roles(cfg)
         if not multirun:
             check_values(cfg)
@@ -230,13 +252,73 @@ def preflight(argv: list[str]) -> None:
             check_task(cfg)  # last: naming the task imports Lightning, which no other check needs
 
 
+def check_config_dirs(argv: list[str]) -> None:
+    """The presets of a ``--config-dir`` folder read as YAML, before Hydra's page-long error (and safely: a
+    ``!!python`` tag is refused, never run)."""
+    from experiments.config.checks import ConfigError
+    from experiments.config.yaml_files import check_config_dir
+
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    for i, arg in enumerate(argv):
+        flag, has_value, value = arg.partition("=")
+        if flag not in ("--config-dir", "-cd"):
+            continue
+        if not has_value:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        try:
+            check_config_dir(value, overrides)
+        except ConfigError as err:
+            raise PreflightError(str(err)) from None
+
+
+def check_hydra_sweep(override) -> None:
+    """Hydra sweeps no key under ``hydra.``: a search space or grid given there (hydra.sweeper.params.x=a,b)
+    is meant as text, quoted, or as a sweep of the key itself."""
+    key = override.get_key_element().lstrip("+~")
+    if not (key.startswith("hydra.") and override.is_sweep_override()):
+        return
+    value = override.input_line.split("=", 1)[1]
+    inner = key.split(".", 3)[-1] if key.startswith(("hydra.sweeper.params.", "hydra.sweeper.space.")) else None
+    instead = f", or sweep the key itself: {inner}={value}" if inner else ""
+    raise PreflightError(
+        f"{override.input_line}: Hydra sweeps no key under hydra.*; quote it: {key}='{value}'{instead}"
+    )
+
+
+def check_file_size_limit(full) -> None:
+    """A file size limit (``ulimit -f``) below what the run writes first, Hydra's record of its config
+    (``.hydra/config.yaml`` and ``hydra.yaml``): refused before Hydra cuts a file at the limit."""
+    import resource
+
+    from omegaconf import OmegaConf
+
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit == resource.RLIM_INFINITY:
+        return
+    written = {
+        "config.yaml": OmegaConf.to_yaml(OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])),
+        "hydra.yaml": OmegaConf.to_yaml(OmegaConf.masked_copy(full, ["hydra"])),
+    }
+    name, text = max(written.items(), key=lambda item: len(item[1].encode()))
+    size = len(text.encode())
+    if size > limit:
+        raise PreflightError(
+            f"the file size limit (ulimit -f) is {limit // 1024} KB; Hydra's .hydra/{name} alone is "
+            f"{size / 1024:.0f} KB and a checkpoint is larger; raise it (ulimit -f unlimited)"
+        )
+
+
 def _check_run_folder(full, cfg) -> None:
     """A single run's folder that holds another computation, or that a live process writes, is refused
     before Hydra writes this run's ``.hydra/`` into it (experiments/training/folder.py)."""
-    from experiments.record.result import resolved
+    from experiments.record.result import read_result, resolved
     from experiments.training.folder import check_before_start
 
-    flat, _ = resolved(cfg)
+    flat, cfg_hash = resolved(cfg)
+    run_dir = Path(str(full.hydra.run.dir))
+    done = read_result(run_dir / "result.json") if run_dir.is_dir() and not os.access(run_dir, os.W_OK) else None
+    if done and cfg.resume == "auto" and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
+        raise AlreadyCompleted(run_dir / "result.json", done)
     ckpt_path = cfg.get("ckpt_path")
     if cfg.ensemble.seeds != 1:  # its members' folders, its shared checkpoint and lock, and its memory
         from experiments.ensemble.folder import check_before_start as check_ensemble_folder
@@ -358,7 +440,8 @@ def _trainer_key_error(overrides: list[str], err: Exception) -> PreflightError |
     return None
 
 
-def _first(override) -> str | None:
+def first_value(override) -> str | None:
+    """The override at its first value (a sweep's first choice); None for an Optuna range, which has none."""
     if not override.is_sweep_override():
         return override.input_line
     values = _values(override)
@@ -462,4 +545,4 @@ def _build_variants(cfg) -> None:
             raise PreflightError(f"model.{role}: {err}") from None
 
 
-__all__ = ["PreflightError", "preflight"]
+__all__ = ["AlreadyCompleted", "PreflightError", "preflight"]

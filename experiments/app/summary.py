@@ -114,5 +114,19 @@ def print_summary(result: dict[str, Any], run_dir: Path, console: Console | None
     # paths as they are: rich would read "[x]" in a folder name as markup and drop it
     console.print(f"result  {run_dir / 'result.json'}", markup=False)
     console.print(f"report  {report_command(run_dir)}", markup=False)
+    console.print(f"W&B     {wandb_line(result, run_dir)}", markup=False)
+
+
+def wandb_line(result: dict[str, Any], run_dir: Path) -> str:
+    """Where the W&B run is; else why there is none: no W&B logger chosen (``logger=csv``), W&B disabled, or a
+    W&B logger that did not start."""
     where = wandb_location(result, run_dir)
-    console.print(f"W&B     {where}" if where else "W&B     off (logger=none or W&B failed to start)", markup=False)
+    if where:
+        return where
+    config = result.get("config") or {}
+    loggers = sorted({key.split(".")[1] for key in config if key.startswith("logger.") and key.count(".") >= 2})
+    if "wandb" not in loggers:
+        return f"not used (loggers: {', '.join(loggers) or 'none'}; logger=default or logger=wandb adds W&B)"
+    if config.get("logger.wandb.mode") == "disabled":
+        return "off (logger.wandb.mode=disabled)"
+    return "chosen, but it did not start (no W&B run folder under the run)"

@@ -184,12 +184,15 @@ def main() -> None:
     register_configs()
     register_resolvers()
     os.environ.setdefault("WANDB_SILENT", "true")
-    from experiments.app.preflight import PreflightError, preflight
+    from experiments.app.preflight import AlreadyCompleted, PreflightError, preflight
     from experiments.sweep.grid import exit_code_for_last_multirun
 
     if os.environ.get("LOCAL_RANK") in (None, "0"):  # DDP ranks > 0 re-run an already checked command
         try:
             preflight(sys.argv[1:])
+        except AlreadyCompleted as done:  # nothing to do, and nothing could be written there
+            print(f"attnlab: {done}", file=sys.stderr)
+            sys.exit(0)
         except ValueError as err:
             if not isinstance(err, (PreflightError, *user_error_types())):
                 raise

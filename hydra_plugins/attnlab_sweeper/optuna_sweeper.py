@@ -49,6 +49,7 @@ class OptunaSweeper(Sweeper):
         pruner: Any = None,
         pruning_metric: Optional[str] = None,
         params: Any = None,
+        direction_override: bool = False,  # checked before the sweep (experiments/app/sweeper_checks.py)
     ) -> None:
         self.direction = direction
         self.study_name = study_name
