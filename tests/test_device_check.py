@@ -13,10 +13,10 @@ from unittest import mock
 
 import pytest
 
-from experiments.device_check import MAX_FILES, plan
-from experiments.device_check.__main__ import main
-from experiments.device_check.plan import Command, Knobs, Section
-from experiments.device_check.run import run
+from experiments.diagnostics.device_check import MAX_FILES, plan
+from experiments.diagnostics.device_check.cli import main
+from experiments.diagnostics.device_check.plan import Command, Knobs, Section
+from experiments.diagnostics.device_check.run import run
 
 
 @pytest.mark.slow  # composes every cell of the quick grid and imports every bench command (10-30 s on CPU)

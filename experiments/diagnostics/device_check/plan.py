@@ -55,7 +55,7 @@ def run_a(knobs: Knobs) -> list[Section]:
     mfu = ("experiments.bench", "mfu", "--device", "cuda", "--bf16")
     flex_check = ("experiments.flex_check", "--budget", "120", "--out", out("flex_check"))
     return [
-        Section("env", 40, (Command("module", ("experiments.device_check.env", out("env"))),)),
+        Section("env", 40, (Command("module", ("experiments.diagnostics.device_check.env", out("env"))),)),
         Section(
             "targets",
             160,
@@ -68,13 +68,17 @@ def run_a(knobs: Knobs) -> list[Section]:
         ),
         Section("mfu_eager", 45, (Command("bench", (*mfu, "--out", out("mfu_eager"))),)),
         Section("mfu_compiled", 90, (Command("bench", (*mfu, "--compile", "--out", out("mfu_compiled"))),)),
-        Section("probes", 120, (Command("module", ("experiments.device_check.probes", out("probes"))),)),
+        Section("probes", 120, (Command("module", ("experiments.diagnostics.device_check.probes", out("probes"))),)),
     ]
 
 
 def run_b(knobs: Knobs) -> list[Section]:
     sections = [
-        Section("env", 40, (Command("module", ("experiments.device_check.env", str(knobs.work / "json/env.json"))),))
+        Section(
+            "env",
+            40,
+            (Command("module", ("experiments.diagnostics.device_check.env", str(knobs.work / "json/env.json"))),),
+        )
     ]
     parallel = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={knobs.k}", f"jobs_per_gpu={knobs.k}"]
     caps = {100: 90, 1000: 140}  # the 100-step grid first: a cut leaves it whole

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.device_check.plan import Knobs, Section
-from experiments.device_check.summary import write_summary
+from experiments.diagnostics.device_check.plan import Knobs, Section
+from experiments.diagnostics.device_check.summary import write_summary
 from experiments.diagnostics.gpu_check import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]

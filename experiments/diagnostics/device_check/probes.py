@@ -1,5 +1,5 @@
-"""``python -m experiments.device_check.probes OUT``: targeted flex probes on CUDA, one row each, each failing
-alone, the JSON rewritten after each (a cut run keeps the rows that finished). Each row says what it
+"""``python -m experiments.diagnostics.device_check.probes OUT``: targeted flex probes on CUDA, one row each,
+each failing alone, the JSON rewritten after each (a cut run keeps the rows that finished). Each row says what it
 expects; the last rows time the crossovers behind ``variants.flex_cost.FLEX_PAYS``.
 """
 
@@ -16,7 +16,7 @@ CROSSOVER_LENGTHS = {"score_mod": (256, 512, 1024, 2048, 4096), "window": (128, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.device_check.probes", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m experiments.diagnostics.device_check.probes", description=__doc__)
     parser.add_argument("out", help="the JSON file to write")
     parser.add_argument("--budget", type=float, default=100.0, help="seconds; a probe past it is skipped")
     return parser

@@ -1,4 +1,4 @@
-"""``python -m experiments.device_check.env OUT``: the machine and the packages a device pass ran with, as JSON."""
+"""``python -m experiments.diagnostics.device_check.env OUT``: the machine and packages of a device pass, as JSON."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.device_check.env", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m experiments.diagnostics.device_check.env", description=__doc__)
     parser.add_argument("out", help="the JSON file to write")
     return parser
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from experiments.device_check.plan import Knobs
+from experiments.diagnostics.device_check.plan import Knobs
 
 #: log signatures of the failures a pass looks for, counted over every log
 SIGNATURES = {

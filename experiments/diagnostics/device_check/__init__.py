@@ -2,7 +2,7 @@
 
 - run A (kernels): the bench targets (``experiments.bench targets --device cuda``: local w256 against flash,
   ALiBi at 4096, T5 / relative against the dense bias), ``experiments.flex_check``, MFU eager and compiled,
-  then the targeted flex probes (``experiments.device_check.probes``: the fit-start options, FIRE in
+  then the targeted flex probes (``experiments.diagnostics.device_check.probes``: the fit-start options, FIRE in
   eval() with a backward, masks across grad modes, a compiled model at varying lengths, and the flex
   crossover lengths behind ``variants.flex_cost.FLEX_PAYS``);
 - run B (training): every ``experiment=quick`` cell with ``trainer=gpu`` at 100 and then 1000 steps, K at a

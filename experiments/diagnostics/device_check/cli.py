@@ -1,4 +1,4 @@
-"""``python -m experiments.device_check A|B [--dry-run]``: see ``experiments.device_check``."""
+"""``python -m experiments.device_check A|B [--dry-run]``: the command line of the device check."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from experiments.device_check import MAX_FILES
-from experiments.device_check.plan import RUNS, Knobs, sections_of
+from experiments.diagnostics.device_check import MAX_FILES
+from experiments.diagnostics.device_check.plan import RUNS, Knobs, sections_of
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments import device_check
+    from experiments.diagnostics import device_check
 
     parser = argparse.ArgumentParser(
         prog="python -m experiments.device_check",
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sections = sections_of(args.run, knobs)
     if args.dry_run:
-        from experiments.device_check.dry import dry_run
+        from experiments.diagnostics.device_check.dry import dry_run
 
         rows = dry_run(sections)
         bad = [r for r in rows if r["problem"]]
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "summary.txt").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return 1 if bad else 0
-    from experiments.device_check.run import run
+    from experiments.diagnostics.device_check.run import run
 
     code = run(args.run, sections, knobs, out)
     left = sorted(p.name for p in out.iterdir())

@@ -12,7 +12,7 @@ import contextlib
 import importlib
 import io
 
-from experiments.device_check.plan import Command, Section
+from experiments.diagnostics.device_check.plan import Command, Section
 
 
 def problem(command: Command) -> str | None:
