@@ -95,6 +95,7 @@ def claims_table(results: pd.DataFrame) -> Table:
     return Table(header, rows, caption=METHOD)
 
 
+FIXED_HEADING = "Claims of {file}, decided by the fixed-n engine (not the sweep's anytime rule):"
 METHOD = (
     f"Each claim: a test for it and one against it, each wrong at most α = {ALPHA} (Welch two-sided for a "
     f"direction, TOST with its {1 - 2 * ALPHA:.0%} interval for an equivalence, a delta-method t for a ratio of "
@@ -122,6 +123,10 @@ def report_claims(
         head, *facts = adaptive.section_lines(found[0], found[1], details)
         section = _section(results)
         section.add(Paragraph(head), Bullets(facts))
+        if claims_file is not None:  # the user's claims: decided beside the sweep's, in their own table
+            given = evaluate(runs, claims_file, carried=False)
+            section.add(Paragraph(FIXED_HEADING.format(file=claims_file)), claims_table(given))
+            results = pd.concat([results, given], ignore_index=True)
         return section, results
     try:
         results = evaluate(runs, claims_file)
