@@ -196,7 +196,8 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
 
 
 def _straddle(row: Mapping[str, Any], claim: Claim) -> str:
-    level = f"{100 * row['level']:.0f}%"
+    level = row.get("level", math.nan)
+    level = f"{100 * level:.0f}%" if math.isfinite(level) else "decisive"
     interval = f"[{fmt(row['diff_low'])}, {fmt(row['diff_high'])}]"
     if claim.expect == "ratio":
         edges = " and ".join(_g(e) for e in claim.bounds if e is not None)

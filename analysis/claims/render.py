@@ -38,11 +38,13 @@ def _verdict_text(r: Mapping[str, Any]) -> str:
 
 
 def _interval(r: Mapping[str, Any]) -> str:
-    """The interval that decided, with its level: ``95% interval [0.013, 0.139]``."""
+    """The interval that decided, with its level where the row has one: ``95% interval [0.013, 0.139]``; an
+    anytime confidence sequence's row (analysis/claims/adaptive.py) shows its interval bare."""
     level = r.get("level")
-    if not (isinstance(level, float) and math.isfinite(level)):
-        return "no interval (no spread)" if r["test"] == EXACT else "interval"
-    return f"{100 * level:.0f}% interval [{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]"
+    bare = f"[{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]"
+    if isinstance(level, float) and math.isfinite(level):
+        return f"{100 * level:.0f}% interval {bare}"
+    return "no interval (no spread)" if r["test"] == EXACT else bare
 
 
 def _statistic_text(row: Mapping[str, Any]) -> str:
@@ -171,9 +173,10 @@ def format_text(results: pd.DataFrame) -> str:
         if _str(r["b"]) != "—":
             lines.append(f"    b  {_side(r, 'b')}")
         if isinstance(r["test"], str) and r["test"] != "—":
-            statistic = "" if _statistic_text(r) == "—" else f"{_statistic_text(r)}, "
+            statistic = "" if r["test"] == EXACT else f"{_statistic_text(r)}, "  # an exact test has no t
+            comma = "," if isinstance(r.get("level"), float) and math.isfinite(r["level"]) or r["test"] == EXACT else ""
             lines.append(
-                f"    {r['test']}: {statistic}{_estimate_label(r['test'])} {fmt(r['diff'])}, {_interval(r)}, "
+                f"    {r['test']}: {statistic}{_estimate_label(r['test'])} {fmt(r['diff'])}{comma} {_interval(r)}, "
                 f"p {fmt_p(r['p'])}, Holm {fmt_p(r['p_holm'])}"
             )
         for label in ("divergence", "lacked", "source", "paper"):
