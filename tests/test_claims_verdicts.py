@@ -180,3 +180,16 @@ def test_a_claims_file_beside_an_adaptive_sweep_is_decided_in_its_own_table(tmp_
     heading = f"Claims of {file}, decided by the fixed-n engine (not the sweep's anytime rule):"
     assert heading in out and "] mine (Holm over 1 claim" in out.split(heading)[1], out
     assert code == 1  # the file's equivalence is contradicted: local is 0.05 above soft
+
+
+def test_the_reports_claims_table_shows_every_sides_seeds_and_the_correction(tmp_path):
+    from analysis.report.build import build_report
+
+    folder = write_folder(tmp_path / "sweep", DIVERGED)
+    build_report(
+        [folder], tmp_path / "report", metrics=[METRIC], claims=claims_file(tmp_path / "c.yaml", claim(margin=0.02))
+    )
+    text = (tmp_path / "report" / "report.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| local matches soft"))
+    assert "7 completed, 3 diverged (scored 0), 0 failed" in row and "10 completed, 0 diverged, 0 failed" in row
+    assert "inconclusive (Holm over 1 claim, p_adj" in row and "Fisher's exact p" in row, row
