@@ -191,6 +191,11 @@ def parse_claim(raw: Any, origin: str) -> Claim:
         min_effect = _number(min_effect, f"{origin}.min_effect", "a number > 0 (the smallest effect worth deciding)")
         if min_effect <= 0:
             raise ClaimError(f"{origin}.min_effect={raw['min_effect']!r} is not allowed; it must be a number > 0")
+        if expect == "equivalent" or (bounds is not None and None not in bounds):
+            raise ClaimError(
+                f"{origin}.min_effect is not used by a claim with two edges (an equivalence, a ratio within two "
+                "bounds): its seeds are priced with the truth midway between them"
+            )
     name = _text(raw.get("name"), f"{origin}.name") or origin
     return Claim(
         name=name,

@@ -193,3 +193,25 @@ def test_the_reports_claims_table_shows_every_sides_seeds_and_the_correction(tmp
     row = next(line for line in text.splitlines() if line.startswith("| local matches soft"))
     assert "7 completed, 3 diverged (scored 0), 0 failed" in row and "10 completed, 0 diverged, 0 failed" in row
     assert "inconclusive (Holm over 1 claim, p_adj" in row and "Fisher's exact p" in row, row
+
+
+@pytest.mark.parametrize(
+    "fields, said",
+    [
+        (
+            {"expect": "greater", "min_effect": -0.1},
+            r"claims\[0\]\.min_effect=-0\.1 is not allowed; it must be a number > 0",
+        ),
+        (
+            {"expect": "equivalent", "margin": 0.1, "min_effect": 0.05},
+            r"claims\[0\]\.min_effect is not used by a claim",
+        ),
+    ],
+    ids=["negative", "equivalence"],
+)
+def test_a_min_effect_that_cannot_price_seeds_is_one_line_naming_the_field(fields, said):
+    from common.claims import ClaimError, parse_claims
+
+    with pytest.raises(ClaimError, match="^" + said) as err:
+        parse_claims([claim("c", **fields)])
+    assert "\n" not in str(err.value)
