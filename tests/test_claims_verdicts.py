@@ -168,13 +168,18 @@ def test_a_malformed_claims_file_is_one_line_and_never_executed(tmp_path, capsys
     assert not marker.exists()
 
 
-def test_a_claims_file_beside_an_adaptive_sweep_is_decided_in_its_own_table(tmp_path, capsys):
-    """Before: the adaptive sweep's own claims were printed and FILE was silently ignored."""
+def adaptive_folder(tmp_path: Path) -> tuple[Path, Path]:
+    """A finished adaptive sweep (its adaptive.json and seeds) and a claims file of the user's own."""
     folder = write_folder(tmp_path / "sweep", {"soft": SOFT, "local": [v + 0.05 for v in SOFT]})
     plan = {"alpha": 0.05, "alpha_per_claim": 0.05, "mixture": 1.0, "budget": 10, "first": [0, 1, 2], "step": 2}
     state = {"plan": plan, "claims_raw": [claim("the sweep's own", "greater")], "rounds": [], "finished": True}
     (folder / "adaptive.json").write_text(json.dumps(state))
-    file = claims_file(tmp_path / "mine.yaml", claim("mine", "equivalent", margin=0.01))
+    return folder, claims_file(tmp_path / "mine.yaml", claim("mine", "equivalent", margin=0.01))
+
+
+def test_a_claims_file_beside_an_adaptive_sweep_is_decided_in_its_own_table(tmp_path, capsys):
+    """Before: the adaptive sweep's own claims were printed and FILE was silently ignored."""
+    folder, file = adaptive_folder(tmp_path)
     code, out = verdicts(capsys, folder, file)
     assert "] the sweep's own" in out
     heading = f"Claims of {file}, decided by the fixed-n engine (not the sweep's anytime rule):"
@@ -215,3 +220,15 @@ def test_a_min_effect_that_cannot_price_seeds_is_one_line_naming_the_field(field
     with pytest.raises(ClaimError, match="^" + said) as err:
         parse_claims([claim("c", **fields)])
     assert "\n" not in str(err.value)
+
+
+def test_the_report_of_an_adaptive_sweep_decides_a_claims_file_beside_the_sweeps_claims(tmp_path):
+    from analysis.report.build import build_report
+
+    folder, file = adaptive_folder(tmp_path)
+    build_report([folder], tmp_path / "report", metrics=[METRIC], claims=file)
+    text = (tmp_path / "report" / "report.md").read_text()
+    section = text[text.index("## Claims") :]
+    heading = f"Claims of {file}, decided by the fixed-n engine (not the sweep's anytime rule):"
+    assert "| the sweep's own" in section and heading in section, section[:2000]
+    assert "| mine |" in section.split(heading)[1]
