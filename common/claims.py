@@ -11,6 +11,7 @@ A claim names a metric, two sides given as factor values and what it expects::
         where: {task: copy}             # optional: pins keys for both sides
         expect: greater                 # greater | less | equivalent | ratio
         margin: 0.0
+        min_effect: 0.05                # optional: the smallest effect worth deciding (prices the seeds needed)
         source: Press et al. 2022       # optional: where the claim comes from
         paper: ...                      # optional: the number the paper reports
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 EXPECTS = ("greater", "less", "equivalent", "ratio")
-FIELDS = ("name", "metric", "a", "b", "where", "expect", "margin", "over", "bounds", "source", "paper")
+FIELDS = ("name", "metric", "a", "b", "where", "expect", "margin", "over", "bounds", "min_effect", "source", "paper")
 
 
 class ClaimError(ValueError):
@@ -46,6 +47,7 @@ class Claim:
     margin: float = 0.0
     over: int | None = None
     bounds: tuple[float | None, float | None] | None = None
+    min_effect: float | None = None  # beyond the claim's boundary: the truth "seeds that would decide" is priced at
     source: str | None = None
     paper: str | None = None
     origin: str = "claims"
@@ -58,7 +60,8 @@ class Claim:
         """The claim's content, without where it was written: two copies of one claim are one claim."""
         content = {
             f: getattr(self, f)
-            for f in ("name", "metric", "expect", "a", "b", "filters", "margin", "over", "bounds", "source", "paper")
+            for f in ("name", "metric", "expect", "a", "b", "filters", "margin", "over", "bounds", "min_effect")
+            + ("source", "paper")
         }
         return json.dumps(content, sort_keys=True, default=str)
 
@@ -183,6 +186,16 @@ def parse_claim(raw: Any, origin: str) -> Claim:
                 )
         else:
             margin = _number(raw.get("margin", 0.0), f"{origin}.margin", "a number (0: any difference)")
+    min_effect = raw.get("min_effect")
+    if min_effect is not None:
+        min_effect = _number(min_effect, f"{origin}.min_effect", "a number > 0 (the smallest effect worth deciding)")
+        if min_effect <= 0:
+            raise ClaimError(f"{origin}.min_effect={raw['min_effect']!r} is not allowed; it must be a number > 0")
+        if expect == "equivalent" or (bounds is not None and None not in bounds):
+            raise ClaimError(
+                f"{origin}.min_effect is not used by a claim with two edges (an equivalence, a ratio within two "
+                "bounds): its seeds are priced with the truth midway between them"
+            )
     name = _text(raw.get("name"), f"{origin}.name") or origin
     return Claim(
         name=name,
@@ -194,6 +207,7 @@ def parse_claim(raw: Any, origin: str) -> Claim:
         margin=margin,
         over=over,
         bounds=bounds,
+        min_effect=min_effect,
         source=_text(raw.get("source"), f"{origin}.source"),
         paper=_text(raw.get("paper"), f"{origin}.paper"),
         origin=origin,
@@ -215,4 +229,16 @@ def parse_claims(raw: Any, origin: str = "claims") -> list[Claim]:
                 f"{claim.origin} ({claim.name!r}) tests the same hypothesis as {twin.origin} ({twin.name!r}): "
                 "same metric, sides, expectation and margin; remove one (Holm's correction would count it twice)"
             )
+    check_names(claims)
     return claims
+
+
+def check_names(claims: list[Claim]) -> None:
+    """Two claims of one name would be two rows no reader can tell apart: refused, naming both."""
+    named: dict[str, Claim] = {}
+    for claim in claims:
+        twin = named.setdefault(claim.name, claim)
+        if twin is not claim:
+            raise ClaimError(
+                f"{claim.origin} has the name {claim.name!r} of {twin.origin}; each claim needs its own name"
+            )

@@ -53,7 +53,8 @@ def test_each_claim_kind_is_priced_with_its_own_fixed_test_at_the_rules_power(ca
     values, sides = _inputs(claim)
     design = fixed_equivalent(values, sides, claim, PLAN)
     # the suite's fixed test of this claim (analysis.stats.claims) is the one priced
-    suite = ratio_test(RATIOS, claim) if claim.expect == "ratio" else two_sample_test(A, B, claim)
+    ones = np.ones_like(RATIOS)  # a ratio of means over unit denominators: the mean ratio the rule sees
+    suite = ratio_test(RATIOS, ones, claim) if claim.expect == "ratio" else two_sample_test(A, B, claim)
     assert design.test == suite.test
     # its power: the anytime rule replayed seed by seed (common.sequential) on Gaussian sequences of the observed
     # mean and spread, correct decisions counted; a Monte-Carlo reference independent of the vectorised simulation
@@ -82,7 +83,7 @@ def test_what_cannot_be_priced_says_why():
     assert short.seeds is None and "fewer than 2 seeds" in short.describe()
     ratio = _claim(CASES["ratio"][0])
     alone = fixed_equivalent([0.97], {"a_values": [0.97], "b_values": None}, ratio, PLAN)
-    assert alone.seeds is None and alone.test == ratio_test(RATIOS, ratio).test
+    assert alone.seeds is None and alone.test == ratio_test(RATIOS, np.ones_like(RATIOS), ratio).test
 
 
 def test_the_section_states_each_claims_fixed_design_or_why_not():

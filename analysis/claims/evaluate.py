@@ -1,5 +1,11 @@
-"""A claim's row: both sides, the deciding test, and its verdict after Holm's correction over the claims of
-one report (supported, contradicted, or inconclusive with what it lacked and the seeds that would decide it)."""
+"""A claim's row: both sides with what became of every seed, the deciding test, and its verdict after Holm's
+correction over the claims of one report (supported, contradicted, or inconclusive with what it lacked and the
+seeds that would decide it).
+
+A diverged seed is an outcome: it scores the metric's worst value (analysis.stats.inference.worst_value) where
+that value is finite, and a mean cannot decide without it where it is not (a loss's +inf). How often each side
+diverges is compared by Fisher's exact test, which can leave a claim undecided or contradict an equivalence.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from analysis.claims.scope import gather_claims
-from analysis.claims.sides import check_metric, metric_values, run_factors, select_side
+from analysis.claims.sides import Side, check_metric, metric_values, run_factors, select_side
 from analysis.report.document import fmt, fmt_p
 from analysis.stats import inference
-from analysis.stats.claims import MAX_SEEDS, ratio_test, seeds_needed, two_sample_test
+from analysis.stats.claims import Evidence, ratio_test, seeds_needed, two_sample_test
 from common.claims import Claim, ClaimError, split_metric
 
 ALPHA = inference.ALPHA
@@ -27,18 +34,24 @@ COLUMNS = [
     "a_n",
     "a_mean",
     "a_ci",
+    "a_runs",
     "b",
     "b_n",
     "b_mean",
     "b_ci",
+    "b_runs",
     "diff",
     "diff_low",
     "diff_high",
+    "level",
     "test",
     "statistic",
     "df",
     "p",
     "p_holm",
+    "correction",
+    "divergence",
+    "divergence_p",
     "verdict",
     "lacked",
     "seeds_needed",
@@ -60,7 +73,7 @@ def _expectation(claim: Claim) -> str:
     if claim.expect == "equivalent":
         return f"|a − b| < {_g(claim.margin)}"
     low, high = claim.bounds
-    ratio = f"a@{claim.length} / a@{claim.over}"
+    ratio = f"mean a@{claim.length} / mean a@{claim.over}"
     if low is None:
         return f"{ratio} < {_g(high)}"
     return f"{ratio} > {_g(low)}" if high is None else f"{ratio} in [{_g(low)}, {_g(high)}]"
@@ -71,12 +84,52 @@ def _mean_ci(values: np.ndarray) -> tuple[float, float]:
     return mean, half
 
 
-def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]:
+def _with_diverged(values: np.ndarray, side: Side, worst: float) -> np.ndarray:
+    """The side's values, each diverged seed scored as the metric's worst value (when that is finite)."""
+    diverged = side.count("diverged")
+    return np.concatenate([values, np.full(diverged, worst)]) if diverged and math.isfinite(worst) else values
+
+
+def _unscorable(sides: Sequence[tuple[str, Side]], metric: str, worst: float) -> str:
+    """Why a mean cannot take the sides' diverged seeds ('' when it can): the metric has no finite worst value."""
+    diverged = [f"{side.count('diverged')} on side {tag}" for tag, side in sides if side.count("diverged")]
+    if not diverged or math.isfinite(worst):
+        return ""
+    value = "+∞ (the worst loss)" if worst == math.inf else "unknown (the name says neither range nor direction)"
+    return (
+        f"diverged seeds ({', '.join(diverged)}) score {metric}'s worst value, {value}, which no mean takes; "
+        "the survivors alone would decide on converged seeds only"
+    )
+
+
+def _divergence(a: Side, b: Side) -> dict[str, Any]:
+    """Fisher's exact test of the two sides' divergence rates (over runs that trained to an outcome)."""
+    (da, ca), (db, cb) = ((s.count("diverged"), s.count("completed")) for s in (a, b))
+    if not (da or db):
+        return {}
+    p = float(sps.fisher_exact([[da, ca], [db, cb]]).pvalue)
+    more = "a" if da * (db + cb) > db * (da + ca) else "b"
+    text = f"diverged {da}/{da + ca} (a) vs {db}/{db + cb} (b), Fisher's exact p {fmt_p(p)}"
+    return {"divergence": text, "divergence_p": p, "_more": more}
+
+
+def _ratio_sides(runs, a: Side, claim: Claim, worst: float) -> tuple[np.ndarray, np.ndarray]:
+    """Side a's metric at the claim's length and at ``over``, paired by run, diverged runs at the worst value."""
+    name, _ = split_metric(claim.metric)
+    top = metric_values(a.runs, runs.by_length, claim.metric)
+    bottom = metric_values(a.runs, runs.by_length, f"{name}@{claim.over}")
+    joined = pd.concat([top.rename("top"), bottom.rename("bottom")], axis=1, join="inner")
+    return (_with_diverged(joined[c].to_numpy(float), a, worst) for c in ("top", "bottom"))  # type: ignore[return-value]
+
+
+def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = ALPHA) -> dict[str, Any]:
     """The claim's row before Holm's correction: both sides, the test, and p for and against."""
     frame = runs.runs if scope is None else runs.runs[runs.runs["run_id"].isin(scope)]
     factors = run_factors(runs)
     check_metric(runs, frame, claim)
     a = select_side(frame, factors, claim, "a")
+    name, _ = split_metric(claim.metric)
+    worst = inference.worst_value(name)
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}
     row.update(
         claim=claim.name,
@@ -86,42 +139,47 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]
         paper=claim.paper,
         a=a.label,
         b=None,
+        b_runs=None,
         lacked="",
         seeds_needed=None,
         test=None,
+        divergence=None,
     )
     if claim.expect == "ratio":
-        top = metric_values(a.runs, runs.by_length, claim.metric)
-        name, _ = split_metric(claim.metric)
-        bottom = metric_values(a.runs, runs.by_length, f"{name}@{claim.over}")
-        joined = pd.concat([top.rename("top"), bottom.rename("bottom")], axis=1, join="inner")
-        zero = int((joined["bottom"] == 0).sum())
-        if zero:
-            a.dropped = f"{zero} with {name}@{claim.over} = 0, no ratio"
-        joined = joined[joined["bottom"] != 0]
-        a.values = (joined["top"] / joined["bottom"]).to_numpy(float)
+        top, bottom = _ratio_sides(runs, a, claim, worst)
+        a.values = top
         sides = [("a", a)]
     else:
         b = select_side(frame, factors, claim, "b")
         if "cell" in frame.columns and len(a.runs) and len(b.runs) and a.runs["cell"].iloc[0] == b.runs["cell"].iloc[0]:
             raise ClaimError(f"{claim.origin}: a and b are the same cell ({a.label}); the sides must differ")
-        a.values = metric_values(a.runs, runs.by_length, claim.metric).to_numpy(float)
-        b.values = metric_values(b.runs, runs.by_length, claim.metric).to_numpy(float)
-        row["b"] = b.label
+        for side in (a, b):
+            values = metric_values(side.runs, runs.by_length, claim.metric).to_numpy(float)
+            side.values = _with_diverged(values, side, worst)
+        row.update(b=b.label, **_divergence(a, b))
         sides = [("a", a), ("b", b)]
     for tag, side in sides:
+        row[f"{tag}_runs"] = side.outcomes(f"scored {_g(worst)}" if math.isfinite(worst) else "not scored")
         row[f"{tag}_n"] = side.n
         row[f"{tag}_mean"], row[f"{tag}_ci"] = _mean_ci(side.values)
+    refused = _unscorable(sides, claim.metric, worst)
     short = [(tag, side) for tag, side in sides if side.n < 2]
-    if short:
+    if refused or short:
         row["test"] = "—"
-        row["lacked"] = "; ".join(
+        row["lacked"] = refused or "; ".join(
             f"fewer than 2 seeds on side {tag} ({side.n} with a value of {len(side.runs)} runs"
             f"{': ' + side.missing() if side.missing() else ''})"
             for tag, side in short
         )
         return row
-    test = ratio_test(a.values, claim) if claim.expect == "ratio" else two_sample_test(a.values, b.values, claim)
+    if claim.expect == "ratio":
+        if bottom.mean() == 0:
+            row.update(test="—", lacked=f"the mean of {name}@{claim.over} over side a is 0: no ratio of means")
+            return row
+        test = ratio_test(top, bottom, claim, alpha)
+        row["a_mean"], row["a_ci"] = test.estimate, math.nan
+    else:
+        test = two_sample_test(a.values, b.values, claim, alpha)
     row.update(
         test=test.test,
         statistic=test.statistic,
@@ -129,6 +187,7 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]
         diff=test.estimate,
         diff_low=test.low,
         diff_high=test.high,
+        level=test.level,
         p_for=test.p_for,
         p_against=test.p_against,
         _test=test,
@@ -137,52 +196,82 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None) -> dict[str, Any]
 
 
 def _straddle(row: Mapping[str, Any], claim: Claim) -> str:
-    level = f"{100 * (1 - 2 * ALPHA):.0f}%"
+    level = row.get("level", math.nan)
+    level = f"{100 * level:.0f}%" if math.isfinite(level) else "decisive"
     interval = f"[{fmt(row['diff_low'])}, {fmt(row['diff_high'])}]"
     if claim.expect == "ratio":
         edges = " and ".join(_g(e) for e in claim.bounds if e is not None)
-        return f"the {level} interval of the ratio {interval} reaches the bound {edges}"
+        return f"the {level} interval of the ratio of means {interval} reaches the bound {edges}"
     edge = {"greater": _g(claim.margin), "less": _g(-claim.margin)}.get(claim.expect, f"±{_g(claim.margin)}")
     return f"the {level} interval of a − b {interval} straddles the margin {edge}"
 
 
+def _favoured(claim: Claim) -> set[str]:
+    """The side(s) the claim says do better on the metric: a diverging more there undermines it."""
+    better = inference.direction(split_metric(claim.metric)[0])
+    if claim.expect not in ("greater", "less") or better is None:
+        return {"a", "b"}
+    return {"a"} if (claim.expect == "greater") == (better == "higher") else {"b"}
+
+
+def _weigh_divergence(row: dict[str, Any], claim: Claim, alpha: float, k: int) -> None:
+    """A significant difference in divergence rates (Fisher's exact p below alpha / k, Bonferroni over the claims)
+    contradicts an equivalence and leaves a supported claim undecided where its favoured side diverges more."""
+    p, more = row.get("divergence_p", math.nan), row.pop("_more", None)
+    if not (isinstance(p, float) and p < alpha / k):
+        return
+    why = f"side {more} diverges more often (Fisher's exact p {fmt_p(p)} < α/{k})"
+    if claim.expect == "equivalent":
+        row["verdict"], row["lacked"] = "contradicted", f"{why}: the cells differ in how often they train"
+    elif row["verdict"] == "supported" and more in _favoured(claim):
+        row["verdict"], row["lacked"] = "inconclusive", f"{why}, against the claim's favoured side"
+
+
+def _price(row: dict[str, Any], claim: Claim, test: Evidence, alpha: float) -> None:
+    """Append the seeds that would decide the claim, priced before the data (analysis.stats.claims.seeds_needed)."""
+    n, said = seeds_needed(test, claim, alpha)
+    row["seeds_needed"] = n
+    if n is None:
+        row["lacked"] += f"; {said}"
+        return
+    per = "seeds" if claim.expect == "ratio" else "seeds per side"
+    row["lacked"] += f"; about {n} {per} would decide it with 80% power {said}"
+
+
 def decide(rows: list[dict[str, Any]], claims: Sequence[Claim], alpha: float = ALPHA) -> pd.DataFrame:
-    """Holm over the claims' decisive p-values (the smaller of for and against), then verdicts."""
+    """Holm over the claims' decisive p-values (the smaller of for and against, each wrong at most alpha), then
+    verdicts, each named with the correction that made it."""
     decisive = [min(r.get("p_for", math.nan), r.get("p_against", math.nan)) for r in rows]
     adjusted = inference.holm(decisive)
     k = max(1, sum(math.isfinite(p) for p in decisive))
+    family = f"Holm over {k} claim{'s' if k != 1 else ''}"
     for row, claim, p, p_holm in zip(rows, claims, decisive, adjusted):
         row["p"], row["p_holm"] = p, float(p_holm)
+        row["correction"] = f"{family}, p_adj {fmt_p(p_holm)}" if math.isfinite(p_holm) else None
         test = row.pop("_test", None)
         if not math.isfinite(p_holm):
             row["verdict"] = "inconclusive"
             if not row["lacked"]:
-                row["lacked"] = "the estimate sits exactly on the margin"
-            continue
-        if p_holm < alpha:
+                row["lacked"] = test.reason if test is not None and test.reason else "no test could be run"
+        elif p_holm < alpha:
             row["verdict"] = "supported" if row["p_for"] <= row["p_against"] else "contradicted"
-            continue
-        row["verdict"] = "inconclusive"
-        if p < alpha:
-            row["lacked"] = f"significant alone (p={fmt_p(p)}) but not after Holm's correction over {k} claims"
         else:
-            row["lacked"] = _straddle(row, claim)
-        if test is not None:
-            row["seeds_needed"] = seeds_needed(test, claim.expect == "ratio", alpha / k)
-            n = row["seeds_needed"]
-            if n is None:
-                row["lacked"] += "; no number of seeds decides it at this estimate"
+            row["verdict"] = "inconclusive"
+            if test is not None and test.reason:
+                row["lacked"] = test.reason
+            elif p < alpha:
+                row["lacked"] = f"significant alone (p={fmt_p(p)}) but not after Holm's correction over {k} claims"
             else:
-                per = "seeds" if claim.expect == "ratio" else "seeds per side"
-                count = f"more than {MAX_SEEDS}" if n > MAX_SEEDS else f"about {n}"
-                row["lacked"] += f"; {count} {per} would decide it at the observed difference and spread"
-    for row in rows:
-        row.pop("_test", None)
+                row["lacked"] = _straddle(row, claim)
+            if test is not None and not test.reason:
+                _price(row, claim, test, alpha / k)
+        _weigh_divergence(row, claim, alpha, k)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def evaluate(runs, claims_file: str | Path | None = None, alpha: float = ALPHA) -> pd.DataFrame:
-    """Every claim carried by the runs or given in ``claims_file``: one row each, Holm-corrected together."""
-    gathered = gather_claims(runs, claims_file)
-    rows = [evaluate_claim(runs, claim, scope) for claim, scope in gathered]
+def evaluate(runs, claims_file: str | Path | None = None, alpha: float = ALPHA, carried: bool = True) -> pd.DataFrame:
+    """Every claim carried by the runs (unless ``carried`` is False) or given in ``claims_file``: one row each,
+    Holm-corrected together."""
+    gathered = gather_claims(runs, claims_file, carried)
+    rows = [evaluate_claim(runs, claim, scope, alpha) for claim, scope in gathered]
     return decide(rows, [c for c, _ in gathered], alpha)

@@ -11,17 +11,40 @@ import pandas as pd
 
 from analysis.claims.evaluate import ALPHA, VERDICTS, evaluate
 from analysis.report.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
-from analysis.stats.claims import POWER
+from analysis.stats.claims import EXACT, POWER
 from common.claims import ClaimError
 
 
-def _side_text(mean: float, ci: float, n: Any) -> str:
+def _side_text(mean: float, ci: float, n: Any, outcomes: Any = None) -> str:
+    """``0.637 ± 0.31 (n=10: 7 completed, 3 diverged, each scored 0, 0 failed)``."""
     if not isinstance(n, (int, np.integer)) and not (isinstance(n, float) and math.isfinite(n)):
         return "—"
+    runs = f": {outcomes}" if _str(outcomes) != "—" else ""
     if int(n) == 0:
-        return "no value (n=0)"
+        return f"no value (n=0{runs})"
     spread = f" ± {fmt(ci)}" if math.isfinite(ci) else ""
-    return f"{fmt(mean)}{spread} (n={int(n)})"
+    return f"{fmt(mean)}{spread} (n={int(n)}{runs})"
+
+
+def _side(r: Mapping[str, Any], tag: str) -> str:
+    ratio = "ratio of means " if tag == "a" and "/ mean a@" in r["expect"] else ""
+    return f"{r[tag]}: {ratio}{_side_text(r[f'{tag}_mean'], r[f'{tag}_ci'], r[f'{tag}_n'], r.get(f'{tag}_runs'))}"
+
+
+def _verdict_text(r: Mapping[str, Any]) -> str:
+    """``supported (Holm over 3 claims, p_adj 0.012)``: the verdict and the correction that made it."""
+    correction = f" ({r['correction']})" if _str(r.get("correction")) != "—" else ""
+    return f"{r['verdict']}{correction}"
+
+
+def _interval(r: Mapping[str, Any]) -> str:
+    """The interval that decided, with its level where the row has one: ``95% interval [0.013, 0.139]``; an
+    anytime confidence sequence's row (analysis/claims/adaptive.py) shows its interval bare."""
+    level = r.get("level")
+    bare = f"[{fmt(r['diff_low'])}, {fmt(r['diff_high'])}]"
+    if isinstance(level, float) and math.isfinite(level):
+        return f"{100 * level:.0f}% interval {bare}"
+    return "no interval (no spread)" if r["test"] == EXACT else bare
 
 
 def _statistic_text(row: Mapping[str, Any]) -> str:
@@ -46,25 +69,27 @@ def claims_table(results: pd.DataFrame) -> Table:
         "b: mean ± CI",
         "test",
         "statistic",
+        "interval",
         "p (Holm)",
+        "divergence",
         "verdict",
         "source",
     ]
     rows = []
     for r in results.to_dict("records"):
-        verdict = r["verdict"] + (f": {r['lacked']}" if _str(r["lacked"]) != "—" else "")
-        b = "—" if _str(r["b"]) == "—" else f"{r['b']}: {_side_text(r['b_mean'], r['b_ci'], r['b_n'])}"
-        ratio = "ratio " if "/ a@" in r["expect"] else ""
+        verdict = _verdict_text(r) + (f": {r['lacked']}" if _str(r["lacked"]) != "—" else "")
         rows.append(
             [
                 r["claim"],
                 r["metric"],
                 r["expect"],
-                f"{r['a']}: {ratio}{_side_text(r['a_mean'], r['a_ci'], r['a_n'])}",
-                b,
+                _side(r, "a"),
+                "—" if _str(r["b"]) == "—" else _side(r, "b"),
                 _str(r["test"]),
                 _statistic_text(r),
+                _interval(r) if isinstance(r["test"], str) and r["test"] != "—" else "—",
                 fmt_p(r["p_holm"]),
+                _str(r.get("divergence")),
                 verdict,
                 _str(r["source"]),
             ]
@@ -72,10 +97,14 @@ def claims_table(results: pd.DataFrame) -> Table:
     return Table(header, rows, caption=METHOD)
 
 
+FIXED_HEADING = "Claims of {file}, decided by the fixed-n engine (not the sweep's anytime rule):"
 METHOD = (
-    f"Each claim: two one-sided tests at its margin (Welch for two sides, TOST for equivalence, one-sample t "
-    f"on per-run ratios), the smaller p decides; Holm's correction over the claims; verdict at α = {ALPHA}. "
-    f"Means ± 95% t-intervals over completed seeds. Seeds needed: {POWER:.0%} power at α / claims."
+    f"Each claim: a test for it and one against it, each wrong at most α = {ALPHA} (Welch two-sided for a "
+    f"direction, TOST with its {1 - 2 * ALPHA:.0%} interval for an equivalence, a delta-method t for a ratio of "
+    "means, an exact permutation test where neither side has spread); Holm's correction over the claims. "
+    "A diverged seed scores the metric's worst value (no mean test where that is +∞); divergence rates are "
+    f"compared by Fisher's exact test. Means ± 95% t-intervals over scored seeds. Seeds needed: {POWER:.0%} power "
+    "at α / claims, at the claim's margin or min_effect (docs/claims.md)."
 )
 
 
@@ -96,6 +125,10 @@ def report_claims(
         head, *facts = adaptive.section_lines(found[0], found[1], details)
         section = _section(results)
         section.add(Paragraph(head), Bullets(facts))
+        if claims_file is not None:  # the user's claims: decided beside the sweep's, in their own table
+            given = evaluate(runs, claims_file, carried=False)
+            section.add(Paragraph(FIXED_HEADING.format(file=claims_file)), claims_table(given))
+            results = pd.concat([results, given], ignore_index=True)
         return section, results
     try:
         results = evaluate(runs, claims_file)
@@ -124,8 +157,8 @@ def _estimate_label(test: str) -> str:
     boundary decides on it, not on the mean) or the difference of means."""
     from analysis.claims.adaptive import TESTS
 
-    if "sample" in test:
-        return "ratio"
+    if "ratio" in test:
+        return "ratio of means"
     return "median a − b" if test.startswith(TESTS["median"]) else "a − b"
 
 
@@ -133,19 +166,20 @@ def format_text(results: pd.DataFrame) -> str:
     """The claims table for a terminal: one block per claim."""
     lines = []
     for r in results.to_dict("records"):
-        lines.append(f"[{r['verdict'].upper()}] {r['claim']}")
+        correction = f" ({r['correction']})" if _str(r.get("correction")) != "—" else ""
+        lines.append(f"[{r['verdict'].upper()}] {r['claim']}{correction}")
         lines.append(f"    {r['metric']}: {r['expect']}")
-        ratio = "ratio " if "/ a@" in r["expect"] else ""
-        lines.append(f"    a  {r['a']}: {ratio}{_side_text(r['a_mean'], r['a_ci'], r['a_n'])}")
+        lines.append(f"    a  {_side(r, 'a')}")
         if _str(r["b"]) != "—":
-            lines.append(f"    b  {r['b']}: {_side_text(r['b_mean'], r['b_ci'], r['b_n'])}")
+            lines.append(f"    b  {_side(r, 'b')}")
         if isinstance(r["test"], str) and r["test"] != "—":
-            what = _estimate_label(r["test"])
+            statistic = "" if r["test"] == EXACT else f"{_statistic_text(r)}, "  # an exact test has no t
+            comma = "," if isinstance(r.get("level"), float) and math.isfinite(r["level"]) or r["test"] == EXACT else ""
             lines.append(
-                f"    {r['test']}: {_statistic_text(r)}, {what} {fmt(r['diff'])} "
-                f"[{fmt(r['diff_low'])}, {fmt(r['diff_high'])}], p {fmt_p(r['p'])}, Holm {fmt_p(r['p_holm'])}"
+                f"    {r['test']}: {statistic}{_estimate_label(r['test'])} {fmt(r['diff'])}{comma} {_interval(r)}, "
+                f"p {fmt_p(r['p'])}, Holm {fmt_p(r['p_holm'])}"
             )
-        for label in ("lacked", "source", "paper"):
+        for label in ("divergence", "lacked", "source", "paper"):
             if _str(r[label]) != "—":
                 lines.append(f"    {label}: {r[label]}")
     counts = results["verdict"].value_counts()

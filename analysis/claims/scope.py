@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 import yaml
 
-from common.claims import Claim, ClaimError, parse_claims
+from common.claims import Claim, ClaimError, check_names, parse_claims
 
 CONFIG_KEY = "config.claims"
 
@@ -66,18 +66,22 @@ def claims_in_runs(frame: pd.DataFrame) -> list[tuple[Claim, set[str]]]:
     return list(found.values())
 
 
-def gather_claims(runs, claims_file: str | Path | None = None) -> list[tuple[Claim, set[str] | None]]:
-    """Claims to test and their scope: the run ids carrying a preset's claim, or None (every run) for a file's.
+def gather_claims(
+    runs, claims_file: str | Path | None = None, carried: bool = True
+) -> list[tuple[Claim, set[str] | None]]:
+    """Claims to test and their scope: the run ids carrying a preset's claim (unless ``carried`` is False), or
+    None (every run) for a file's.
 
     A file's claim named as a carried one replaces it on the runs that carry it: a finished sweep's claim
     that needs correcting (a side that covers several cells, a wrong margin) is corrected without
     touching its results.
     """
-    gathered: list[tuple[Claim, set[str] | None]] = list(claims_in_runs(runs.runs))
+    gathered: list[tuple[Claim, set[str] | None]] = list(claims_in_runs(runs.runs)) if carried else []
     if claims_file is not None:
         given = load_claims_file(claims_file)
         by_name = {c.name: c for c in given}
         gathered = [(by_name.get(c.name, c), scope) for c, scope in gathered]
         seen = {c.hypothesis() for c, _ in gathered}  # a preset's claim repeated in the file is tested once
         gathered += [(c, None) for c in given if c.hypothesis() not in seen]
+    check_names([c for c, _ in gathered])  # two sweeps may carry two claims of one name
     return gathered

@@ -14,6 +14,7 @@ from analysis.claims.scope import CONFIG_KEY
 from common.claims import Claim, ClaimError, split_metric
 
 IDENTITY_KEYS = ("task", "attention", "position", "arch")
+OUTCOMES = ("completed", "diverged", "failed")  # shown per side beside every verdict (and pruned, where any)
 
 
 def _plain(value: Any) -> Any:
@@ -83,6 +84,15 @@ class Side:
     @property
     def n(self) -> int:
         return len(self.values)
+
+    def count(self, status: str) -> int:
+        return int((self.runs["status"] == status).sum())
+
+    def outcomes(self, scored: str = "") -> str:
+        """``7 completed, 3 diverged (scored 0), 0 failed``: every run of the side, whatever became of it."""
+        shown = [*OUTCOMES, *(["pruned"] if self.count("pruned") else [])]
+        diverged = f" ({scored})" if scored and self.count("diverged") else ""
+        return ", ".join(f"{self.count(s)} {s}{diverged if s == 'diverged' else ''}" for s in shown)
 
     def missing(self) -> str:
         """Why runs of this side have no value: the statuses of those that did not complete."""

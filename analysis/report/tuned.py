@@ -171,6 +171,23 @@ def lead_section(sweep_dir: str | Path) -> Section:
     return Section(f"Summary — tuned comparison ({Path(sweep_dir).name})", [Paragraph(sentence)])
 
 
+def drawn_scores(trials: list[dict[str, Any]], maximize: bool) -> list[float]:
+    """The scores of every trial the search drew, for the expected best of n trials (Dodge et al. 2019).
+
+    A pruned trial was drawn and spent budget: it scores its last reported value (Optuna records it as the
+    trial's value), or the worst drawn score where it reported none; leaving it out would shrink the budget
+    and lift the curve. A failed trial (a crash, not an outcome of the configuration) is left out and counted
+    in the table's trials column.
+    """
+    complete = [float(t["value"]) for t in trials if t["state"] == "complete" and t.get("value") is not None]
+    pruned = [t.get("value") for t in trials if t["state"] == "pruned"]
+    reported = complete + [float(v) for v in pruned if v is not None]
+    if not reported:
+        return []
+    worst = min(reported) if maximize else max(reported)
+    return reported + [worst] * sum(v is None for v in pruned)
+
+
 def _spread(values: list[float]) -> str:
     if not values:
         return "–"
@@ -194,7 +211,7 @@ def figures(record: dict[str, Any], cells: list[CellResult], out: Path) -> list[
         )  # fmt: skip
         if done:
             lr_ax.plot([x for x, _ in done], [y for _, y in done], "o-", label=cell.cell, alpha=0.8)
-        values = [t["value"] for t in cell.trials if t["state"] == "complete"]
+        values = drawn_scores(cell.trials, maximize)
         if values:
             curve = expected_best_curve(values, maximize=maximize)
             n = [c[0] for c in curve]
@@ -219,7 +236,8 @@ def figures(record: dict[str, Any], cells: list[CellResult], out: Path) -> list[
         Figure(
             path,
             "Left: each cell's validation objective at the learning rates its study tried (tuning seeds). "
-            "Right: the expected best validation score after n trials (Dodge et al. 2019), ±1 standard deviation.",
+            "Right: the expected best validation score after n trials (Dodge et al. 2019), ±1 standard deviation; "
+            "pruned trials count as drawn, at their last reported score.",
         )
     ]
 
@@ -234,7 +252,7 @@ def tuned_section(sweep_dir: str | Path, out: str | Path) -> Section:
     maximize = record["direction"] == "maximize"
     rows: list[list[Cell | str]] = []
     for cell in cells:
-        values = [t["value"] for t in cell.trials if t["state"] == "complete"]
+        values = drawn_scores(cell.trials, maximize)
         ev = expected_best(values, len(values), maximize=maximize) if values else None
         states = {s: sum(t["state"] == s for t in cell.trials) for s in ("complete", "pruned", "fail")}
         rows.append(

@@ -1,43 +1,57 @@
-"""The statistics that decide a claim: two one-sided tests at its margin (the claim's and its negation's), and
-the seeds that would decide it at 80% power. statsmodels for the tests, intervals and power.
+"""The statistics that decide a claim: a test for the claim and one against it, each wrong at most alpha of the
+time, the interval that decides, and the seeds that would decide it at 80% power. statsmodels for the tests and
+intervals, analysis.stats.equal_power for the power.
 
-- ``greater`` / ``less``: a one-sided Welch test of mean(a) − mean(b) against the margin.
-- ``equivalent``: two one-sided Welch tests (TOST) at ±margin.
-- ``ratio``: a one-sample t-test of per-run ratios per bound (TOST when both bounds are given).
+- ``greater`` / ``less``: Welch's t of mean(a) − mean(b) against the margin, each direction at alpha / 2
+  (the two-sided (1 − alpha) interval decides: a verdict either way is wrong at most alpha of the time).
+- ``equivalent``: two one-sided Welch tests (TOST) at ±margin, its (1 − 2 alpha) interval; the claim is
+  contradicted when the difference lies beyond either margin, each edge at alpha / 2.
+- ``ratio``: the ratio of means mean(a@L) / mean(a@over) over the runs of side a, a t-test of it against each
+  bound with the delta-method standard error (TOST when both bounds are given).
+- Both sides without spread: no t exists; an exact test counts the arrangements of the seeds instead
+  (3 against 3 seeds: 20 arrangements, so no p below 1/20 one-sided).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
-from statsmodels.stats.power import TTestIndPower, TTestPower
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind, ttost_ind
 
+from analysis.stats import equal_power
 from analysis.stats.inference import ALPHA
 from common.claims import Claim
 
 POWER = 0.8
-MAX_SEEDS = 10_000  # beyond this the power calculation says "more than"
+MAX_SEEDS = equal_power.MAX_SEEDS
+EXACT = "exact permutation"
+RATIO, RATIO_TOST, TOST, WELCH = equal_power.RATIO, equal_power.RATIO_TOST, equal_power.TOST, equal_power.WELCH
 
 
 @dataclass
 class Evidence:
-    """A claim's two one-sided tests, for the claim and against it, on one statistic."""
+    """A claim's test for it and against it, each p wrong at most alpha when compared with alpha."""
 
     test: str
     statistic: float = math.nan
     df: float = math.nan
     p_for: float = math.nan
     p_against: float = math.nan
-    estimate: float = math.nan  # mean difference a − b, or mean ratio
-    low: float = math.nan  # its (1 − 2 alpha) interval: the one the one-sided tests at alpha agree with
+    estimate: float = math.nan  # mean difference a − b, or the ratio of means
+    low: float = math.nan  # the interval that decides, at ``level``
     high: float = math.nan
-    distance: float = math.nan  # how far the estimate is from the boundary that decides (power analysis)
-    spread: float = math.nan  # the standard deviation that goes with it
+    level: float = math.nan  # 1 − alpha for a direction, 1 − 2 alpha for an equivalence (TOST)
+    sd_a: float = math.nan  # the per-seed spreads the power of more seeds is priced at
+    sd_b: float | None = None
+    reason: str = ""  # why this test cannot decide whatever the data (an exact test with too few arrangements)
+
+
+def _both_edges(p_low: float, p_high: float) -> float:
+    """The two edges' tests against a claim, each at alpha / 2 (Bonferroni): one p wrong at most alpha."""
+    return min(1.0, 2 * min(p_low, p_high))
 
 
 def _one_sided(t: float, df: float) -> tuple[float, float]:
@@ -45,91 +59,142 @@ def _one_sided(t: float, df: float) -> tuple[float, float]:
     return float(sps.t.sf(t, df)), float(sps.t.cdf(t, df))
 
 
-def _certain(evidence: Evidence, holds: bool, fails: bool) -> Evidence:
-    """Every seed gave the same value on each side: the estimate decides outright (or not at all, on the boundary)."""
-    evidence.low = evidence.high = evidence.estimate
-    if holds or fails:
-        evidence.statistic = math.inf if holds else -math.inf
-        evidence.p_for, evidence.p_against = (0.0, 1.0) if holds else (1.0, 0.0)
+def exact_shift(a: np.ndarray, b: np.ndarray, shift: float) -> tuple[float, float, int]:
+    """(P(≥), P(≤), arrangements) of the permutation test of mean(a − shift) − mean(b), both sides constant.
+
+    With no spread on either side, the observed split is the only one of the C(n_a + n_b, n_a) arrangements as
+    extreme as itself (any other mixes the two values), so the one-sided p in the direction of the difference
+    is 1 / C and the other is 1; equal values give 1 both ways.
+    """
+    arrangements = math.comb(len(a) + len(b), len(a))
+    d = float(a[0] - shift - b[0])
+    if d == 0:
+        return 1.0, 1.0, arrangements
+    return (1 / arrangements, 1.0, arrangements) if d > 0 else (1.0, 1 / arrangements, arrangements)
+
+
+def _exact(evidence: Evidence, a: np.ndarray, b: np.ndarray, claim: Claim, alpha: float) -> Evidence:
+    """Both sides constant: the claim decided by the exact permutation test, or the reason it cannot be."""
+    m = claim.margin
+    evidence.test, evidence.level = EXACT, math.nan  # a test without spread has no interval to show
+    if claim.expect == "equivalent":
+        above_low, below_low, n = exact_shift(a, b, -m)  # H1: d > −m
+        above_high, below_high, _ = exact_shift(a, b, m)  # H1: d < m
+        evidence.p_for = max(above_low, below_high)
+        evidence.p_against = _both_edges(below_low, above_high)
+        smallest = 1 / n
+    else:
+        upper, lower, n = exact_shift(a, b, m if claim.expect == "greater" else -m)
+        evidence.p_for, evidence.p_against = (upper, lower) if claim.expect == "greater" else (lower, upper)
+        evidence.p_for, evidence.p_against = _both_edges(evidence.p_for, 1.0), _both_edges(evidence.p_against, 1.0)
+        smallest = 2 / n
+    if smallest >= alpha:
+        evidence.reason = (
+            f"no spread on either side: an exact permutation test over the {n} arrangements of "
+            f"{len(a)} + {len(b)} seeds cannot reach p below {smallest:.3g} (alpha {alpha:g})"
+        )
     return evidence
 
 
-def two_sample_test(a: np.ndarray, b: np.ndarray, claim: Claim) -> Evidence:
+def two_sample_test(a: np.ndarray, b: np.ndarray, claim: Claim, alpha: float = ALPHA) -> Evidence:
     d = float(a.mean() - b.mean())
-    spread = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
     m = claim.margin
+    level = 1 - 2 * alpha if claim.expect == "equivalent" else 1 - alpha
+    evidence = Evidence("Welch", estimate=d, level=level, sd_a=float(a.std(ddof=1)), sd_b=float(b.std(ddof=1)))
+    if evidence.sd_a == 0 and evidence.sd_b == 0:
+        return _exact(evidence, a, b, claim, alpha)
     if claim.expect == "equivalent":
-        evidence = Evidence("TOST (Welch)", estimate=d, distance=abs(m - abs(d)), spread=spread)
-        if spread == 0:
-            return _certain(evidence, abs(d) < m, abs(d) > m)
+        evidence.test = TOST
         p, (t1, p1, df1), (t2, p2, df2) = ttost_ind(a, b, -m, m, usevar="unequal")
         # The binding test is the one with the larger p; the claim fails when d is beyond either margin.
         evidence.statistic, evidence.df = (t1, df1) if p1 >= p2 else (t2, df2)
-        evidence.p_for, evidence.p_against = float(p), min(_one_sided(t1, df1)[1], _one_sided(t2, df2)[0])
+        evidence.p_for = float(p)
+        evidence.p_against = _both_edges(_one_sided(t1, df1)[1], _one_sided(t2, df2)[0])
     else:
-        # greater: H1 d > margin; less: H1 d < −margin. The test against is the same t read the other way.
+        # greater: H1 d > margin; less: H1 d < −margin. Each direction at alpha / 2: the two-sided test.
         boundary = m if claim.expect == "greater" else -m
-        evidence = Evidence("Welch one-sided", estimate=d, distance=abs(d - boundary), spread=spread)
-        if spread == 0:
-            above, below = d > boundary, d < boundary
-            return _certain(
-                evidence, above if claim.expect == "greater" else below, below if claim.expect == "greater" else above
-            )
-        alternative = "larger" if claim.expect == "greater" else "smaller"
-        t, p_for, df = ttest_ind(a, b, alternative=alternative, usevar="unequal", value=boundary)
+        evidence.test = WELCH
+        t, _, df = ttest_ind(a, b, alternative="two-sided", usevar="unequal", value=boundary)
         upper, lower = _one_sided(t, df)
-        evidence.statistic, evidence.df, evidence.p_for = float(t), float(df), float(p_for)
-        evidence.p_against = lower if claim.expect == "greater" else upper
-    low, high = CompareMeans(DescrStatsW(a), DescrStatsW(b)).tconfint_diff(alpha=2 * ALPHA, usevar="unequal")
+        evidence.statistic, evidence.df = float(t), float(df)
+        for_, against = (upper, lower) if claim.expect == "greater" else (lower, upper)
+        evidence.p_for, evidence.p_against = _both_edges(for_, 1.0), _both_edges(against, 1.0)
+    low, high = CompareMeans(DescrStatsW(a), DescrStatsW(b)).tconfint_diff(alpha=1 - level, usevar="unequal")
     evidence.low, evidence.high = float(low), float(high)
     return evidence
 
 
-def ratio_test(r: np.ndarray, claim: Claim) -> Evidence:
-    low_bound, high_bound = claim.bounds
-    mean, spread = float(r.mean()), float(r.std(ddof=1))
-    edges = [e for e in claim.bounds if e is not None]
-    distance = min(abs(mean - e) for e in edges)
-    evidence = Evidence(
-        "one-sample TOST" if len(edges) == 2 else "one-sample t", estimate=mean, distance=distance, spread=spread
-    )
-    if spread == 0:
-        holds = (low_bound is None or mean > low_bound) and (high_bound is None or mean < high_bound)
-        fails = (low_bound is not None and mean < low_bound) or (high_bound is not None and mean > high_bound)
-        return _certain(evidence, holds, fails)
-    described = DescrStatsW(r)
-    if len(edges) == 2:
-        p, (t1, p1, df1), (t2, p2, df2) = described.ttost_mean(low_bound, high_bound)
-        evidence.statistic, evidence.df = (t1, df1) if p1 >= p2 else (t2, df2)
-        evidence.p_for, evidence.p_against = float(p), min(_one_sided(t1, df1)[1], _one_sided(t2, df2)[0])
-    else:
-        bound, alternative = (low_bound, "larger") if low_bound is not None else (high_bound, "smaller")
-        t, p_for, df = described.ttest_mean(value=bound, alternative=alternative)
-        upper, lower = _one_sided(t, df)
-        evidence.statistic, evidence.df, evidence.p_for = float(t), float(df), float(p_for)
-        evidence.p_against = lower if alternative == "larger" else upper
-    low, high = described.tconfint_mean(alpha=2 * ALPHA)
-    evidence.low, evidence.high = float(low), float(high)
-    return evidence
+def ratio_of_means(top: np.ndarray, bottom: np.ndarray) -> tuple[float, float]:
+    """(mean(top) / mean(bottom), its delta-method standard error) over paired runs.
 
-
-def seeds_needed(test: Evidence, paired: bool, alpha: float) -> int | None:
-    """Seeds per side for 80% power of the deciding one-sided test, the observed difference and spread taken as true.
-
-    Two samples: statsmodels' TTestIndPower at effect size distance / spread, with
-    spread the root mean square of the two sides' standard deviations. One sample
-    (ratio): TTestPower. None when there is no spread or no distance to decide by.
+    Var(R) ≈ (s_top² − 2 R s_top,bottom + R² s_bottom²) / (n · mean(bottom)²), the first-order expansion of
+    the ratio around the means (Fieller's pivot, linearised).
     """
-    if not (math.isfinite(test.distance) and math.isfinite(test.spread)) or test.spread == 0 or test.distance == 0:
-        return None
-    effect = test.distance / test.spread
-    power = TTestPower() if paired else TTestIndPower()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            n = float(power.solve_power(effect_size=effect, alpha=alpha, power=POWER, alternative="larger"))
-    except (ValueError, RuntimeError, ZeroDivisionError):
-        return MAX_SEEDS + 1
-    if not math.isfinite(n):
-        return MAX_SEEDS + 1
-    return max(2, min(MAX_SEEDS + 1, math.ceil(n)))
+    n, r = len(top), float(top.mean() / bottom.mean())
+    cov = np.cov(top, bottom, ddof=1)
+    var = (cov[0, 0] - 2 * r * cov[0, 1] + r * r * cov[1, 1]) / (n * float(bottom.mean()) ** 2)
+    return r, math.sqrt(max(var, 0.0))
+
+
+def ratio_test(top: np.ndarray, bottom: np.ndarray, claim: Claim, alpha: float = ALPHA) -> Evidence:
+    """The ratio of means against the claim's bounds: t = (R − bound) / se on n − 1 degrees of freedom."""
+    low_bound, high_bound = claim.bounds
+    edges = [e for e in claim.bounds if e is not None]
+    r, se = ratio_of_means(top, bottom)
+    n = len(top)
+    level = 1 - 2 * alpha if len(edges) == 2 else 1 - alpha
+    evidence = Evidence(
+        RATIO_TOST if len(edges) == 2 else RATIO, estimate=r, level=level, df=n - 1.0, sd_a=se * math.sqrt(n)
+    )
+    if se == 0:
+        evidence.low = evidence.high = r
+        evidence.reason = "no spread in the ratio over the seeds: no standard error to test it with"
+        return evidence
+    t_of = {e: (r - e) / se for e in edges}
+    if len(edges) == 2:
+        p1 = _one_sided(t_of[low_bound], n - 1)[0]  # H1: R > low
+        p2 = _one_sided(t_of[high_bound], n - 1)[1]  # H1: R < high
+        evidence.statistic = t_of[low_bound] if p1 >= p2 else t_of[high_bound]
+        evidence.p_for = max(p1, p2)
+        evidence.p_against = _both_edges(_one_sided(t_of[low_bound], n - 1)[1], _one_sided(t_of[high_bound], n - 1)[0])
+    else:
+        bound = edges[0]
+        upper, lower = _one_sided(t_of[bound], n - 1)
+        for_, against = (upper, lower) if low_bound is not None else (lower, upper)
+        evidence.statistic = t_of[bound]
+        evidence.p_for, evidence.p_against = _both_edges(for_, 1.0), _both_edges(against, 1.0)
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * se
+    evidence.low, evidence.high = r - half, r + half
+    return evidence
+
+
+def seeds_needed(evidence: Evidence, claim: Claim, alpha: float) -> tuple[int | None, str]:
+    """Seeds per side (seeds, for a ratio) that decide the claim with 80% power, and at what truth, or why not.
+
+    Priced at a truth the user fixed before seeing the data, never at the observed estimate (post-hoc power
+    only restates the p-value): an equivalence (or a ratio within two bounds) at the middle of its region,
+    a direction at ``min_effect`` beyond its boundary, else one ``margin`` from it. The spread is the observed
+    one. ``alpha`` is the claim's share of the family (Holm's strictest step); a direction is tested at half.
+    """
+    edges = equal_power.region(claim.expect, claim.margin, claim.bounds)
+    both = all(math.isfinite(e) for e in edges)
+    step = claim.min_effect if claim.min_effect is not None else (claim.margin or None)
+    if both:
+        truth, said = (edges[0] + edges[1]) / 2, "when the truth lies midway in the claim's region"
+    elif step is None:
+        what = "ratio" if claim.expect == "ratio" else "difference"
+        return None, (
+            f"give min_effect (the smallest {what} beyond the boundary worth deciding) to price the seeds that "
+            "would decide it; the observed estimate would only restate the p-value"
+        )
+    else:
+        edge = edges[0] if math.isfinite(edges[0]) else edges[1]
+        truth = edge + step if math.isfinite(edges[0]) else edge - step
+        source = "min_effect" if claim.min_effect is not None else "the margin"
+        said = f"when the truth lies {step:g} inside the claim's boundary ({source})"
+    level = alpha if both else alpha / 2
+    sd_b = None if claim.expect == "ratio" else evidence.sd_b
+    design = equal_power.equal_power(POWER, truth, edges, evidence.sd_a, sd_b, level)
+    if design.seeds is None:
+        return None, f"no number of seeds prices it ({design.reason})"
+    return design.seeds, f"{said}, at the observed spread"

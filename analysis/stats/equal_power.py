@@ -2,10 +2,11 @@
 it correctly as often as the adaptive rule did within its budget.
 
 Every claim kind says that a mean lies in a region (low, high): a − b above the margin (greater), below −margin
-(less), inside ±margin (equivalent), or the per-seed ratio inside its bounds (ratio). The suite's fixed tests
-(analysis/stats/claims.py) decide it by one-sided t-tests at the region's finite edges, each at the claim's level
-(alpha over the claims: Holm's first step): supported when every edge's test rejects the mean lying beyond it
-(Welch, or TOST when both edges are finite), contradicted when an edge's test in the other direction rejects the
+(less), inside ±margin (equivalent), or the ratio of means inside its bounds (ratio). The suite's fixed tests
+(analysis/stats/claims.py) decide it by one-sided t-tests at the region's finite edges, each at the level given
+here (alpha over the claims, Holm's first step; halved for a one-edge claim, tested in both directions):
+supported when every edge's test rejects the mean lying beyond it (Welch, or TOST when both edges are finite),
+contradicted when an edge's test in the other direction rejects the
 mean lying inside. The chance of the correct decision at a true mean and spread:
 
 - supported at one edge: scipy's noncentral t beyond the critical value;
@@ -16,7 +17,7 @@ mean lying inside. The chance of the correct decision at a true mean and spread:
   TOST power, Schuirmann 1987; the sum of the two tails minus one is only a lower bound).
 
 A two-sample claim has n seeds per cell, standard error sqrt((sd_a² + sd_b²)/n) and the Welch–Satterthwaite
-degrees of freedom; a ratio claim is a one-sample t on n per-seed ratios (sd_b None).
+degrees of freedom; a ratio claim is a one-sample t on n seeds with the ratio's delta-method spread (sd_b None).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from dataclasses import dataclass
 
 from scipy import integrate, stats
 
-from analysis.stats.claims import MAX_SEEDS
-
+MAX_SEEDS = 10_000  # beyond this the power calculation says "more than"
+# The fixed tests by name, as the claims table shows them (analysis.stats.claims runs them).
+WELCH, TOST = "Welch two-sided", "TOST (Welch)"
+RATIO, RATIO_TOST = "delta-method t (ratio of means)", "delta-method TOST (ratio of means)"
 # A simulated power of 1.0 has no finite fixed design; the design of 99% power stands in for it.
 POWER_CAP = 0.99
 
@@ -50,8 +53,8 @@ def fixed_test(edges: tuple[float, float], two_sample: bool) -> str:
     """The suite's fixed test of a claim with these edges."""
     both = all(math.isfinite(e) for e in edges)
     if two_sample:
-        return "TOST (Welch)" if both else "Welch one-sided"
-    return "one-sample TOST" if both else "one-sample t"
+        return TOST if both else WELCH
+    return RATIO_TOST if both else RATIO
 
 
 def standard_error(n: int, sd_a: float, sd_b: float | None) -> tuple[float, float]:

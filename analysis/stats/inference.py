@@ -32,6 +32,18 @@ CELL_KEYS = ("task", "cell")
 CARRIED = ("cell_label", "attention", "position")  # descriptive columns copied from the runs onto each cell
 
 
+def worst_value(metric: str) -> float:
+    """The worst value ``metric`` can take, which a diverged run scores: an accuracy's or BLEU's floor (0), a
+    loss's +inf; NaN when the name says neither its direction nor its range."""
+    better = direction(metric)
+    low, high = metric_range(metric)
+    if better == "higher":
+        return low if math.isfinite(low) else -math.inf
+    if better == "lower":
+        return high
+    return math.nan
+
+
 def band(mean: np.ndarray, half: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) edges of mean ± half drawn within the metric's range (``metric_range``)."""
     low, high = metric_range(metric)
