@@ -41,14 +41,18 @@ def test_the_t_mixture_errs_where_only_one_cell_diverges_as_the_docs_say(found):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fixed-n engine on main decides at 2 alpha (min of the two one-sided p) and on the seeds that "
-    "completed; fixed on branch h1 (issue 45 items 1-2): repoint simulate.fixed_n_verdict there and drop this mark",
-)
-def test_the_fixed_n_engine_keeps_alpha_on_every_family(found):
-    above = [r for r in _rows(found, "welch") if r["type_one"] > ALPHA + 3 * r["type_one_se"]]
+def test_the_fixed_n_engine_keeps_alpha_on_every_family_but_a_rare_one_sided_divergence(found):
+    rows = [r for r in _rows(found, "welch") if r["family"] != "accuracy, asymmetric divergence"]
+    above = [r for r in rows if r["type_one"] > ALPHA + 3 * r["type_one_se"]]
     assert not above, above
+
+
+@pytest.mark.slow
+def test_the_fixed_n_engine_errs_where_one_cell_diverges_rarely_as_the_docs_say(found):
+    # one seed in 10 of cell a diverges (scored 0): with 10 seeds a side, a draws no divergence 35% of the time and
+    # looks better than b at the null of equal scored means; no mean-based test can see a divergence it never drew
+    rows = [r for r in _rows(found, "welch") if r["family"] == "accuracy, asymmetric divergence" and r["budget"] == 10]
+    assert rows and all(r["type_one"] > ALPHA + 3 * r["type_one_se"] for r in rows)
 
 
 @pytest.mark.slow

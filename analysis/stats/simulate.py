@@ -6,8 +6,8 @@
 The claim is a − b > 0. Each family (FAMILIES) draws the seeds of two cells under the null (the rule's estimand at
 its edge) and under an alternative (cell a better), and every rule decides within each budget of seeds per side:
 
-- ``welch``: the fixed-n claims engine at n = budget (one look, on the seeds that completed, as the engine reads
-  them), through ``fixed_n_verdict``: the one place this module calls it.
+- ``welch``: the fixed-n claims engine at n = budget (one look; a diverged seed of a bounded metric scored at its
+  worst value 0, as the engine scores it), through ``fixed_n_verdict``: the one place this module calls it.
 - ``t_mixture``, ``betting``, ``median``: the adaptive sweep's anytime-valid rules (common.sequential, common.betting,
   common.median) looked at after every seed pair, vectorised in analysis.stats.anytime, with diverged seeds as the
   sweep treats them (common.outcomes): scored at the accuracy's worst value 0 for the median and betting rules, a
@@ -133,8 +133,8 @@ def true_median(family: str) -> float:
 
 def fixed_n_verdict(a: np.ndarray, b: np.ndarray, claim: Claim, alpha: float) -> int:
     """+1 supported, −1 contradicted, 0 inconclusive: the fixed-n claims engine (analysis.stats.claims'
-    two_sample_test, analysis.claims.evaluate's decide over one claim) on each side's completed seeds, as the engine
-    reads a sweep's runs. The one call of the fixed-n engine here: repoint it when the engine's entry changes."""
+    two_sample_test, analysis.claims.evaluate's decide over one claim) on each side's seeds, a diverged one already at
+    the metric's worst value as the engine scores it. The one call of the fixed-n engine here."""
     if len(a) < 2 or len(b) < 2:
         return 0
     test = two_sample_test(a, b, claim)
@@ -172,8 +172,8 @@ def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: fl
             decision = {
                 n: np.array(
                     [
-                        fixed_n_verdict(a[:n][~la[:n]] - margin, b[:n][~lb[:n]], CLAIM, alpha)
-                        for a, b, la, lb in zip(pairs.a, pairs.b, pairs.lost_a, pairs.lost_b)
+                        fixed_n_verdict(a[:n] - margin, b[:n], CLAIM, alpha)
+                        for a, b in zip(pairs.a, pairs.b)
                     ]
                 )
                 for n in budgets
