@@ -73,11 +73,12 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
+        from experiments.record.cell_contract import StudyChangedError
         from experiments.sweep.optuna_study import StudyError
 
         try:
             study, space, fixed = self._open(arguments)
-        except StudyError as err:  # one line and exit code 2, before any trial
+        except (StudyError, StudyChangedError) as err:  # one line and exit code 2, before any trial
             print(f"attnlab: {err}", file=sys.stderr)
             raise SystemExit(2) from None
         return self._run(study, space, fixed)
@@ -88,7 +89,7 @@ class OptunaSweeper(Sweeper):
 
         space, fixed = s.search_space(self.params, arguments)
         self._prepare(space)
-        return self._study(self.study_name), space, fixed
+        return self._study(self.study_name, self._settings(space, fixed)), space, fixed
 
     # where the search space is declared, named when it is refused
     space_key = "hydra.sweeper.params"
@@ -113,15 +114,26 @@ class OptunaSweeper(Sweeper):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.spec = s.storage_spec(self.storage, self.config.hydra.sweep.dir)
 
-    def _study(self, name: Optional[str]) -> Any:
-        """The study of that name in the storage, created or loaded (a resumed sweep)."""
+    def _settings(self, space: dict[str, Any], fixed: list[str], **more: Any) -> dict[str, Any]:
+        """What the study's trials are comparable under (experiments/record/cell_contract.py)."""
+        from experiments.record.cell_contract import study_settings
+
+        assert self.config is not None
+        return study_settings(space, str(self.config.objective), self.direction, fixed, **more)
+
+    def _study(self, name: Optional[str], settings: dict[str, Any]) -> Any:
+        """The study of that name in the storage, created, or loaded (a resumed sweep) when its trials were run
+        with the same ``settings``: another search space, objective, direction or fixed override is refused
+        (``StudyChangedError``, one line), and so is a budget below the trials it has finished."""
         import optuna
 
+        from experiments.record.cell_contract import check_study
         from experiments.sweep import optuna_study as s
 
         study = optuna.create_study(
             study_name=name, storage=s.open_storage(self.spec), direction=self.direction, load_if_exists=True
         )
+        check_study(study, settings, self.n_trials, s.finished(study), self.spec)
         study.set_user_attr(s.PRUNER_ATTR, self.pruner)
         study.set_user_attr(s.METRIC_ATTR, self.metric)
         return study
