@@ -180,10 +180,19 @@ class OptunaSweeper(Sweeper):
     def _overrides(
         self, study: Any, trial: Any, fixed: list[str], seed: Optional[int] = None, role: str = ""
     ) -> list[str]:
+        from experiments.sweep.optuna_study import RETRY_ATTR, trial_folder
+        from experiments.training.single_run import hydra_value
+
+        assert self.config is not None
         params = [f"{key}={value}" for key, value in trial.params.items()]
         where = [f"trial.number={trial.number}", f"trial.study={study.study_name}", f"trial.storage='{self.spec}'"]
+        # a trial asked again after a kill runs in the interrupted trial's folder, and resumes its checkpoint
+        retry_of = trial.user_attrs.get(RETRY_ATTR)
+        sweep_dir = self.config.hydra.sweep.dir
+        folder = None if retry_of is None else trial_folder(sweep_dir, study.study_name, retry_of, seed)
         return [*fixed, *params, *([f"seed={seed}"] if seed is not None else []), *where,
-                *([f"trial.role={role}"] if role else [])]  # fmt: skip
+                *([f"trial.role={role}"] if role else []),
+                *([f"hydra.sweep.subdir={hydra_value(folder)}"] if folder else [])]  # fmt: skip
 
     def _tell(self, study: Any, trial: Any, returns: list[JobReturn]) -> None:
         """The trial's state from its runs' result.json: completed (the objective, averaged over its seeds),
