@@ -75,8 +75,12 @@ def train_ensemble(
     from experiments.record.cell_contract import stop_guard, writing
 
     try:
-        # refusals name the folder the user gave
-        with writing(run_dir / SHARED, sweep_cell=sweep_cell, named=run_dir), stop_guard():
+        with contextlib.ExitStack() as held:
+            # refusals name the folder the user gave
+            held.enter_context(writing(run_dir / SHARED, sweep_cell=sweep_cell, named=run_dir))
+            for folder in member_dirs(cfg, run_dir, member_seeds(cfg)):  # each member's folder is a run folder
+                held.enter_context(writing(folder, sweep_cell=sweep_cell))
+            held.enter_context(stop_guard())
             return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
     finally:
         with contextlib.suppress(OSError):  # nothing was trained batched (refused, or the fallback): no empty folder
