@@ -1,4 +1,4 @@
-"""The cell contract (experiments/record/cell_contract.py) outside training: a study belongs to its settings, and
+"""The cell contract (experiments/training/cell_contract.py) outside training: a study belongs to its settings, and
 a tuned comparison never pools the final seeds of two best configurations."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from statistics import mean
 
 import pytest
 
-from experiments.record.cell_contract import StudyChangedError, check_study, study_settings
+from experiments.training.cell_contract import StudyChangedError, check_study, study_settings
 
 LR = "optim.lr"
 

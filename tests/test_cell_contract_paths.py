@@ -1,4 +1,4 @@
-"""The cell contract (experiments/record/cell_contract.py) over every path that makes runs: one table of cases,
+"""The cell contract (experiments/training/cell_contract.py) over every path that makes runs: one table of cases,
 each path through all of them, so a new sweeper or launcher added to ``PATHS`` cannot skip one.
 
 Cases, after a first run into a folder: the same config again (skipped, nothing retrained), a changed setting
@@ -16,6 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -26,11 +27,20 @@ JOB_FOLDERS = "hydra.sweep.subdir=${hydra.job.num}"  # cell folders by job numbe
 CLAIM = {"name": "lr", "metric": "val/loss", "a": {"optim.lr": 0.01}, "b": {"optim.lr": 0.001}, "expect": "less"}
 
 
+def _tuned_final(folder: Path) -> Path:
+    """The final seed at the best configuration: folders named by their overrides, which a rerun keeps (job
+    numbers do not: a rerun with its trials finished numbers its first final job 0)."""
+    listed = [p for p in folder.glob("*/.hydra/overrides.yaml") if "trial.role=tuned" in p.read_text()]
+    (found,) = [p.parent.parent for p in listed]
+    return found
+
+
 @dataclass
 class PathUnderTest:
     name: str
     args: list[str]  # after ``python -m experiments.train`` (run(): its overrides)
-    cell: str  # the folder (under the sweep's, or run()'s run_dir) of a run that a rerun launches again
+    # the folder (under the sweep's, or run()'s run_dir) of a run that a rerun launches again, or how to find it
+    cell: str | Callable[[Path], Path]
     study: bool = False  # a sequence with settings of its own: a change is refused, not retrained
     budget: list[str] = field(default_factory=lambda: ["trainer.max_steps=4"])  # a changed budget or space
     relaunches: bool = True  # whether a rerun with the same settings launches its cell again
@@ -48,8 +58,8 @@ PATHS = [
     ),
     PathUnderTest(
         "tuned",
-        ["-m", "hparams_search=tuned", "hydra.sweeper.n_trials=1", "hydra.sweeper.final_seeds=[1000]", JOB_FOLDERS],
-        "1",  # the final seed at the best configuration (job 0 tuned): launched again by every rerun
+        ["-m", "hparams_search=tuned", "hydra.sweeper.n_trials=1", "hydra.sweeper.final_seeds=[1000]"],
+        _tuned_final,  # launched again by every rerun
         study=True,
         budget=["optim.lr=tag(log, interval(1e-3, 1e-2))"],
     ),
@@ -97,7 +107,7 @@ def test_every_path_keeps_the_cell_contract(tmp_path: Path, path: PathUnderTest)
     folder = tmp_path / "out"
     first = _launch(path, folder)
     assert first.returncode == 0, _said(first)
-    cell = folder / path.cell
+    cell = path.cell(folder) if callable(path.cell) else folder / path.cell
     result = cell / "result.json"
     before = result.read_text()
     for case in CASES:

@@ -1,4 +1,4 @@
-"""Nothing lost (experiments/record/cell_contract.py): each fault a run meets leaves a result that says what
+"""Nothing lost (experiments/training/cell_contract.py): each fault a run meets leaves a result that says what
 happened, and never replaces a better one; the report reads a folder as what it is."""
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_a_completed_run_without_metrics_csv_is_named_in_a_note(tmp_path: Path) 
 
 
 def test_a_partial_write_is_removed_when_the_folder_is_taken(tmp_path: Path) -> None:
-    from experiments.record.cell_contract import writing
+    from experiments.training.cell_contract import writing
 
     (tmp_path / "checkpoints").mkdir()
     kept = [tmp_path / "checkpoints" / "last.ckpt", tmp_path / "result.json"]

@@ -116,7 +116,7 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
     checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
     from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_seeds
     from experiments.ensemble.memory import check_memory
-    from experiments.record.cell_contract import completed
+    from experiments.training.cell_contract import completed
     from experiments.training.lock import check_free
     from experiments.training.single_run import resolved
 

@@ -72,7 +72,7 @@ def train_ensemble(
     (experiments/ensemble/folder.py): another one raises ``RunFolderError`` before any work, or, as a
     ``sweep_cell``, trains afresh with the old files moved aside.
     """
-    from experiments.record.cell_contract import stop_guard, writing
+    from experiments.training.cell_contract import stop_guard, writing
 
     try:
         with contextlib.ExitStack() as held:
@@ -94,7 +94,7 @@ def _train_ensemble(
     from experiments.config.roles import expand_roles
     from experiments.ensemble.folder import claim_ensemble
     from experiments.ensemble.memory import check_memory
-    from experiments.record.cell_contract import completed
+    from experiments.training.cell_contract import completed
     from experiments.training.single_run import (
         new_result,
         quiet_lightning_handlers,

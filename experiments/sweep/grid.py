@@ -287,7 +287,7 @@ class SweepSummary(Callback):
 
         # the config, for the summary of a sweep that a signal ends (summarise_interrupted_sweep)
         _LAST.update(failed=0, ran=True, started=time.time(), config=config, ended=False)
-        from experiments.record.cell_contract import BUSY
+        from experiments.training.cell_contract import BUSY
 
         BUSY.clear()
         try:
@@ -306,7 +306,7 @@ class SweepSummary(Callback):
         counts: dict[str, int] = {}
         bad, earlier, cells = [], 0, []
         from common.run_folders import moved_aside
-        from experiments.record.cell_contract import BUSY
+        from experiments.training.cell_contract import BUSY
 
         # cells another live process was writing: refused here, and their results (if any) are not this sweep's
         busy = sorted({Path(b).resolve() for b in BUSY})

@@ -23,7 +23,6 @@ from common.stops import describe as describe_stop
 from experiments.app.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.config.roles import expand_roles, role_labels, used_variants
 from experiments.config.unused import record_unused
-from experiments.record.cell_contract import completed, continues_completed, stop_guard, write_ending, writing
 from experiments.record.files import OutputError, check_free_space
 from experiments.record.loggers import keep_history, metrics_csv
 from experiments.record.result import (
@@ -38,6 +37,7 @@ from experiments.record.result import (
 )
 from experiments.training import build, lightning_parts, outcome, stops
 from experiments.training import folder as run_folder
+from experiments.training.cell_contract import completed, continues_completed, stop_guard, write_ending, writing
 from experiments.training.checkpointing import checkpoint_bytes, checkpoint_step
 
 log = logging.getLogger("attnlab")
@@ -129,7 +129,7 @@ def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
 def train(cfg: DictConfig, run_dir: Path, overrides: list[str], *, sweep_cell: bool = False) -> dict[str, Any]:
     """Run one configuration; returns the result dict (also written to ``run_dir/result.json``).
 
-    The cell contract (experiments/record/cell_contract.py): one process writes a folder at a time, and the
+    The cell contract (experiments/training/cell_contract.py): one process writes a folder at a time, and the
     folder's checkpoint is resumed only by the same computation (experiments/training/folder.py): another one
     is refused with a ``RunFolderError`` before any work, or, as a ``sweep_cell``, trains afresh with the old
     files moved aside; a second Ctrl-C does not interrupt the recording of the first.

@@ -73,8 +73,8 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
-        from experiments.record.cell_contract import StudyChangedError
         from experiments.sweep.optuna_study import StudyError
+        from experiments.training.cell_contract import StudyChangedError
 
         try:
             study, space, fixed = self._open(arguments)
@@ -115,8 +115,8 @@ class OptunaSweeper(Sweeper):
         self.spec = s.storage_spec(self.storage, self.config.hydra.sweep.dir)
 
     def _settings(self, space: dict[str, Any], fixed: list[str], **more: Any) -> dict[str, Any]:
-        """What the study's trials are comparable under (experiments/record/cell_contract.py)."""
-        from experiments.record.cell_contract import study_settings
+        """What the study's trials are comparable under (experiments/training/cell_contract.py)."""
+        from experiments.training.cell_contract import study_settings
 
         assert self.config is not None
         return study_settings(space, str(self.config.objective), self.direction, fixed, **more)
@@ -127,8 +127,8 @@ class OptunaSweeper(Sweeper):
         (``StudyChangedError``, one line), and so is a budget below the trials it has finished."""
         import optuna
 
-        from experiments.record.cell_contract import check_study
         from experiments.sweep import optuna_study as s
+        from experiments.training.cell_contract import check_study
 
         study = optuna.create_study(
             study_name=name, storage=s.open_storage(self.spec), direction=self.direction, load_if_exists=True

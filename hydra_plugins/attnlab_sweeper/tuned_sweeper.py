@@ -78,9 +78,9 @@ class TunedSweeper(OptunaSweeper):
         return {"space": space, "cells": cells, "fixed": fixed, "tuning": tuning, "final": final}
 
     def sweep(self, arguments: list[str]) -> Any:
-        from experiments.record.cell_contract import StudyChangedError
         from experiments.sweep import optuna_study as s
         from experiments.sweep import tuned_study as t
+        from experiments.training.cell_contract import StudyChangedError
 
         assert self.config is not None
         base = str(self.study_name or "tuned")
