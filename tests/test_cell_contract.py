@@ -58,12 +58,20 @@ def test_a_budget_below_the_finished_trials_is_refused() -> None:
         check_study(study, _settings(), 2, 5, "mem")
 
 
-def test_a_study_stored_before_settings_were_recorded_is_checked_for_its_direction() -> None:
+def test_a_study_stored_before_settings_were_recorded_is_checked_for_its_direction_and_space() -> None:
+    from optuna.distributions import FloatDistribution
+
     # Optuna loads a stored study whatever direction is asked and keeps its own (checked here by hand)
     study = _study("minimize")
-    study.tell(study.ask(), 1.0)
+    study.tell(study.ask({LR: FloatDistribution(1e-4, 1e-2, log=True)}), 1.0)
     with pytest.raises(StudyChangedError, match="direction minimize → maximize"):
         check_study(study, _settings(direction="maximize"), 5, 1, "mem")
+    # its trial's own distribution is its search space
+    with pytest.raises(StudyChangedError, match=r"search space optim.lr .*low=0.0001.* → .*low=1e-05"):
+        check_study(study, _settings(low=1e-5), 5, 1, "mem")
+    check_study(study, _settings(), 5, 1, "mem")  # the same space: resumed, and its settings recorded
+    with pytest.raises(StudyChangedError, match="fixed overrides trainer.max_steps 2 → 4"):
+        check_study(study, _settings(fixed=("trainer.max_steps=4",)), 5, 1, "mem")
 
 
 def test_a_tuned_rerun_with_a_new_best_never_pools_the_old_bests_final_seeds(tmp_path: Path) -> None:

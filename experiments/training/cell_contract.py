@@ -90,8 +90,12 @@ def check_study(study: Any, settings: Mapping[str, Any], n_trials: int, finished
     direction is asked for, so a changed direction would silently keep the old one."""
     stored = study.user_attrs.get(SETTINGS_ATTR)
     direction = "maximize" if study.direction.name == "MAXIMIZE" else "minimize"
-    # a study written before its settings were recorded is checked for what Optuna keeps: its direction
-    changes = settings_changes(stored, settings) if stored is not None else []
+    known = stored
+    if known is None:  # written before settings were recorded: its trials' distributions are its search space
+        asked = [t.distributions for t in study.get_trials(deepcopy=False) if t.distributions]
+        known = {"search space": {k: repr(v) for k, v in sorted(asked[0].items())}} if asked else {}
+    # what was recorded is compared (a study from before a setting was recorded is not refused for lacking it)
+    changes = settings_changes(known, {k: settings.get(k) for k in known})
     if not changes and direction != settings.get("direction"):
         changes = [f"direction {direction} → {settings.get('direction')}"]
     fix = (
