@@ -1,18 +1,21 @@
 """The contract every path that makes runs keeps: the basic grid, the Optuna, tuned and adaptive sweepers,
-the ensemble launcher and ``experiments.run()``.
+the ensemble launcher and ``experiments.run()`` (each trains through ``single_run.train`` or
+``ensemble.train_ensemble``, which hold a cell's folder here).
 
 - *identity*: a run folder belongs to one computation (``experiments.training.folder``): the same one is
   skipped when completed and resumed when not; another is refused in one line, or, in a sweep, retrained
   with the old files moved aside;
 - *one writer*: a folder another live process writes is refused (``experiments.training.lock``); in a
   sweep the refused cell is remembered (``BUSY``) and the sweep's summary names it, never counting the
-  other process's result as its own;
-- *a study* (a sequence of trials, a tuned comparison) belongs to its settings: the search space, the
+  other process's result as its own; the temp files of a write a kill cut short are removed by the next
+  writer;
+- *a study* (Optuna's, each cell's of a tuned comparison) belongs to its settings: the search space, the
   objective, its direction and the fixed overrides are recorded with it, and a rerun whose settings differ
-  is refused in one line naming the change; a budget below what the study has finished is refused too;
-- *every stop is recorded*: the first Ctrl-C or SIGTERM stops the run and a second one, at any delay, waits
-  for the result to be written (``stop_guard``); a continuation of a completed run (a raised
-  ``trainer.max_steps``) that does not complete leaves the completed result in place.
+  is refused in one line naming the change; a budget below what the study has finished is refused too
+  (an adaptive sequence's state is refused alike by its fingerprint, ``experiments.sweep.adaptive``);
+- *every stop is recorded*: the first Ctrl-C stops the run and a second one, at any delay, waits for the
+  result to be written (``stop_guard``); a continuation of a completed run (a raised ``trainer.max_steps``)
+  that does not complete leaves the completed result in place.
 """
 
 from __future__ import annotations
