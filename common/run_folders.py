@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 from pathlib import Path
 
 # earlier runs of the folder, moved aside (resume=never, a sweep cell whose configuration changed):
@@ -32,3 +34,22 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def live_writer(folder: Path) -> str | None:
+    """Who writes ``folder`` now, by its lock (``process 123``, ``process 123 on node7``); None when no live
+    process does (no lock, or its process has ended). A result in a folder with a live writer is being
+    replaced (a continuation, a resumed run): the report leaves it out as running."""
+    try:
+        holder = json.loads((Path(folder) / LOCK).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "a process writing its lock"  # being written this instant, or damaged
+    pid = holder.get("pid") if isinstance(holder, dict) else None
+    host = holder.get("host") if isinstance(holder, dict) else None
+    if not isinstance(pid, int):
+        return "another process"
+    if host not in (None, socket.gethostname()):
+        return f"process {pid} on {host}"  # another machine's process cannot be checked from here
+    return f"process {pid}" if process_alive(pid) else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -20,6 +21,7 @@ from analysis.command.errors import AnalysisError
 PLACE_ERRORS = {
     errno.ENOSPC: "no space left on the device",
     errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large (the file size limit, ulimit -f)",
     errno.EROFS: "read-only file system",
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
@@ -126,4 +128,18 @@ def _remove_written(where: Path, before: dict[Path, tuple[int, int]]) -> int:
     return removed
 
 
-__all__ = ["OutputError", "check_out_dir", "check_out_file", "writing"]
+@contextlib.contextmanager
+def whole_or_absent(path: str | Path) -> Iterator[Path]:
+    """A temp path beside ``path`` to write to, renamed to ``path`` when the block ends and removed when it
+    raises: a write cut short (a full disk, a file size limit) leaves the previous file or none, never a part."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+__all__ = ["OutputError", "check_out_dir", "check_out_file", "whole_or_absent", "writing"]

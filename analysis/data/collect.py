@@ -21,7 +21,7 @@ from analysis.data.pending import cells_without_result
 from analysis.data.rows import BadResult, result_rows
 from analysis.data.runs import Runs, build_runs
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
-from common.run_folders import moved_aside
+from common.run_folders import live_writer, moved_aside
 
 RESULT_FILE = "result.json"
 SUMMARY_KEY = "attnlab_result"  # where the training app puts the result dict in the W&B summary
@@ -67,6 +67,11 @@ def collect(paths: Iterable[str | Path]) -> Runs:
     (still running, stopped, not started: ``analysis.data.pending``) are listed in ``Runs.dropped``."""
     records, unreadable = [], []
     for file in find_results(paths):
+        writer = live_writer(file.parent)
+        if writer is not None:  # its result is being replaced (a continuation): not a result to compare yet
+            reason = f"running: {writer} writes the folder; its result.json is an earlier one"
+            unreadable.append({"source": str(file.parent), "run_id": None, "status": "running", "reason": reason})
+            continue
         try:
             row, lengths = result_rows(json.loads(file.read_text()), file.parent, file)
         except (OSError, ValueError) as err:  # JSONDecodeError and BadResult are ValueErrors

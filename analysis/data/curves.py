@@ -29,7 +29,7 @@ def learning_curves(runs: Runs | pd.DataFrame) -> pd.DataFrame:
         if not isinstance(run.run_dir, str) or not run.run_dir:
             continue
         csv = _metrics_csv(Path(run.run_dir))
-        if csv is None:
+        if csv is None:  # deleted, or never logged (logger=none): the report notes it (``without_curves``)
             continue
         try:
             log = pd.read_csv(csv)
@@ -54,3 +54,10 @@ def learning_curves(runs: Runs | pd.DataFrame) -> pd.DataFrame:
         )
     curves = pd.concat(parts, ignore_index=True)[[*CURVE_COLUMNS, "cell"]]
     return curves.astype({"step": "int64", "seed": "int64", "value": "float64"})
+
+
+def without_curves(curves: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """The folders of the completed ``runs`` that have no learning curve in ``curves`` (no csv/metrics.csv)."""
+    done = runs[runs["status"] == "completed"]
+    drawn = set(curves["run_id"])
+    return sorted(str(r.run_dir) for r in done.itertuples(index=False) if r.run_id not in drawn)

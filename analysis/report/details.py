@@ -3,6 +3,7 @@ cell, cost, the attention statistics and maps."""
 
 from __future__ import annotations
 
+from analysis.data.curves import without_curves
 from analysis.report import summary
 from analysis.report.attention_section import attention_section
 from analysis.report.baseline import FORMS
@@ -56,8 +57,15 @@ def _grid_blocks(
     if lengths:
         blocks.append(Section(f"Length generalisation — {task}{suffix}", list[Block](lengths), level=level))
     curve = curve_figure(ctx.curves, frame, grid, ctx.style, ctx.figures_dir, ctx.budget)
-    if curve is not None:
-        blocks.append(Section(f"Learning curves — {task}{suffix}", [curve], level=level))
+    missing = without_curves(ctx.curves, frame[frame["task"] == task])
+    if curve is not None or missing:
+        note = Paragraph(
+            f"No learning curve for {len(missing)} completed run(s): no csv/metrics.csv in "
+            f"{', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}.",
+            kind="note",
+        )
+        shown: list[Block] = [curve] if curve is not None else []
+        blocks.append(Section(f"Learning curves — {task}{suffix}", [*shown, *([note] if missing else [])], level=level))
     blocks.append(Section(f"Runs per cell{suffix}", [status_table(frame, grid)], level=level))
     cost = cost_table(frame, grid)
     if cost is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.command.outputs import whole_or_absent
 from analysis.paper import export
 from analysis.report import summary
 from analysis.report.context import ReportContext
@@ -34,8 +35,9 @@ def write_report(
 ) -> None:
     """Write the document and the exports into ``ctx.out``."""
     out, frame = ctx.out, ctx.frame
-    (out / "report.md").write_text(to_markdown(doc, out), encoding="utf-8")
-    (out / "report.html").write_text(to_html(doc), encoding="utf-8")
+    for name, text in (("report.md", to_markdown(doc, out)), ("report.html", to_html(doc))):
+        with whole_or_absent(out / name) as tmp:  # a cut report (a full disk, ulimit -f) is no report
+            tmp.write_text(text, encoding="utf-8")
     results_frame_for_csv(frame).to_csv(out / "results.csv", index=False)
     _cells_frame(ctx).to_csv(out / "cells.csv", index=False)
     compared = [p.comparisons[m] for p in ctx.plans for m in ctx.metrics]

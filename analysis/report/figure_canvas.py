@@ -20,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from analysis.command.outputs import whole_or_absent
 from analysis.report.figure_style import FORMATS, FigureStyle, style_of
 
 DPI = 100
@@ -134,12 +135,16 @@ def save(fig: Figure, path: Path, style: FigureStyle | None = None) -> Path:
     if paper:
         fit_fonts(fig, style.width)
     with rc_context({"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "attnlab"}):
-        fig.savefig(path, format="png", metadata=PNG_METADATA, dpi=PAPER_DPI if paper else DPI)
+        # each file whole or absent: a write cut short (a full disk, ulimit -f) leaves no part of a figure
+        with whole_or_absent(path) as tmp:
+            fig.savefig(tmp, format="png", metadata=PNG_METADATA, dpi=PAPER_DPI if paper else DPI)
         # The PNG's constrained layout (figure fractions) holds for the vector copies: solving it again
         # for each would cost as much as drawing. The figure is done after this call.
         fig.set_layout_engine("none")
         if "pdf" in formats:
-            fig.savefig(path.with_suffix(".pdf"), format="pdf", metadata=PDF_METADATA)
+            with whole_or_absent(path.with_suffix(".pdf")) as tmp:
+                fig.savefig(tmp, format="pdf", metadata=PDF_METADATA)
         if "svg" in formats:
-            fig.savefig(path.with_suffix(".svg"), format="svg", metadata=SVG_METADATA)
+            with whole_or_absent(path.with_suffix(".svg")) as tmp:
+                fig.savefig(tmp, format="svg", metadata=SVG_METADATA)
     return path

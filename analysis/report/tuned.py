@@ -65,6 +65,19 @@ def check_no_leak(record: dict[str, Any], runs: list[dict[str, Any]]) -> None:
             )
 
 
+def at_best(config: dict[str, Any], best: dict[str, Any]) -> bool:
+    """Whether a final run was trained at the cell's recorded best configuration: a rerun with more trials can
+    find another best, and the old best's final seeds, still in the sweep folder, are another cell."""
+    for key, value in best.items():
+        got = config.get(key)
+        if isinstance(value, float) and isinstance(got, (int, float)):
+            if not math.isclose(got, value, rel_tol=1e-9):
+                return False
+        elif got != value:
+            return False
+    return True
+
+
 def load(sweep_dir: str | Path) -> tuple[dict[str, Any], list[CellResult]]:
     """The sweep's record and each cell's tuning trials and final scores; refuses a leak."""
     sweep_dir = Path(sweep_dir)
@@ -79,13 +92,18 @@ def load(sweep_dir: str | Path) -> tuple[dict[str, Any], list[CellResult]]:
     for cell in record["cells"]:
         own = [r for r in runs if (r.get("config") or {}).get("trial.study") == cell["study"]]
 
-        def scores(role: str, own: list[dict[str, Any]] = own) -> tuple[list[float], list[int]]:
+        best = cell.get("best_params") or {}
+
+        def scores(
+            role: str, own: list[dict[str, Any]] = own, best: dict[str, Any] = best
+        ) -> tuple[list[float], list[int]]:
             done = [
                 r
                 for r in own
                 if r["config"].get("trial.role") == role
                 and r.get("status") == "completed"
                 and metric in (r.get("metrics") or {})
+                and (role != "tuned" or at_best(r["config"], best))
             ]
             done.sort(key=lambda r: r["seed"])
             return [float(r["metrics"][metric]) for r in done], [int(r["seed"]) for r in done]

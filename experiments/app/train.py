@@ -198,6 +198,9 @@ def main() -> None:
                 raise
             print(f"attnlab: {err}", file=sys.stderr)
             sys.exit(2)
+    from experiments.training.cell_contract import exit_after_stop
+
+    exit_after_stop()  # the process ends after a run a signal stopped: a further Ctrl-C is noted, not raised
     hydra_entry()
     sys.exit(exit_code_for_last_multirun())
 

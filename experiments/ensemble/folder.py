@@ -116,8 +116,9 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
     checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
     from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_seeds
     from experiments.ensemble.memory import check_memory
+    from experiments.training.cell_contract import completed
     from experiments.training.lock import check_free
-    from experiments.training.single_run import completed_result, resolved
+    from experiments.training.single_run import resolved
 
     seeds = member_seeds(cfg)
     dirs = member_dirs(cfg, run_dir, seeds)
@@ -131,7 +132,7 @@ def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
     for seed, folder in zip(seeds, dirs):
         mcfg = member_config(cfg, seed)
         flat, cfg_hash = resolved(mcfg)
-        if completed_result(mcfg, folder, cfg_hash) is None:
+        if completed(mcfg, folder, cfg_hash) is None:
             members.append((folder, flat))
             waiting.append(seed)
     if not members:

@@ -72,10 +72,15 @@ def train_ensemble(
     (experiments/ensemble/folder.py): another one raises ``RunFolderError`` before any work, or, as a
     ``sweep_cell``, trains afresh with the old files moved aside.
     """
-    from experiments.training.lock import one_writer
+    from experiments.training.cell_contract import stop_guard, writing
 
     try:
-        with one_writer(run_dir / SHARED, named=run_dir):  # refusals name the folder the user gave
+        with contextlib.ExitStack() as held:
+            # refusals name the folder the user gave
+            held.enter_context(writing(run_dir / SHARED, sweep_cell=sweep_cell, named=run_dir))
+            for folder in member_dirs(cfg, run_dir, member_seeds(cfg)):  # each member's folder is a run folder
+                held.enter_context(writing(folder, sweep_cell=sweep_cell))
+            held.enter_context(stop_guard())
             return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
     finally:
         with contextlib.suppress(OSError):  # nothing was trained batched (refused, or the fallback): no empty folder
@@ -89,8 +94,8 @@ def _train_ensemble(
     from experiments.config.roles import expand_roles
     from experiments.ensemble.folder import claim_ensemble
     from experiments.ensemble.memory import check_memory
+    from experiments.training.cell_contract import completed
     from experiments.training.single_run import (
-        completed_result,
         new_result,
         quiet_lightning_handlers,
         resolved,
@@ -112,7 +117,7 @@ def _train_ensemble(
     for index, (seed, mdir) in enumerate(zip(seeds, dirs)):
         mcfg = member_config(cfg, seed)
         flat, cfg_hash = resolved(mcfg)
-        done = completed_result(mcfg, mdir, cfg_hash)
+        done = completed(mcfg, mdir, cfg_hash)
         if done:
             results[seed] = done
         else:

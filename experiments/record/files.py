@@ -13,9 +13,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 
 class OutputError(OSError):
@@ -42,6 +43,8 @@ def describe(err: OSError, path: Path | str) -> str:
         cause = "permission denied"
     elif err.errno == errno.EROFS:
         cause = "read-only file system"
+    elif err.errno == errno.EFBIG:
+        cause = "file too large (the file size limit, ulimit -f, or the file system's)"
     elif err.errno == errno.ENOTDIR:
         cause = "a part of the path is a file, not a folder"
     else:
@@ -151,3 +154,31 @@ def check_free_space(folder: Path | str, need_bytes: int, what: str) -> None:
 
 def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.0f} KB"
+
+
+def save_hydra_config_atomically() -> None:
+    """Make Hydra's save of a job's ``.hydra/*.yaml`` whole or absent, as every other file a run writes: a
+    full disk or a file size limit (``ulimit -f``: EFBIG) otherwise leaves a cut ``hydra.yaml`` and a
+    traceback. The failed save is one line and exit 1. Hydra looks its saver up at each job, so replacing
+    it once per process covers every job (the command line, a sweep's cells, a joblib worker's)."""
+    import hydra.core.utils as hydra_utils
+
+    if getattr(hydra_utils._save_config, "atomic", False):
+        return
+
+    def save(cfg: Any, filename: str, output_dir: Path) -> None:
+        from omegaconf import OmegaConf
+
+        text = OmegaConf.to_yaml(cfg)
+
+        def write(f: IO) -> None:
+            f.write(text)
+
+        try:
+            atomic_write(Path(output_dir) / filename, write)
+        except OutputError as err:
+            print(f"attnlab: cannot save the run's config: {err}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    save.atomic = True  # type: ignore[attr-defined]
+    hydra_utils._save_config = save

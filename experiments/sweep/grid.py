@@ -100,10 +100,14 @@ RESOLVERS = {
 
 
 def register_resolvers() -> None:
-    """Register each attnlab resolver not registered yet; calling it again changes nothing."""
+    """Register each attnlab resolver not registered yet; calling it again changes nothing. Every entry calls
+    it before Hydra runs a job (a joblib worker too), so Hydra's config save is made atomic here as well."""
+    from experiments.record.files import save_hydra_config_atomically
+
     for name, resolver in RESOLVERS.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
+    save_hydra_config_atomically()
 
 
 # -- threads ---------------------------------------------------------------------------------------
@@ -283,6 +287,9 @@ class SweepSummary(Callback):
 
         # the config, for the summary of a sweep that a signal ends (summarise_interrupted_sweep)
         _LAST.update(failed=0, ran=True, started=time.time(), config=config, ended=False)
+        from experiments.training.cell_contract import BUSY
+
+        BUSY.clear()
         try:
             check_grid(config)
             # every launcher writes the sweep's folder first (multirun.yaml, then one folder per cell)
@@ -299,10 +306,15 @@ class SweepSummary(Callback):
         counts: dict[str, int] = {}
         bad, earlier, cells = [], 0, []
         from common.run_folders import moved_aside
+        from experiments.training.cell_contract import BUSY
 
+        # cells another live process was writing: refused here, and their results (if any) are not this sweep's
+        busy = sorted({Path(b).resolve() for b in BUSY})
         for path in sorted(sweep_dir.rglob("result.json")):
             if moved_aside(path, sweep_dir):
                 continue  # an earlier run of a cell, kept under its previous/
+            if any(path.resolve().is_relative_to(b) for b in busy):
+                continue
             if path.stat().st_mtime < _LAST.get("started", 0):
                 earlier += 1  # an earlier sweep's cell that this one skipped or does not include
                 continue
@@ -318,7 +330,10 @@ class SweepSummary(Callback):
         from experiments.sweep.slurm import LOST
 
         bad += LOST  # SLURM jobs that ended without writing their cell's result (none with other launchers)
+        bad += [f"{b.name}: busy (another process writes it)" for b in busy]
         _LAST["failed"] = len(bad)
+        if busy:
+            counts["busy"] = len(busy)
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no new results"
         log.info(
             "sweep %s: %s in %.0f s; %d results from earlier runs left as they were",
@@ -332,6 +347,8 @@ class SweepSummary(Callback):
         labels = cell_labels([list(result.get("overrides") or []) for result, _, _ in cells])
         for (result, status, folder), label in zip(cells, labels):  # one line per cell, then what to run next
             print(cell_line(result, status, metric, folder, label))
+        for folder in busy:
+            print(f"{'busy':<9}  another process writes this cell; run the sweep again once it has ended  {folder}")
         if cells:
             from experiments.app.summary import report_command
 

@@ -23,6 +23,7 @@ PRUNER_ATTR = "attnlab_pruner"
 METRIC_ATTR = "attnlab_pruning_metric"
 # a trial that a killed sweep left running: failed, and asked again with the same parameters
 INTERRUPTED_ATTR = "attnlab_interrupted"
+RETRY_ATTR = "attnlab_retry_of"  # on a trial asked again: the number of the interrupted trial it repeats
 
 
 class StudyError(ConfigError):
@@ -204,9 +205,27 @@ def recover_interrupted(study: Any) -> list[int]:
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study._storage.set_trial_user_attr(trial._trial_id, INTERRUPTED_ATTR, True)
         study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-        study.enqueue_trial(trial.params, user_attrs={"attnlab_retry_of": trial.number}, skip_if_exists=False)
+        study.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number}, skip_if_exists=False)
         numbers.append(trial.number)
     return numbers
+
+
+def trial_folder(sweep_dir: str | Path, study_name: str, number: int, seed: int | None) -> str | None:
+    """The folder (relative to the sweep's) of trial ``number`` of ``study_name`` at ``seed``, found by the
+    overrides Hydra recorded for it; None when it has none. A trial asked again after a kill runs there, so that
+    it resumes from its checkpoint (the trial's number is not part of what a run computes)."""
+    import yaml
+
+    root = Path(sweep_dir)
+    wanted = {f"trial.number={number}", f"trial.study={study_name}"} | ({f"seed={seed}"} if seed is not None else set())
+    for listed in sorted(root.glob("*/.hydra/overrides.yaml")):
+        try:
+            overrides = yaml.safe_load(listed.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(overrides, list) and wanted <= {str(o) for o in overrides}:
+            return listed.parent.parent.name
+    return None
 
 
 def finished(study: Any) -> int:

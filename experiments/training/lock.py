@@ -98,10 +98,14 @@ def acquire(run_dir: Path, named: Path | None = None) -> Path:
     raise FolderBusyError(f"{run_dir}: could not take its lock {path}; another process keeps taking it")
 
 
+def _held_here(path: Path) -> bool:
+    holder = _holder(path)
+    return bool(holder) and holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname()
+
+
 def release(path: Path) -> None:
     """Remove the lock if it is still this process's."""
-    holder = _holder(path)
-    if holder and holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+    if _held_here(path):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
@@ -109,7 +113,7 @@ def release(path: Path) -> None:
 @contextlib.contextmanager
 def one_writer(run_dir: Path, enabled: bool = True, named: Path | None = None) -> Iterator[None]:
     """Hold ``run_dir``'s lock for the block (``enabled=False``: a DDP rank > 0, whose rank 0 holds it)."""
-    if not enabled:
+    if not enabled or _held_here(run_dir / LOCK):  # a folder this process already writes (an ensemble's member)
         yield
         return
     run_dir.mkdir(parents=True, exist_ok=True)

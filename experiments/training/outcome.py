@@ -155,7 +155,7 @@ def output_problem(err: BaseException) -> str | None:
     return None
 
 
-OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM)
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EROFS, errno.EPERM)
 STATS_FILE = "attention_stats.npz"
 
 

@@ -37,8 +37,8 @@ from experiments.record.result import (
 )
 from experiments.training import build, lightning_parts, outcome, stops
 from experiments.training import folder as run_folder
+from experiments.training.cell_contract import completed, continues_completed, stop_guard, write_ending, writing
 from experiments.training.checkpointing import checkpoint_bytes, checkpoint_step
-from experiments.training.lock import one_writer
 
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
@@ -85,16 +85,6 @@ def quiet_lightning_handlers() -> None:
     quiet_lightning_info()
 
 
-def completed_result(cfg: DictConfig, run_dir: Path, cfg_hash: str) -> dict[str, Any] | None:
-    """The result of this folder when it already completed with the same config (and resume is on)."""
-    done = read_result(run_dir / RESULT)
-    if cfg.resume == "auto" and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
-        log.info("already completed with the same config (%s); skipping", run_dir / RESULT)
-        done["skipped"] = True
-        return done
-    return None
-
-
 def new_result(
     cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[str, Any], cfg_hash: str, run_id: str
 ) -> dict[str, Any]:
@@ -139,11 +129,13 @@ def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
 def train(cfg: DictConfig, run_dir: Path, overrides: list[str], *, sweep_cell: bool = False) -> dict[str, Any]:
     """Run one configuration; returns the result dict (also written to ``run_dir/result.json``).
 
-    One process writes a folder at a time (experiments/training/lock.py), and the folder's checkpoint is
-    resumed only by the same computation (experiments/training/folder.py): another one is refused with a
-    ``RunFolderError`` before any work, or, as a ``sweep_cell``, trains afresh with the old files moved aside.
+    The cell contract (experiments/training/cell_contract.py): one process writes a folder at a time, and the
+    folder's checkpoint is resumed only by the same computation (experiments/training/folder.py): another one
+    is refused with a ``RunFolderError`` before any work, or, as a ``sweep_cell``, trains afresh with the old
+    files moved aside; a second Ctrl-C does not interrupt the recording of the first.
     """
-    with one_writer(run_dir, enabled=is_rank_zero()):  # DDP ranks > 0 write under their rank 0's lock
+    # DDP ranks > 0 write under their rank 0's lock
+    with writing(run_dir, sweep_cell=sweep_cell, enabled=is_rank_zero()), stop_guard():
         return _train(cfg, run_dir, overrides, sweep_cell)
 
 
@@ -153,10 +145,12 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
     quiet_lightning_handlers()
     expand_roles(cfg)
     flat, cfg_hash = resolved(cfg)
-    done = completed_result(cfg, run_dir, cfg_hash)
+    done = completed(cfg, run_dir, cfg_hash)
     if done:
         return done
     claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=sweep_cell, rank_zero=is_rank_zero())
+    # a continuation (trainer.max_steps raised) of a completed run keeps that result until it completes
+    keep = claim.resume_from is not None and continues_completed(run_dir, flat)
     result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
     if claim.record(run_dir):  # where a changed cell's (or resume=never's) old files went, and why
         result["previous_run"] = claim.record(run_dir)
@@ -217,7 +211,7 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
             result["metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
             result["cost"].update(outcome.cost(trainer, module, train_seconds, compile_seconds))
             outcome.release_ddp_ranks(trainer)
-            _finish(result, trainer, wandb, run_dir, began)
+            _finish(result, trainer, wandb, run_dir, began, keep)
             return result
         tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
         evaluate(cfg, result, parts, run_dir, tested, lambda: outcome.final_validation(trainer, module, datamodule))
@@ -228,13 +222,15 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
         outcome.release_ddp_ranks(trainer)
         result.update(outcome.describe_failure(err, trainer, run_dir))
-        if stops.signal_of(err) and trainer is not None:
-            result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(cfg))
+        if stops.signal_of(err):
+            result["resume"] = resume_command(run_dir, sweep_cell, overrides)
+            if trainer is not None:
+                result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(cfg))
         if not isinstance(err, Exception):
-            _finish(result, trainer, wandb, run_dir, began)
+            _finish(result, trainer, wandb, run_dir, began, keep)
             raise
     outcome.release_ddp_ranks(trainer)
-    _finish(result, trainer, wandb, run_dir, began)
+    _finish(result, trainer, wandb, run_dir, began, keep)
     return result
 
 
@@ -282,7 +278,7 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     """
     expand_roles(cfg)
     flat, cfg_hash = resolved(cfg)
-    done = completed_result(cfg, run_dir, cfg_hash)
+    done = completed(cfg, run_dir, cfg_hash)
     if done:
         return done
     # a changed cell's old files move aside here; the child then finds a folder of its own computation
@@ -315,7 +311,7 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     return result
 
 
-def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float) -> None:
+def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float, keep_completed: bool = False) -> None:
     result["finished_at"] = now_iso()
     result["cost"]["wall_seconds"] = time.perf_counter() - began
     result["env"] = environment(outcome.device_name(trainer))
@@ -324,15 +320,20 @@ def _finish(result: dict[str, Any], trainer, wandb, run_dir: Path, began: float)
     rank_zero = trainer.is_global_zero if trainer is not None else is_rank_zero()
     if rank_zero:
         try:
-            write_json_atomic(run_dir / RESULT, result)
+            write_ending(run_dir, result, keep_completed, write_json_atomic)
         except OutputError as err:
             result["result_unwritten"] = str(err)  # said once, by hydra_entry
         outcome.close_wandb(wandb, result)
 
 
-def resume_command(run_dir: Path, multirun: bool) -> str:
+def resume_command(run_dir: Path, multirun: bool, overrides: list[str] | None = None) -> str:
     """The command that resumes this run: a single run in its own folder (each new one gets a
-    new timestamped folder), a sweep as it was (its cells' folders are fixed)."""
+    new timestamped folder), a sweep as it was (its cells' folders are fixed); ``experiments.run()``'s
+    call (``overrides`` given, and no Hydra command line ran)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if overrides is not None and not HydraConfig.initialized():
+        return f"experiments.run({overrides!r}, run_dir={str(run_dir)!r})"
     # the folder now holds this run's own checkpoint, which the default (resume=auto) finds
     args = [a for a in sys.argv[1:] if not a.startswith(("resume=", "ckpt_path="))]
     if not multirun:

@@ -75,10 +75,11 @@ class OptunaSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         from experiments.sweep.optuna_study import StudyError
+        from experiments.training.cell_contract import StudyChangedError
 
         try:
             study, space, fixed = self._open(arguments)
-        except StudyError as err:  # one line and exit code 2, before any trial
+        except (StudyError, StudyChangedError) as err:  # one line and exit code 2, before any trial
             print(f"attnlab: {err}", file=sys.stderr)
             raise SystemExit(2) from None
         return self._run(study, space, fixed)
@@ -89,7 +90,7 @@ class OptunaSweeper(Sweeper):
 
         space, fixed = s.search_space(self.params, arguments)
         self._prepare(space)
-        return self._study(self.study_name), space, fixed
+        return self._study(self.study_name, self._settings(space, fixed)), space, fixed
 
     # where the search space is declared, named when it is refused
     space_key = "hydra.sweeper.params"
@@ -114,15 +115,26 @@ class OptunaSweeper(Sweeper):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.spec = s.storage_spec(self.storage, self.config.hydra.sweep.dir)
 
-    def _study(self, name: Optional[str]) -> Any:
-        """The study of that name in the storage, created or loaded (a resumed sweep)."""
+    def _settings(self, space: dict[str, Any], fixed: list[str], **more: Any) -> dict[str, Any]:
+        """What the study's trials are comparable under (experiments/training/cell_contract.py)."""
+        from experiments.training.cell_contract import study_settings
+
+        assert self.config is not None
+        return study_settings(space, str(self.config.objective), self.direction, fixed, **more)
+
+    def _study(self, name: Optional[str], settings: dict[str, Any]) -> Any:
+        """The study of that name in the storage, created, or loaded (a resumed sweep) when its trials were run
+        with the same ``settings``: another search space, objective, direction or fixed override is refused
+        (``StudyChangedError``, one line), and so is a budget below the trials it has finished."""
         import optuna
 
         from experiments.sweep import optuna_study as s
+        from experiments.training.cell_contract import check_study
 
         study = optuna.create_study(
             study_name=name, storage=s.open_storage(self.spec), direction=self.direction, load_if_exists=True
         )
+        check_study(study, settings, self.n_trials, s.finished(study), self.spec)
         study.set_user_attr(s.PRUNER_ATTR, self.pruner)
         study.set_user_attr(s.METRIC_ATTR, self.metric)
         return study
@@ -169,10 +181,19 @@ class OptunaSweeper(Sweeper):
     def _overrides(
         self, study: Any, trial: Any, fixed: list[str], seed: Optional[int] = None, role: str = ""
     ) -> list[str]:
+        from experiments.sweep.optuna_study import RETRY_ATTR, trial_folder
+        from experiments.training.single_run import hydra_value
+
+        assert self.config is not None
         params = [f"{key}={value}" for key, value in trial.params.items()]
         where = [f"trial.number={trial.number}", f"trial.study={study.study_name}", f"trial.storage='{self.spec}'"]
+        # a trial asked again after a kill runs in the interrupted trial's folder, and resumes its checkpoint
+        retry_of = trial.user_attrs.get(RETRY_ATTR)
+        sweep_dir = self.config.hydra.sweep.dir
+        folder = None if retry_of is None else trial_folder(sweep_dir, study.study_name, retry_of, seed)
         return [*fixed, *params, *([f"seed={seed}"] if seed is not None else []), *where,
-                *([f"trial.role={role}"] if role else [])]  # fmt: skip
+                *([f"trial.role={role}"] if role else []),
+                *([f"hydra.sweep.subdir={hydra_value(folder)}"] if folder else [])]  # fmt: skip
 
     def _tell(self, study: Any, trial: Any, returns: list[JobReturn]) -> None:
         """The trial's state from its runs' result.json: completed (the objective, averaged over its seeds),

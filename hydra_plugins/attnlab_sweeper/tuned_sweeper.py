@@ -80,17 +80,25 @@ class TunedSweeper(OptunaSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         from experiments.sweep import optuna_study as s
         from experiments.sweep import tuned_study as t
+        from experiments.training.cell_contract import StudyChangedError
 
         assert self.config is not None
+        base = str(self.study_name or "tuned")
         try:
             planned = self.plan(arguments)
-        except s.StudyError as err:  # one line and exit code 2, before any trial
+            space, cells, fixed = planned["space"], planned["cells"], planned["fixed"]
+            tuning, final = planned["tuning"], planned["final"]
+            # every cell's study, opened before any trial: one whose settings changed is refused whole
+            studies = [
+                self._study(t.study_name(base, cell), self._settings(space, [*fixed, *cell], tuning_seeds=tuning))
+                for cell in cells
+            ]
+        except (s.StudyError, StudyChangedError) as err:  # one line and exit code 2, before any trial
             print(f"attnlab: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-        space, cells, fixed = planned["space"], planned["cells"], planned["fixed"]
-        tuning, final = planned["tuning"], planned["final"]
         began = time.perf_counter()
-        base = str(self.study_name or "tuned")
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        earlier = _earlier_best(sweep_dir / "tuned.json")
         record: dict[str, Any] = {
             "objective": str(self.config.objective),
             "direction": self.direction,
@@ -103,11 +111,20 @@ class TunedSweeper(OptunaSweeper):
             "cells": [],
         }
         finals: list[list[str]] = []
-        for cell in cells:
-            study = self._study(t.study_name(base, cell))
+        for cell, study in zip(cells, studies):
             self._tune(study, space, [*fixed, *cell], seeds=tuning, role="tuning")
             record["cells"].append(self._cell_record(study, cell))
             best = record["cells"][-1]["best_params"]
+            if earlier.get(study.study_name) not in (None, best):
+                # more trials found another best: its final seeds are a cell of their own, never pooled with the
+                # old best's (analysis/report/tuned.py reads only the seeds at the recorded best)
+                log.warning(
+                    "tuned: cell %s has a new best configuration %s (was %s); its final seeds at the old one stay "
+                    "in their folders, left out of the comparison",
+                    t.cell_label(cell),
+                    best,
+                    earlier[study.study_name],
+                )
             where = [f"trial.study={study.study_name}"]
             for seed in final:
                 if best is not None:
@@ -119,7 +136,7 @@ class TunedSweeper(OptunaSweeper):
         record["seconds_this_sweep"] = time.perf_counter() - began
         from experiments.record.result import write_json_atomic
 
-        write_json_atomic(Path(str(self.config.hydra.sweep.dir)) / "tuned.json", record)
+        write_json_atomic(sweep_dir / "tuned.json", record)
         return record
 
     def _cell_record(self, study: Any, cell: list[str]) -> dict[str, Any]:
@@ -144,3 +161,14 @@ class TunedSweeper(OptunaSweeper):
                 for t in trials
             ],
         }
+
+
+def _earlier_best(path: Path) -> dict[str, Any]:
+    """Each study's best parameters as an earlier run of the sweep recorded them ({}: none recorded)."""
+    import json
+
+    try:
+        cells = json.loads(path.read_text()).get("cells") or []
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {c.get("study"): c.get("best_params") for c in cells if isinstance(c, dict)}
