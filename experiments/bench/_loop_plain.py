@@ -1,7 +1,7 @@
 """The loop bench's reference: a character language model trained by a hand-written torch loop.
 
 What nanoGPT's ``train.py`` does per step and nothing else: random windows of the training text,
-forward, cross-entropy, backward, gradient clipping, AdamW with the learning rate set by hand, and
+forward, cross-entropy, backward, gradient clipping, (fused) AdamW with the learning rate set by hand, and
 an evaluation that averages the loss over fixed held-out windows. The model is attnlab's own
 ``Transformer`` built from the run's spec, so the two loops differ in the loop and not the network.
 """
@@ -77,6 +77,9 @@ class PlainLoop:
             [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=optim.lr,
             betas=tuple(optim.betas),
+            # torch's one-kernel AdamW, as attnlab's (nanoGPT takes it on CUDA only): the loops differ in
+            # the loop, not in the optimiser's kernel
+            fused=device.type in ("cpu", "cuda") or None,
         )
         self.params = decay + no_decay
         self.times.startup = self.clock() - began
