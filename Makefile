@@ -75,11 +75,12 @@ bench: venv
 # The training loop kept as fast as a hand-written one: shakespeare_char (a generated text without
 # ../shared) through attnlab's whole stack and through a plain torch loop, in one process, in turns of
 # 20 steps, one thread, the process's CPU clock; fails when attnlab's median step is more than 10%
-# above the plain loop's (docs/benchmarks.md: the training loop, for its noise on a loaded machine).
+# above the plain loop's in 3 attempts in a row (a run's ratio moves by about 5% on a loaded machine:
+# docs/benchmarks.md, the training loop).
 # 128 held-out windows instead of the preset's 512: the evaluations' cost, not the step's, shrinks.
 bench-loop: venv
 	OMP_NUM_THREADS=1 $(PY) -m experiments.bench loop --steps 300 --block 20 --val-every 150 --clock cpu \
-		--max-step-ratio 1.10 task.val_windows=128
+		--max-step-ratio 1.10 --attempts 3 task.val_windows=128
 
 # Sweeps on a real one-node SLURM cluster started on this machine (root on Debian; the tests
 # skip, saying why, elsewhere). tests/cluster/slurm-local starts it and stops it afterwards.

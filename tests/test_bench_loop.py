@@ -153,3 +153,33 @@ def test_bench_fails_a_step_ratio_above_the_allowed_one_and_still_reports(tmp_pa
     assert figures["blocks"] == {"attnlab": 4, "plain": 5}
     assert all(v > 0 for v in figures["ratios"].values())
     assert figures["val_loss"]["attnlab"] == pytest.approx(figures["val_loss"]["plain"], abs=0.5)
+
+
+@pytest.mark.parametrize(
+    ("ratios", "attempts", "calls", "code"),
+    [
+        ([1.2, 1.05, 1.0], 3, 2, 0),  # noise above the limit once, then within: passes at the second
+        ([1.2, 1.3, 1.15], 3, 3, 1),  # above in every attempt: fails after all three
+        ([1.2, 1.0], 1, 1, 1),  # one attempt allowed
+        ([1.0, 1.3], 3, 1, 0),  # within at once: measured once
+    ],
+)
+def test_the_check_measures_again_while_above_the_limit_and_fails_only_when_every_attempt_is(
+    monkeypatch, tmp_path, capsys, ratios, attempts, calls, code
+):
+    from experiments.bench import loop as bench_loop
+    from experiments.bench import main
+
+    made = []
+
+    def canned(args, data, work, cuda):
+        made.append(work)
+        return {"ratios": {"step": ratios[len(made) - 1]}}
+
+    monkeypatch.setattr(bench_loop, "measure_once", canned)
+    monkeypatch.setattr(bench_loop, "_print", lambda figures: None)
+    argv = ["loop", "--data", str(tmp_path / "absent.txt"), "--work", str(tmp_path / "w")]
+    assert main([*argv, "--max-step-ratio", "1.1", "--attempts", str(attempts)]) == code
+    assert len(made) == calls and len(set(made)) == calls  # each attempt in a folder of its own
+    if code:
+        assert f"in {calls} attempt(s) (allowed: 1.1x)" in capsys.readouterr().err

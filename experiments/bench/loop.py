@@ -19,7 +19,10 @@ attnlab / plain:
 - test phase: from the fit's end to the result (final validation, test, attention statistics and maps,
   result files), against the plain loop's final validation and held-out loss at every test context;
 - whole run: start to result, without the other side's turns.
-``--max-step-ratio R`` makes the command exit 1 when the step ratio exceeds R. The text is ``--data``
+``--max-step-ratio R`` makes the command exit 1 when the step ratio exceeds R; ``--attempts N`` measures
+again (a new run beside a new plain loop) while it does, and exits 1 only when all N attempts exceed R: a
+change that slows the step fails every attempt, while a loaded machine's noise (docs/benchmarks.md) seldom
+puts two in a row above R. The text is ``--data``
 (tiny Shakespeare beside the repository, ``../shared/data/tinyshakespeare/input.txt``); without that file
 a generated corpus of the same alphabet size stands in, so the check never needs ``../shared``.
 """
@@ -55,6 +58,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="wall: elapsed time; cpu: the process's CPU time, far steadier while other jobs share the cores",
     )
     parser.add_argument("--max-step-ratio", type=float, default=None, help="exit 1 above this step ratio")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=1,
+        help="with --max-step-ratio: measure again while above it, this many times in all; exit 1 if every one is",
+    )
     parser.add_argument("--work", type=Path, default=None, help="folder for attnlab's run (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     parser.add_argument("overrides", nargs="*", help="more overrides for attnlab's run (and the plain model)")
@@ -88,7 +97,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name in ("steps", "block", "val_every", "threads"):
+    for name in ("steps", "block", "val_every", "threads", "attempts"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')}={value} is not allowed; it must be >= 1")
@@ -104,6 +113,44 @@ def loop(args: argparse.Namespace) -> int:
     os.environ.setdefault("WANDB_MODE", "offline")  # the preset's W&B logger, never the network
     os.environ.setdefault("WANDB_SILENT", "true")
     import torch
+
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if cuda and not torch.cuda.is_available():
+        raise ValueError("--device=cuda is not allowed here; torch sees no CUDA device (choose auto or cpu)")
+    torch.set_num_threads(args.threads)
+    attempts = []
+    with tempfile.TemporaryDirectory(prefix="bench_loop_") as scratch:
+        data = args.data if args.data.is_file() else generated_corpus(Path(scratch) / "corpus.txt")
+        for attempt in range(args.attempts):
+            figures = measure_once(args, data, (args.work or Path(scratch)) / f"attempt{attempt + 1}", cuda)
+            if figures is None:
+                return 1
+            attempts.append(figures)
+            _print(figures)
+            if args.max_step_ratio is None or _within(figures, args.max_step_ratio):
+                break
+            print(f"attempt {attempt + 1}: the step ratio is above {args.max_step_ratio}", file=sys.stderr)
+    if args.out:
+        args.out.write_text(json.dumps(attempts[-1] if len(attempts) == 1 else attempts, indent=2) + "\n")
+    if args.max_step_ratio is not None and not _within(attempts[-1], args.max_step_ratio):
+        ratios = ", ".join(_num(f["ratios"]["step"], 0, 3) for f in attempts)
+        print(
+            f"FAIL: attnlab's step is {ratios}x the plain loop's in {len(attempts)} attempt(s) "
+            f"(allowed: {args.max_step_ratio}x)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _within(figures: dict[str, Any], limit: float) -> bool:
+    ratio = figures["ratios"]["step"]
+    return ratio is not None and ratio <= limit
+
+
+def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> dict[str, Any] | None:
+    """One attnlab run beside one plain loop, taking turns; their figures (None: attnlab's run failed)."""
+    import torch
     from omegaconf import OmegaConf
 
     from experiments.app import api
@@ -113,55 +160,48 @@ def loop(args: argparse.Namespace) -> int:
     from experiments.config.roles import expand_roles
     from experiments.training import build
 
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    if cuda and not torch.cuda.is_available():
-        raise ValueError("--device=cuda is not allowed here; torch sees no CUDA device (choose auto or cpu)")
-    torch.set_num_threads(args.threads)
-    with tempfile.TemporaryDirectory(prefix="bench_loop_") as scratch:
-        work = args.work or Path(scratch)
-        data = args.data if args.data.is_file() else generated_corpus(Path(scratch) / "corpus.txt")
-        overrides = [
-            "experiment=shakespeare_char",
-            f"task.path={data}",
-            f"num_threads={args.threads}",
-            *(["trainer=gpu"] if cuda else []),
-            *([f"trainer.max_steps={args.steps}"] if args.steps else []),
-            *([f"trainer.val_check_interval={args.val_every}"] if args.val_every else []),
-            *args.overrides,
-        ]
-        cfg = api.compose(overrides)
-        expand_roles(cfg)
-        datamodule = build.build_datamodule(cfg, work)
-        device = torch.device("cuda" if cuda else "cpu")
-        plain = PlainLoop(
-            Path(data),
-            build.model_spec(cfg, datamodule),
-            OmegaConf.to_object(cfg.optim),
-            context=cfg.task.context,
-            batch_size=cfg.task.batch_size,
-            val_fraction=cfg.task.val_fraction,
-            val_windows=cfg.task.val_windows,
-            eval_contexts=list(cfg.task.eval_contexts),
-            max_steps=cfg.trainer.max_steps,
-            device=device,
-            seed=cfg.seed,
-            clock=CLOCKS[args.clock],
-        )
-        _loop_probe.PLAIN = plain
-        probe = [
-            "+callbacks.loop_probe._target_=experiments.bench._loop_probe.LoopProbe",
-            f"+callbacks.loop_probe.block={args.block}",
-        ]
-        began = CLOCKS[args.clock]()
-        result = api.run(overrides + probe, run_dir=work / "attnlab")
-        ended = CLOCKS[args.clock]()
-        _loop_probe.PLAIN = None
-        plain_metrics = plain.finish()
+    overrides = [
+        "experiment=shakespeare_char",
+        f"task.path={data}",
+        f"num_threads={args.threads}",
+        *(["trainer=gpu"] if cuda else []),
+        *([f"trainer.max_steps={args.steps}"] if args.steps else []),
+        *([f"trainer.val_check_interval={args.val_every}"] if args.val_every else []),
+        *args.overrides,
+    ]
+    cfg = api.compose(overrides)
+    expand_roles(cfg)
+    work.mkdir(parents=True, exist_ok=True)
+    datamodule = build.build_datamodule(cfg, work)
+    device = torch.device("cuda" if cuda else "cpu")
+    plain = PlainLoop(
+        Path(data),
+        build.model_spec(cfg, datamodule),
+        OmegaConf.to_object(cfg.optim),
+        context=cfg.task.context,
+        batch_size=cfg.task.batch_size,
+        val_fraction=cfg.task.val_fraction,
+        val_windows=cfg.task.val_windows,
+        eval_contexts=list(cfg.task.eval_contexts),
+        max_steps=cfg.trainer.max_steps,
+        device=device,
+        seed=cfg.seed,
+        clock=CLOCKS[args.clock],
+    )
+    _loop_probe.PLAIN = plain
+    probe = [
+        "+callbacks.loop_probe._target_=experiments.bench._loop_probe.LoopProbe",
+        f"+callbacks.loop_probe.block={args.block}",
+    ]
+    began = CLOCKS[args.clock]()
+    result = api.run(overrides + probe, run_dir=work / "attnlab")
+    ended = CLOCKS[args.clock]()
+    _loop_probe.PLAIN = None
+    plain_metrics = plain.finish()
     if result.get("status") != "completed":
         print(f"attnlab's run did not complete: {result.get('status')} {result.get('error')}", file=sys.stderr)
-        return 1
-    fit = _loop_probe.LAST
-    figures = _figures(fit, plain, began, ended, cfg.trainer.max_steps)
+        return None
+    figures = _figures(_loop_probe.LAST, plain, began, ended, cfg.trainer.max_steps)
     figures["val_loss"] = {"attnlab": result["metrics"].get("val/loss"), "plain": plain_metrics["val/loss"]}
     figures["setup"] = {
         "device": device.type,
@@ -172,14 +212,7 @@ def loop(args: argparse.Namespace) -> int:
         "data": str(args.data) if args.data.is_file() else "generated",
         "load_average": os.getloadavg(),
     }
-    _print(figures)
-    if args.out:
-        args.out.write_text(json.dumps(figures, indent=2) + "\n")
-    ratio = figures["ratios"]["step"]
-    if args.max_step_ratio is not None and (ratio is None or ratio > args.max_step_ratio):
-        print(f"FAIL: attnlab's step is {ratio}x the plain loop's (allowed: {args.max_step_ratio}x)", file=sys.stderr)
-        return 1
-    return 0
+    return figures
 
 
 def _figures(fit: Any, plain: Any, began: float, ended: float, steps: int) -> dict[str, Any]:
@@ -201,6 +234,7 @@ def _figures(fit: Any, plain: Any, began: float, ended: float, steps: int) -> di
         "test_phase_s": test,
         "whole_run_s": whole,
         "blocks": {"attnlab": len(fit.steps_ms), "plain": len(plain.times.steps_ms)},
+        "block_step_ms": {"attnlab": fit.steps_ms, "plain": plain.times.steps_ms},
         # the spread of block-by-block ratios: how much one pair of turns varies on this machine
         "paired_step_ratio": {
             "median": statistics.median(paired) if paired else None,
