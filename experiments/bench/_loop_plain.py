@@ -76,7 +76,7 @@ class PlainLoop:
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=optim.lr,
-            betas=tuple(optim.betas),
+            betas=(optim.betas[0], optim.betas[1]),
             # torch's one-kernel AdamW, as attnlab's (nanoGPT takes it on CUDA only): the loops differ in
             # the loop, not in the optimiser's kernel
             fused=device.type in ("cpu", "cuda") or None,

@@ -36,7 +36,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from experiments.bench import command
 
@@ -158,6 +158,7 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
     from experiments.bench._loop_plain import PlainLoop
     from experiments.bench.measure import CLOCKS
     from experiments.config.roles import expand_roles
+    from experiments.config.schema import OptimConf
     from experiments.training import build
 
     overrides = [
@@ -174,10 +175,11 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
     work.mkdir(parents=True, exist_ok=True)
     datamodule = build.build_datamodule(cfg, work)
     device = torch.device("cuda" if cuda else "cpu")
+    optim = cast(OptimConf, OmegaConf.to_object(cfg.optim))  # the schema's node (experiments/config/schema.py)
     plain = PlainLoop(
         Path(data),
         build.model_spec(cfg, datamodule),
-        OmegaConf.to_object(cfg.optim),
+        optim,
         context=cfg.task.context,
         batch_size=cfg.task.batch_size,
         val_fraction=cfg.task.val_fraction,
