@@ -21,7 +21,7 @@ export HYDRA_FULL_ERROR ?= 0
 # 12.3 s without the cache, 4.8 s with it). With pip's --no-compile below, only what is imported is compiled, once.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: test test-slow test-all lint format demo venv clean bench test-cluster gpu-check device-check-dry
+.PHONY: test test-slow test-all lint format demo venv clean bench bench-loop test-cluster gpu-check device-check-dry
 
 # --no-compile: pip would byte-compile every .py file of the environment, one core, most of them never
 # imported (test suites, unused submodules); Python compiles what a process imports and keeps its .pyc.
@@ -71,6 +71,16 @@ demo: venv
 
 bench: venv
 	$(PY) -m experiments.bench targets
+
+# The training loop kept as fast as a hand-written one: shakespeare_char (a generated text without
+# ../shared) through attnlab's whole stack and through a plain torch loop, in one process, in turns of
+# 20 steps, one thread, the process's CPU clock; fails when attnlab's median step is more than 10%
+# above the plain loop's in 3 attempts in a row (a run's ratio moves by about 5% on a loaded machine:
+# docs/benchmarks.md, the training loop).
+# 128 held-out windows instead of the preset's 512: the evaluations' cost, not the step's, shrinks.
+bench-loop: venv
+	OMP_NUM_THREADS=1 $(PY) -m experiments.bench loop --steps 300 --block 20 --val-every 150 --clock cpu \
+		--max-step-ratio 1.10 --attempts 3 task.val_windows=128
 
 # Sweeps on a real one-node SLURM cluster started on this machine (root on Debian; the tests
 # skip, saying why, elsewhere). tests/cluster/slurm-local starts it and stops it afterwards.

@@ -52,19 +52,25 @@ def lr_factor(step: int, spec: OptimConf, max_steps: int) -> float:
     return 1.0
 
 
-def adamw_with_schedule(
-    params: list[Tensor], spec: OptimConf, max_steps: int, member_dims: int = 0, fused: bool | None = None
-) -> dict[str, Any]:
+def fused_adamw_available(params: list[Tensor]) -> bool | None:
+    """True where torch has a fused AdamW kernel for every parameter (floating point, on CPU or CUDA), else
+    None: torch's default. The fused kernel makes the same update element by element in one pass, where
+    torch's default on CPU loops over the tensors in Python, a tenth of a small model's step
+    (docs/benchmarks.md: the training loop)."""
+    return all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params) or None
+
+
+def adamw_with_schedule(params: list[Tensor], spec: OptimConf, max_steps: int, member_dims: int = 0) -> dict[str, Any]:
     """AdamW that decays matrices only (weights of ``member_dims`` + 2 or more dimensions: an ensemble's carry
-    a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config.
-    ``fused``: torch's one-kernel AdamW (the same update, element by element), else its default."""
+    a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config;
+    torch's fused kernel where it has one (``fused_adamw_available``)."""
     decay = [p for p in params if p.dim() - member_dims >= 2]
     no_decay = [p for p in params if p.dim() - member_dims < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=spec.lr,
         betas=tuple(spec.betas),
-        fused=fused,
+        fused=fused_adamw_available(params),
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, max_steps))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

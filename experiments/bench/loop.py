@@ -1,0 +1,284 @@
+"""``loop``: attnlab's whole training loop against a hand-written torch loop, as ratios measured in one process.
+
+    python -m experiments.bench loop                          # the shakespeare_char preset, 2,000 steps
+    python -m experiments.bench loop --steps 240 --val-every 120 --max-step-ratio 1.10   # the CI check
+
+attnlab's side is the real entry (``experiments.run``, what ``python -m experiments.train`` runs) on
+``experiment=shakespeare_char``: the Lightning module, its callbacks, loggers (CSV and offline W&B),
+checkpoints, validation, the test phase and result files. The plain side (``_loop_plain.py``) trains the
+same ``Transformer`` on the same text with the same optimiser and schedule, nanoGPT's way. The two take
+turns in blocks of ``--block`` steps (``_loop_probe.py``), one intra-op thread each by default, so a
+machine that slows down meanwhile slows both; each side's step is the median over its blocks, the first
+block of each left out (warm-up). Times are elapsed (``--clock wall``) or the process's CPU time
+(``--clock cpu``: what a loaded machine disturbs least; W&B's service process is not in it). Reported as
+attnlab / plain:
+- step: median milliseconds per training step (every hook, log line, data fetch and checkpoint inside);
+- evaluation: median seconds of a validation during training, against the plain loop's on the same windows;
+- start-up: from the call to the first step (config, data, model, loggers, Trainer), against the plain
+  loop's data, model and optimiser;
+- test phase: from the fit's end to the result (final validation, test, attention statistics and maps,
+  result files), against the plain loop's final validation and held-out loss at every test context;
+- whole run: start to result, without the other side's turns.
+``--max-step-ratio R`` makes the command exit 1 when the step ratio exceeds R; ``--attempts N`` measures
+again (a new run beside a new plain loop) while it does, and exits 1 only when all N attempts exceed R: a
+change that slows the step fails every attempt, while a loaded machine's noise (docs/benchmarks.md) seldom
+puts two in a row above R. The text is ``--data``
+(tiny Shakespeare beside the repository, ``../shared/data/tinyshakespeare/input.txt``); without that file
+a generated corpus of the same alphabet size stands in, so the check never needs ``../shared``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, cast
+
+from experiments.bench import command
+
+# beside the repository, where the bench runs from (as conf/experiment/shakespeare_char.yaml is given it)
+SHAKESPEARE = Path("../shared/data/tinyshakespeare/input.txt")
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=SHAKESPEARE, help="a UTF-8 text file (absent: generated)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's 2,000)")
+    parser.add_argument("--block", type=int, default=25, help="steps per turn of each loop")
+    parser.add_argument("--val-every", type=int, default=None, help="steps between validations (default: preset's)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads, both loops")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall: elapsed time; cpu: the process's CPU time, far steadier while other jobs share the cores",
+    )
+    parser.add_argument("--max-step-ratio", type=float, default=None, help="exit 1 above this step ratio")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=1,
+        help="with --max-step-ratio: measure again while above it, this many times in all; exit 1 if every one is",
+    )
+    parser.add_argument("--work", type=Path, default=None, help="folder for attnlab's run (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    parser.add_argument("overrides", nargs="*", help="more overrides for attnlab's run (and the plain model)")
+
+
+def generated_corpus(path: Path, characters: int = 400_000, seed: int = 0) -> Path:
+    """A text of ``characters`` from a seeded generator: words of 65 symbols' alphabet in lines, so the
+    model, vocabulary and step cost match tiny Shakespeare's without the file."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    alphabet = np.array(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$&',-.3:;?"))
+    words = ["".join(rng.choice(alphabet, size=rng.integers(1, 9))) for _ in range(3000)]
+    text, size = [], 0
+    while size < characters:
+        line = " ".join(rng.choice(words, size=rng.integers(3, 12)))
+        text.append(line)
+        size += len(line) + 1
+    path.write_text("\n".join(text)[:characters], encoding="utf-8")
+    return path
+
+
+def _median_after_first(values: list[float]) -> float | None:
+    """The median without the first value (warm-up), when there are at least two."""
+    kept = values[1:] if len(values) > 1 else values
+    return statistics.median(kept) if kept else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("steps", "block", "val_every", "threads", "attempts"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')}={value} is not allowed; it must be >= 1")
+    if args.max_step_ratio is not None and not args.max_step_ratio > 0:
+        raise ValueError(f"--max-step-ratio={args.max_step_ratio} is not allowed; it must be > 0")
+
+
+@command(
+    "loop", help="attnlab's whole training loop against a plain torch loop, ratios in one process", arguments=arguments
+)
+def loop(args: argparse.Namespace) -> int:
+    _check(args)
+    os.environ.setdefault("WANDB_MODE", "offline")  # the preset's W&B logger, never the network
+    os.environ.setdefault("WANDB_SILENT", "true")
+    import torch
+
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    if cuda and not torch.cuda.is_available():
+        raise ValueError("--device=cuda is not allowed here; torch sees no CUDA device (choose auto or cpu)")
+    torch.set_num_threads(args.threads)
+    attempts = []
+    with tempfile.TemporaryDirectory(prefix="bench_loop_") as scratch:
+        data = args.data if args.data.is_file() else generated_corpus(Path(scratch) / "corpus.txt")
+        for attempt in range(args.attempts):
+            figures = measure_once(args, data, (args.work or Path(scratch)) / f"attempt{attempt + 1}", cuda)
+            if figures is None:
+                return 1
+            attempts.append(figures)
+            _print(figures)
+            if args.max_step_ratio is None or _within(figures, args.max_step_ratio):
+                break
+            print(f"attempt {attempt + 1}: the step ratio is above {args.max_step_ratio}", file=sys.stderr)
+    if args.out:
+        args.out.write_text(json.dumps(attempts[-1] if len(attempts) == 1 else attempts, indent=2) + "\n")
+    if args.max_step_ratio is not None and not _within(attempts[-1], args.max_step_ratio):
+        ratios = ", ".join(_num(f["ratios"]["step"], 0, 3) for f in attempts)
+        print(
+            f"FAIL: attnlab's step is {ratios}x the plain loop's in {len(attempts)} attempt(s) "
+            f"(allowed: {args.max_step_ratio}x)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _within(figures: dict[str, Any], limit: float) -> bool:
+    ratio = figures["ratios"]["step"]
+    return ratio is not None and ratio <= limit
+
+
+def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> dict[str, Any] | None:
+    """One attnlab run beside one plain loop, taking turns; their figures (None: attnlab's run failed)."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from experiments.app import api
+    from experiments.bench import _loop_probe
+    from experiments.bench._loop_plain import PlainLoop
+    from experiments.bench.measure import CLOCKS
+    from experiments.config.roles import expand_roles
+    from experiments.config.schema import OptimConf
+    from experiments.training import build
+
+    overrides = [
+        "experiment=shakespeare_char",
+        f"task.path={data}",
+        f"num_threads={args.threads}",
+        *(["trainer=gpu"] if cuda else []),
+        *([f"trainer.max_steps={args.steps}"] if args.steps else []),
+        *([f"trainer.val_check_interval={args.val_every}"] if args.val_every else []),
+        *args.overrides,
+    ]
+    cfg = api.compose(overrides)
+    expand_roles(cfg)
+    work.mkdir(parents=True, exist_ok=True)
+    datamodule = build.build_datamodule(cfg, work)
+    device = torch.device("cuda" if cuda else "cpu")
+    optim = cast(OptimConf, OmegaConf.to_object(cfg.optim))  # the schema's node (experiments/config/schema.py)
+    plain = PlainLoop(
+        Path(data),
+        build.model_spec(cfg, datamodule),
+        optim,
+        context=cfg.task.context,
+        batch_size=cfg.task.batch_size,
+        val_fraction=cfg.task.val_fraction,
+        val_windows=cfg.task.val_windows,
+        eval_contexts=list(cfg.task.eval_contexts),
+        max_steps=cfg.trainer.max_steps,
+        device=device,
+        seed=cfg.seed,
+        clock=CLOCKS[args.clock],
+    )
+    _loop_probe.PLAIN = plain
+    probe = [
+        "+callbacks.loop_probe._target_=experiments.bench._loop_probe.LoopProbe",
+        f"+callbacks.loop_probe.block={args.block}",
+    ]
+    began = CLOCKS[args.clock]()
+    result = api.run(overrides + probe, run_dir=work / "attnlab")
+    ended = CLOCKS[args.clock]()
+    _loop_probe.PLAIN = None
+    plain_metrics = plain.finish()
+    if result.get("status") != "completed":
+        print(f"attnlab's run did not complete: {result.get('status')} {result.get('error')}", file=sys.stderr)
+        return None
+    figures = _figures(_loop_probe.LAST, plain, began, ended, cfg.trainer.max_steps)
+    figures["val_loss"] = {"attnlab": result["metrics"].get("val/loss"), "plain": plain_metrics["val/loss"]}
+    figures["setup"] = {
+        "device": device.type,
+        "clock": args.clock,
+        "threads": args.threads,
+        "steps": cfg.trainer.max_steps,
+        "block": args.block,
+        "data": str(args.data) if args.data.is_file() else "generated",
+        "load_average": os.getloadavg(),
+    }
+    return figures
+
+
+def _figures(fit: Any, plain: Any, began: float, ended: float, steps: int) -> dict[str, Any]:
+    """Seconds and milliseconds of each phase on both sides, and their ratios (attnlab / plain)."""
+    step = {"attnlab": _median_after_first(fit.steps_ms), "plain": _median_after_first(plain.times.steps_ms)}
+    paired = [a / b for a, b in zip(fit.steps_ms[1:], plain.times.steps_ms[1:])]
+    evaluation = {"attnlab": _median_after_first(fit.evals), "plain": _median_after_first(plain.times.evals)}
+    startup = {"attnlab": fit.first_step - began, "plain": plain.times.startup}
+    test = {"attnlab": ended - fit.train_end, "plain": plain.times.final}
+    # the plain loop runs whole blocks only (none after the fit's last boundary): its training time is its mean
+    # step over the fit's number of steps, and it evaluates as often as the fit validated
+    plain_train = statistics.fmean(plain.times.steps_ms) * steps / 1000 if plain.times.steps_ms else 0.0
+    plain_whole = plain.times.startup + plain_train + sum(plain.times.evals) + plain.times.final
+    whole = {"attnlab": ended - began - fit.plain_seconds, "plain": plain_whole}
+    return {
+        "step_ms": step,
+        "evaluation_s": evaluation,
+        "startup_s": startup,
+        "test_phase_s": test,
+        "whole_run_s": whole,
+        "blocks": {"attnlab": len(fit.steps_ms), "plain": len(plain.times.steps_ms)},
+        "block_step_ms": {"attnlab": fit.steps_ms, "plain": plain.times.steps_ms},
+        # the spread of block-by-block ratios: how much one pair of turns varies on this machine
+        "paired_step_ratio": {
+            "median": statistics.median(paired) if paired else None,
+            "min": min(paired) if paired else None,
+            "max": max(paired) if paired else None,
+        },
+        "ratios": {
+            "step": _ratio(step["attnlab"], step["plain"]),
+            "evaluation": _ratio(evaluation["attnlab"], evaluation["plain"]),
+            "startup": _ratio(startup["attnlab"], startup["plain"]),
+            "test_phase": _ratio(test["attnlab"], test["plain"]),
+            "whole_run": _ratio(whole["attnlab"], whole["plain"]),
+        },
+    }
+
+
+def _print(figures: dict[str, Any]) -> None:
+    setup = figures["setup"]
+    print(
+        f"loop bench: {setup['steps']} steps on {setup['device']}, {setup['threads']} thread(s), {setup['clock']} "
+        f"clock, blocks of "
+        f"{setup['block']}, data {setup['data']}, load average {' '.join(f'{v:.2f}' for v in setup['load_average'])}"
+    )
+    rows = [
+        ("step (ms)", figures["step_ms"], "step"),
+        ("evaluation (s)", figures["evaluation_s"], "evaluation"),
+        ("start-up (s)", figures["startup_s"], "startup"),
+        ("test phase (s)", figures["test_phase_s"], "test_phase"),
+        ("whole run (s)", figures["whole_run_s"], "whole_run"),
+    ]
+    print(f"{'':16} {'attnlab':>10} {'plain':>10} {'ratio':>8}")
+    for name, pair, key in rows:
+        ratio = figures["ratios"][key]
+        print(f"{name:16} {_num(pair['attnlab'])} {_num(pair['plain'])} {_num(ratio, 8, 3)}")
+    spread = figures["paired_step_ratio"]
+    print(
+        f"step ratio of paired blocks: median {_num(spread['median'], 0, 3)}, "
+        f"range {_num(spread['min'], 0, 3)}-{_num(spread['max'], 0, 3)} over {figures['blocks']['plain']} blocks"
+    )
+    loss = figures["val_loss"]
+    print(f"validation loss: attnlab {_num(loss['attnlab'], 0, 4)}, plain {_num(loss['plain'], 0, 4)}")
+
+
+def _num(value: float | None, width: int = 10, digits: int = 2) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
