@@ -170,12 +170,7 @@ def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: fl
     if rule == "welch":
         with _collections_deferred():
             decision = {
-                n: np.array(
-                    [
-                        fixed_n_verdict(a[:n] - margin, b[:n], CLAIM, alpha)
-                        for a, b in zip(pairs.a, pairs.b)
-                    ]
-                )
+                n: np.array([fixed_n_verdict(a[:n] - margin, b[:n], CLAIM, alpha) for a, b in zip(pairs.a, pairs.b)])
                 for n in budgets
             }
         return Looks(decision, {n: np.full(len(pairs.a), n) for n in budgets})
