@@ -280,6 +280,8 @@ def check_hydra_sweep(override) -> None:
     value = override.input_line.split("=", 1)[1]
     inner = key.split(".", 3)[-1] if key.startswith(("hydra.sweeper.params.", "hydra.sweeper.space.")) else None
     instead = f", or sweep the key itself: {inner}={value}" if inner else ""
+    if inner:
+        check_trainer_override(inner)  # a key that has moved says where to first: quoting would not help it
     raise PreflightError(
         f"{override.input_line}: Hydra sweeps no key under hydra.*; quote it: {key}='{value}'{instead}"
     )
