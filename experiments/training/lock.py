@@ -116,9 +116,13 @@ def one_writer(run_dir: Path, enabled: bool = True, named: Path | None = None) -
     if not enabled or _held_here(run_dir / LOCK):  # a folder this process already writes (an ensemble's member)
         yield
         return
+    created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     path = acquire(run_dir, named)
     try:
         yield
     finally:
         release(path)
+        if created:  # a folder made only to hold the lock (work refused before it wrote): no empty folder left
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()
