@@ -50,3 +50,15 @@ def test_fused_update_is_the_for_loop_adamw_with_decay_on_matrices_only():
     for p, q in zip(ours, ref):
         assert torch.allclose(p, q, atol=1e-6), (p - q).abs().max()
     assert not torch.equal(ours[0], _params(1)[0])  # the weights moved
+
+
+def test_lightning_clipping_a_mixed_precision_run_gets_torchs_default_adamw():
+    """Lightning's mixed-precision plugin clips gradients itself and refuses an optimiser that unscales them
+    in its step (the fused one declares so): a run with ``*-mixed`` precision and clipping must train."""
+    import lightning as L
+
+    spec = OptimConf(lr=1e-2)
+    for precision, clip, fused in [("bf16-mixed", 1.0, None), ("bf16-mixed", None, True), ("32-true", 1.0, True)]:
+        trainer = L.Trainer(accelerator="cpu", precision=precision, gradient_clip_val=clip, logger=False)
+        optimizer = adamw_with_schedule(_params(0), spec, 10, trainer=trainer)["optimizer"]
+        assert optimizer.defaults["fused"] is fused, (precision, clip)

@@ -192,7 +192,7 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
     )
     _loop_probe.PLAIN = plain
     probe = [
-        "+callbacks.loop_probe._target_=experiments.bench._loop_probe.LoopProbe",
+        f"+callbacks.loop_probe._target_={_loop_probe.LoopProbe.__module__}.{_loop_probe.LoopProbe.__qualname__}",
         f"+callbacks.loop_probe.block={args.block}",
     ]
     began = CLOCKS[args.clock]()

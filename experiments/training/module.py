@@ -52,25 +52,36 @@ def lr_factor(step: int, spec: OptimConf, max_steps: int) -> float:
     return 1.0
 
 
-def fused_adamw_available(params: list[Tensor]) -> bool | None:
+def fused_adamw_available(params: list[Tensor], *, mixed_clipping: bool = False) -> bool | None:
     """True where torch has a fused AdamW kernel for every parameter (floating point, on CPU or CUDA), else
     None: torch's default. The fused kernel makes the same update element by element in one pass, where
     torch's default on CPU loops over the tensors in Python, a tenth of a small model's step
-    (docs/benchmarks.md: the training loop)."""
+    (docs/benchmarks.md: the training loop). Not under ``mixed_clipping`` (a ``*-mixed`` precision with
+    gradient clipping): Lightning clips mixed-precision gradients itself and refuses an optimiser that
+    unscales them inside its step, as the fused one declares."""
+    if mixed_clipping:
+        return None
     return all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params) or None
 
 
-def adamw_with_schedule(params: list[Tensor], spec: OptimConf, max_steps: int, member_dims: int = 0) -> dict[str, Any]:
+def mixed_clipping(trainer: Any) -> bool:
+    """Whether ``trainer`` clips gradients under a mixed precision (``16-mixed``, ``bf16-mixed``)."""
+    return trainer is not None and str(trainer.precision).endswith("-mixed") and bool(trainer.gradient_clip_val)
+
+
+def adamw_with_schedule(
+    params: list[Tensor], spec: OptimConf, max_steps: int, member_dims: int = 0, trainer: Any = None
+) -> dict[str, Any]:
     """AdamW that decays matrices only (weights of ``member_dims`` + 2 or more dimensions: an ensemble's carry
     a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config;
-    torch's fused kernel where it has one (``fused_adamw_available``)."""
+    torch's fused kernel where it has one and ``trainer`` allows it (``fused_adamw_available``)."""
     decay = [p for p in params if p.dim() - member_dims >= 2]
     no_decay = [p for p in params if p.dim() - member_dims < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=spec.lr,
         betas=tuple(spec.betas),
-        fused=fused_adamw_available(params),
+        fused=fused_adamw_available(params, mixed_clipping=mixed_clipping(trainer)),
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, max_steps))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
@@ -435,7 +446,7 @@ class TransformerModule(L.LightningModule):
         # A learned REINFORCE baseline trains with an optimiser of its own.
         own = {id(p) for p in self.baselines.parameters()}
         params = [p for p in self.parameters() if p.requires_grad and id(p) not in own]
-        return adamw_with_schedule(params, self.optim_spec, self.max_steps)
+        return adamw_with_schedule(params, self.optim_spec, self.max_steps, trainer=self._trainer)
 
     # -- exact resumption ------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
