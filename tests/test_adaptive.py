@@ -189,11 +189,11 @@ def test_a_planted_effect_is_decided_before_the_budget_and_the_analysis_agrees(t
     assert shown.returncode == 0, shown.stderr
     assert "[SUPPORTED]" in shown.stdout and f"supported after {mine.n} seed pair(s)" in shown.stdout
     assert f"{len(seeds)} seeds ({', '.join(map(str, seeds))})" in shown.stdout
-    assert "a fixed design of equal power: " in shown.stdout and "(Welch one-sided at power" in shown.stdout
+    assert "a fixed design of equal power: " in shown.stdout and "(Welch two-sided at power" in shown.stdout
     # the report's Claims section says the same
     text = report_md(sweep_dir, tmp_path / "report")
     assert "anytime CS (Lai t-mixture)" in text and f"supported after {mine.n} seed pair(s)" in text
-    assert "seeds per side (Welch one-sided at power" in text and "sometimes diverge" in text
+    assert "seeds per side (Welch two-sided at power" in text and "sometimes diverge" in text
 
 
 @pytest.mark.slow

@@ -141,7 +141,11 @@ def _changed_setting(path, folder, cell, result, before) -> None:
 
 def _changed_space_or_budget(path, folder, cell, result, before) -> None:
     proc = _launch(path, folder, *path.budget)
-    if path.study:
+    if path.name == "adaptive":  # an anytime-valid sequence may be extended: a raised budget continues it
+        assert proc.returncode == 0, _said(proc)
+        said = _said(proc)
+        assert "(4 seed pair(s))" in said and "results from earlier runs left as they were" in said, said
+    elif path.study:
         assert proc.returncode == 2, _said(proc)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     else:  # a raised trainer.max_steps continues the same computation from its checkpoint

@@ -53,7 +53,8 @@ def test_a_second_ctrl_c_at_any_delay_leaves_an_interrupted_result(tmp_path: Pat
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=240)
-    assert proc.returncode == 130, err[-2000:]
+    # 130 (handled) or killed by SIGINT itself (a second Ctrl-C after the record was written): both read as Ctrl-C
+    assert proc.returncode in (130, -signal.SIGINT), err[-2000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "failed" and result["interrupted"] and result["stop"]["reason"] == "SIGINT"
     assert "experiments.train" in result["resume"] and f"hydra.run.dir={run_dir}" in result["resume"]
@@ -162,7 +163,9 @@ def test_under_a_file_size_limit_hydras_config_is_whole_or_absent(tmp_path: Path
     )  # fmt: skip
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert lines[-1].startswith("attnlab: ") and "file too large" in lines[-1], proc.stderr[-2000:]
+    # refused by the preflight (the limit is below Hydra's config files) or, past it, when the write fails
+    assert lines[-1].startswith("attnlab: "), proc.stderr[-2000:]
+    assert "file too large" in lines[-1] or "file size limit (ulimit -f)" in lines[-1], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     for saved in (run_dir / ".hydra").glob("*"):
         assert not saved.name.endswith(".tmp")
