@@ -23,6 +23,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind
 
+from common import metric_scale
 from common.metric_scale import direction, metric_range  # noqa: F401  (direction: the report reads it here)
 
 CONFIDENCE = 0.95
@@ -33,15 +34,11 @@ CARRIED = ("cell_label", "attention", "position")  # descriptive columns copied 
 
 
 def worst_value(metric: str) -> float:
-    """The worst value ``metric`` can take, which a diverged run scores: an accuracy's or BLEU's floor (0), a
-    loss's +inf; NaN when the name says neither its direction nor its range."""
-    better = direction(metric)
-    low, high = metric_range(metric)
-    if better == "higher":
-        return low if math.isfinite(low) else -math.inf
-    if better == "lower":
-        return high
-    return math.nan
+    """The worst value ``metric`` can take, which a diverged run scores (``common.metric_scale.worst_value``: an
+    accuracy's or BLEU's floor 0, a loss's +inf); NaN, a number the claims' arrays can hold, where the name says
+    neither its direction nor its range."""
+    worst = metric_scale.worst_value(metric)
+    return math.nan if worst is None else worst
 
 
 def band(mean: np.ndarray, half: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
