@@ -1,3 +1,3 @@
 """Everything that reads results: data (files -> one frame of runs), stats, claims, report, paper, dashboards and
-command (what every command shares). Nothing here imports experiments or variants; only the shared ``common``.
+command (what every command shares). Nothing here imports experiments or variants; only the shared ``attnlab`` core.
 """

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from common.claims import parse_claims
-from common.sequential import replay
+from attnlab.claims import parse_claims
+from attnlab.sequential import replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Cell, Plan
 from tests.test_sweeps import ENV, QUIET, multirun, refused_in_process, results

@@ -14,8 +14,8 @@ import pytest
 
 from analysis.claims.adaptive import SIMULATED, check_observed, fixed_equivalent, section_lines
 from analysis.stats import anytime
-from common.claims import ClaimError, parse_claims
-from common.sequential import replay
+from attnlab.claims import ClaimError, parse_claims
+from attnlab.sequential import replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Plan
 from tests.test_adaptive import CLAIM, adaptive_args, cell, claim, claims_cli

@@ -13,8 +13,8 @@ import pytest
 from analysis.claims.adaptive import fixed_equivalent, section_lines
 from analysis.stats import equal_power
 from analysis.stats.claims import ratio_test, two_sample_test
-from common.claims import parse_claim
-from common.sequential import replay
+from attnlab.claims import parse_claim
+from attnlab.sequential import replay
 
 # two claims share alpha 0.05: each is decided, and its fixed test sized, at 0.025
 PLAN = {"alpha": 0.05, "alpha_per_claim": 0.025, "mixture": 1.0, "budget": 16, "first": [0, 1, 2], "step": 2}
@@ -56,7 +56,7 @@ def test_each_claim_kind_is_priced_with_its_own_fixed_test_at_the_rules_power(ca
     ones = np.ones_like(RATIOS)  # a ratio of means over unit denominators: the mean ratio the rule sees
     suite = ratio_test(RATIOS, ones, claim) if claim.expect == "ratio" else two_sample_test(A, B, claim)
     assert design.test == suite.test
-    # its power: the anytime rule replayed seed by seed (common.sequential) on Gaussian sequences of the observed
+    # its power: the anytime rule replayed seed by seed (attnlab.sequential) on Gaussian sequences of the observed
     # mean and spread, correct decisions counted; a Monte-Carlo reference independent of the vectorised simulation
     mean = float(np.mean(values))
     sd_a, sd_b = (RATIOS.std(ddof=1), None) if claim.expect == "ratio" else (A.std(ddof=1), B.std(ddof=1))

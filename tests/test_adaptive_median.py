@@ -15,9 +15,9 @@ import pytest
 from analysis.claims.adaptive import SIMULATED, evaluate_adaptive, fixed_equivalent, section_lines
 from analysis.report.document import fmt
 from analysis.stats import anytime
-from common import median
-from common.claims import ClaimError, parse_claims
-from common.sequential import BOUNDARIES, replay
+from attnlab import median
+from attnlab.claims import ClaimError, parse_claims
+from attnlab.sequential import BOUNDARIES, replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Plan
 from tests.test_adaptive import BUDGET, CLAIM, adaptive_args, cell, claim, claims_cli, report_md

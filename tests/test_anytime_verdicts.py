@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from analysis.claims.cli import main as claims_main
-from common import median
-from common.claims import parse_claims
+from attnlab import median
+from attnlab.claims import parse_claims
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Cell, Plan
 from hydra_plugins.attnlab_launcher.adaptive_sweeper import _decide, _decision_row

@@ -1,4 +1,4 @@
-"""The betting confidence sequence (common/betting.py) is the paper's: Waudby-Smith and Ramdas (2024, JRSS-B),
+"""The betting confidence sequence (attnlab/betting.py) is the paper's: Waudby-Smith and Ramdas (2024, JRSS-B),
 Section 4, the hedged capital process with the predictable plug-in bet truncated per candidate at c/m (c/(1 − m)) and
 nowhere else. Checked against the paper's formulas written out here on a grid of candidate means, and against the
 authors' package confseq where it is installed (it needs a C++ build; the test skips without it)."""
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from common import betting
+from attnlab import betting
 
 ALPHA = 0.05
 GRID = np.linspace(0.0, 1.0, 20_001)  # candidate means on [0, 1], 5e-5 apart

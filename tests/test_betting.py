@@ -1,4 +1,4 @@
-"""The betting confidence sequence (common/betting.py): coverage uniform over n for any bounded law, the width's
+"""The betting confidence sequence (attnlab/betting.py): coverage uniform over n for any bounded law, the width's
 shrinkage, the capital's martingale property, agreement of its scalar and vectorised paths, and its decisions
 recomputed by hand from the paper's formulas."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from analysis.stats import anytime
-from common import betting
-from common.sequential import replay
+from attnlab import betting
+from attnlab.sequential import replay
 
 ALPHA = 0.05
 PATHS, LOOKS = 1000, 200

@@ -20,7 +20,7 @@ from typing import Callable
 
 import pytest
 
-from common.run_folders import LOCK, PREVIOUS
+from attnlab.run_folders import LOCK, PREVIOUS
 from tests.test_optuna_sweeper import ENV, QUICK
 
 JOB_FOLDERS = "hydra.sweep.subdir=${hydra.job.num}"  # cell folders by job number: 0, 1, ...

@@ -24,7 +24,7 @@ from analysis.claims.evaluate import COLUMNS, decide
 from analysis.claims.evaluate import evaluate as evaluate_claims
 from analysis.data.collect import collect
 from analysis.stats.claims import two_sample_test
-from common.claims import ClaimError, parse_claim, parse_claims
+from attnlab.claims import ClaimError, parse_claim, parse_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.05

@@ -215,7 +215,7 @@ def test_the_reports_claims_table_shows_every_sides_seeds_and_the_correction(tmp
     ids=["negative", "equivalence"],
 )
 def test_a_min_effect_that_cannot_price_seeds_is_one_line_naming_the_field(fields, said):
-    from common.claims import ClaimError, parse_claims
+    from attnlab.claims import ClaimError, parse_claims
 
     with pytest.raises(ClaimError, match="^" + said) as err:
         parse_claims([claim("c", **fields)])

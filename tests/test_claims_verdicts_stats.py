@@ -17,7 +17,7 @@ from scipy import stats as sps
 
 from analysis.claims.evaluate import COLUMNS, decide
 from analysis.stats.claims import ratio_test, seeds_needed, two_sample_test
-from common.claims import parse_claim
+from attnlab.claims import parse_claim
 from tests.test_claims_verdicts import claim, claims_file, run_row, verdicts
 
 ALPHA = 0.05

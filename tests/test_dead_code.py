@@ -15,15 +15,15 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("variants", "experiments", "analysis", "common", "hydra_plugins")
-CHECKED = ("variants", "experiments", "analysis", "common")
+LAYERS = ("variants", "experiments", "analysis", "attnlab", "hydra_plugins")
+CHECKED = ("variants", "experiments", "analysis", "attnlab")
 CONFIG_FILES = ("conf/**/*.yaml", "Makefile", ".ci/*", "pyproject.toml")
 # Public on purpose though no project code calls them, with the reason.
 ALLOWED = {
     "analysis/data/collect.py:collect_wandb_offline": "library API: runs read from W&B offline folders "
     "(ARCHITECTURE.md: collect reads result.json and W&B runs)",
     "analysis/data/collect.py:collect_wandb_api": "library API: runs read from the W&B server (needs a login)",
-    "common/bibliography.py:declare": "plugin API: a variant outside attnlab adds its paper (README, Adding a variant)",
+    "attnlab/bibliography.py:declare": "plugin API: an outside variant adds its paper (README, Adding a variant)",
 }
 
 

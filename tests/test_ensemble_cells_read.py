@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from analysis.data.pending import cells_without_result
-from common.run_folders import LOCK
+from attnlab.run_folders import LOCK
 from tests.conftest import ROOT
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}

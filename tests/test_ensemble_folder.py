@@ -18,7 +18,7 @@ import lightning as L
 import pytest
 import torch
 
-from common.run_folders import LOCK, PREVIOUS
+from attnlab.run_folders import LOCK, PREVIOUS
 from experiments.ensemble import train_ensemble
 from experiments.ensemble.members import SHARED
 from experiments.training.folder import RunFolderError

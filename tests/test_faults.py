@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from common.run_folders import LOCK
+from attnlab.run_folders import LOCK
 from tests.conftest import ROOT, TINY
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}

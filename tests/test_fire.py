@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from common.bibliography import BIBLIOGRAPHY
+from attnlab.bibliography import BIBLIOGRAPHY
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import POSITION
 from variants.checks import VariantConfigError

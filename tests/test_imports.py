@@ -1,8 +1,8 @@
 """The package's imports, read with ``ast`` (nothing is imported): they run one way and in no circle.
 
 Layers (ARCHITECTURE.md): ``variants`` is pure PyTorch and imports no other layer; ``experiments`` trains and may
-import ``variants`` and ``common``; ``analysis`` reads files (result.json, W&B runs) and may import only ``common``;
-``common`` holds what two layers share (the result.json key spelling, the claim schema) and imports nothing of
+import ``variants`` and ``attnlab``; ``analysis`` reads files (result.json, W&B runs) and may import only ``attnlab``;
+``attnlab`` holds what two layers share (the result.json key spelling, the claim schema) and imports nothing of
 the project and nothing outside the standard library. Every import counts, a deferred one inside a function too:
 it is the same dependency, only later.
 """
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("variants", "experiments", "analysis", "common")
+LAYERS = ("variants", "experiments", "analysis", "attnlab")
 ALLOWED = {
     "variants": {"variants"},
-    "experiments": {"experiments", "variants", "common"},
-    "analysis": {"analysis", "common"},
-    "common": {"common"},
+    "experiments": {"experiments", "variants", "attnlab"},
+    "analysis": {"analysis", "attnlab"},
+    "attnlab": {"attnlab"},
 }
 # Thin modules that keep a public import working (README: ``from analysis.collect import collect``).
 TOP_LEVEL_MODULES = {"analysis/__init__.py", "analysis/collect.py"}
@@ -156,7 +156,7 @@ def test_imports_run_one_way(layer):
 
 def test_common_needs_only_the_standard_library():
     outside = []
-    for path in sorted((ROOT / "common").rglob("*.py")):
+    for path in sorted((ROOT / "attnlab").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = (
                 [a.name for a in node.names]
@@ -168,7 +168,7 @@ def test_common_needs_only_the_standard_library():
             outside += [
                 f"{path.name}: {n}"
                 for n in names
-                if n.split(".")[0] not in sys.stdlib_module_names and n.split(".")[0] not in {"common", "__future__"}
+                if n.split(".")[0] not in sys.stdlib_module_names and n.split(".")[0] not in {"attnlab", "__future__"}
             ]
     assert not outside, outside
 

@@ -1,4 +1,4 @@
-"""The confidence sequence for the median paired difference (common/median.py): its mixture against a numerical
+"""The confidence sequence for the median paired difference (attnlab/median.py): its mixture against a numerical
 integral, the martingale property, the interval against the test inverted over every candidate value (ties
 included), its scalar and vectorised paths, and the type-I simulations: Gaussian, diverging seeds and ties, at
 several alpha, looked at after every seed."""
@@ -13,8 +13,8 @@ import pytest
 from scipy import integrate, stats
 
 from analysis.stats import anytime
-from common import median
-from common.sequential import replay
+from attnlab import median
+from attnlab.sequential import replay
 
 
 @functools.lru_cache(maxsize=None)

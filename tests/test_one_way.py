@@ -16,7 +16,7 @@ from analysis.stats import inference
 def test_the_writer_and_the_reader_of_result_json_share_one_flatten():
     import analysis.data.rows as rows_module
     import experiments.record.result as result_module
-    from common.flatten import flatten
+    from attnlab.flatten import flatten
 
     assert result_module.flatten is flatten and rows_module.flatten is flatten
     tree = {"model": {"d_model": 64, "roles": {}}, "optim": {"lr": 1e-3, "betas": [0.9, 0.98]}, "seed": 0}
@@ -85,7 +85,7 @@ def test_the_claims_use_the_reports_holm(monkeypatch):
         {"p_for": 0.01, "p_against": 0.9, "lacked": "", "diff_low": 0.0, "diff_high": 1.0},
         {"p_for": 0.6, "p_against": 0.3, "lacked": "", "diff_low": -1.0, "diff_high": 1.0},
     ]
-    from common.claims import parse_claims
+    from attnlab.claims import parse_claims
 
     # two hypotheses (one claim twice is refused: it would count one test twice in the correction)
     claims = parse_claims([{"metric": "m", "a": {"p": "x"}, "b": {"p": y}, "expect": "greater"} for y in ("y", "z")])

@@ -22,7 +22,7 @@ import yaml
 from analysis.command.errors import ReportError
 from analysis.report.build import build_report
 from analysis.report.figure_style import OKABE_ITO
-from common.bibliography import BIBLIOGRAPHY
+from attnlab.bibliography import BIBLIOGRAPHY
 from experiments.record.result import variant_references
 from experiments.tasks import TASKS
 from tests.cell_fixtures import flat_config, result, write
@@ -338,7 +338,7 @@ def test_methods_are_filled_from_the_runs(report: Path) -> None:
 
 
 def test_a_new_variant_brings_its_reference_into_the_report(tmp_path: Path, monkeypatch) -> None:
-    from common import bibliography
+    from attnlab import bibliography
 
     monkeypatch.setattr(bibliography, "BIBLIOGRAPHY", dict(bibliography.BIBLIOGRAPHY))  # declare() adds to a copy
     bib = "@misc{throwaway2099,\n  author = {Doe, Jane},\n  title = {A Throw-away Attention},\n  year = {2099}\n}"

@@ -1,5 +1,5 @@
 """One home for the papers: every registry entry names its references by key, every key resolves to one entry of
-``common/bibliography.py``, and no BibTeX entry is written anywhere else (read with ``ast``, nothing imported)."""
+``attnlab/bibliography.py``, and no BibTeX entry is written anywhere else (read with ``ast``, nothing imported)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from common import bibliography
-from common.bibliography import BIBLIOGRAPHY
+from attnlab import bibliography
+from attnlab.bibliography import BIBLIOGRAPHY
 from experiments.record.result import variant_references
 from experiments.tasks import TASKS
 from variants import ATTENTION, POSITION, RegistryError
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRIES = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
-HOME = ROOT / "common" / "bibliography.py"
+HOME = ROOT / "attnlab" / "bibliography.py"
 # A BibTeX entry's head as a BibTeX reader sees it: "@type{key," (white space allowed around the parts).
 HEAD = re.compile(r"\s*@\s*(\w+)\s*\{\s*([^,\s{}]+)\s*,")
 
@@ -39,7 +39,7 @@ def test_every_registered_entry_cites_keys_of_the_bibliography(kind: str, name: 
     keys = REGISTRIES[kind].references(name)
     assert keys, f"{kind}={name} declares no reference"
     unknown = [k for k in keys if k not in BIBLIOGRAPHY]
-    assert not unknown, f"{kind}={name} cites {unknown}, not in common/bibliography.py"
+    assert not unknown, f"{kind}={name} cites {unknown}, not in attnlab/bibliography.py"
     database = pytest.importorskip("pybtex.database")
     parsed = database.parse_string("\n\n".join(BIBLIOGRAPHY[k] for k in keys), "bibtex").entries
     assert list(parsed) == list(keys)  # each key names the entry that holds it (pybtex reads the key itself)
@@ -53,11 +53,11 @@ def test_no_bibtex_key_is_written_twice_and_every_entry_lives_in_the_bibliograph
     for key, path, line in found:
         by_key.setdefault(key, []).append(f"{path}:{line}")
     assert {k: v for k, v in by_key.items() if len(v) > 1} == {}
-    layers = ("variants", "experiments", "analysis", "common", "hydra_plugins")
+    layers = ("variants", "experiments", "analysis", "attnlab", "hydra_plugins")
     elsewhere = [
         f"{key} at {path}:{line}" for key, path, line in found if path.parts[0] in layers and ROOT / path != HOME
     ]
-    assert not elsewhere, "BibTeX entries belong in common/bibliography.py: " + "; ".join(elsewhere)
+    assert not elsewhere, "BibTeX entries belong in attnlab/bibliography.py: " + "; ".join(elsewhere)
     # the walk sees the bibliography itself: every key of it, once
     assert sorted(k for k, p, _ in found if ROOT / p == HOME) == sorted(BIBLIOGRAPHY)
 
@@ -66,7 +66,7 @@ def test_a_bibtex_entry_given_as_a_reference_is_a_one_line_error() -> None:
     with pytest.raises(RegistryError) as info:
         ATTENTION.register("pasted", references="@misc{doe2099,\n title = {X}}")
     message = str(info.value)
-    assert "\n" not in message and "attention='pasted'" in message and "common/bibliography.py" in message
+    assert "\n" not in message and "attention='pasted'" in message and "attnlab/bibliography.py" in message
     assert "pasted" not in ATTENTION
 
 
@@ -88,5 +88,5 @@ def test_declare_adds_a_plugins_entry_once_and_refuses_another_text_under_a_know
     assert bibliography.declare(entry) == bibliography.declare(entry) == "doe2099plugin"
     assert bibliography.lookup(["doe2099plugin", "holm1979simple"], "test") == [entry, BIBLIOGRAPHY["holm1979simple"]]
     other = "@article{" + "holm1979simple" + ",\n  title = {Another},\n  year = {1979}\n}"  # built, not written
-    with pytest.raises(ValueError, match="'holm1979simple' is already in common/bibliography.py"):
+    with pytest.raises(ValueError, match="'holm1979simple' is already in attnlab/bibliography.py"):
         bibliography.declare(other)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from common.run_folders import LOCK
+from attnlab.run_folders import LOCK
 from experiments.training.lock import FolderBusyError, one_writer
 from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose

@@ -1,4 +1,4 @@
-"""Anytime-valid claim decisions (common.sequential) and their simulations (analysis.stats.anytime).
+"""Anytime-valid claim decisions (attnlab.sequential) and their simulations (analysis.stats.anytime).
 
 The closed-form interval is checked against the mixture martingale integrated numerically; the error rate
 against thousands of simulated null comparisons looked at after every seed, with the fixed-n Welch test
@@ -16,7 +16,7 @@ from statsmodels.stats.power import TTestIndPower, TTestPower
 from statsmodels.stats.weightstats import ttest_ind
 
 from analysis.stats import anytime, equal_power
-from common.sequential import intervals, radius_factor, replay, verdict
+from attnlab.sequential import intervals, radius_factor, replay, verdict
 
 REPS, BUDGET = 4000, 30
 

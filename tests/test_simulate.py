@@ -91,9 +91,9 @@ def test_bad_flags_are_refused_naming_them(capsys, argv, said):
 )
 @pytest.mark.parametrize("rule", ["t_mixture", "betting", "median"])
 def test_the_vectorised_rules_are_the_sweeps_replay_seed_by_seed(family, rule):
-    # the simulation's rules against the sweep's own (common.sequential.replay), on diverged seeds, ties and runs of
+    # the simulation's rules against the sweep's own (attnlab.sequential.replay), on diverged seeds, ties and runs of
     # equal values: the same verdict after the same number of seeds
-    from common.sequential import replay
+    from attnlab.sequential import replay
 
     pairs = simulate.draw(family, 40, 30, False, seed=11)
     boundary = {"t_mixture": "t_mixture"}.get(rule, rule)

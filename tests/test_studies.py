@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from analysis.claims.evaluate import VERDICTS
 from analysis.claims.evaluate import evaluate as evaluate_claims
 from analysis.data.collect import collect
-from common.claims import parse_claims
+from attnlab.claims import parse_claims
 from experiments.config.schema import register_configs
 from experiments.sweep.grid import grid_values
 from tests.conftest import CONF, ROOT, TINY

@@ -9,7 +9,7 @@ values that parameter takes (``{"mode": ("monotonic", "predictive")}``);
 ``variations`` turns it into the parameter sets a sweep or a test should cover.
 
 An entry also declares the papers it comes from beside its class, as citation keys into the
-one bibliography, ``common/bibliography.py`` (``register("alibi", references="press2022train")``);
+one bibliography, ``attnlab/bibliography.py`` (``register("alibi", references="press2022train")``);
 a run records their BibTeX in its result.json and a report cites them in ``references.bib``.
 """
 
@@ -41,7 +41,7 @@ class Registry(Generic[T]):
         """Decorator: ``@ATTENTION.register("soft", references=("bahdanau2015neural", ...))``. A duplicate name
         is an error.
 
-        ``references``: the citation keys (into ``common/bibliography.py``) of the papers the entry
+        ``references``: the citation keys (into ``attnlab/bibliography.py``) of the papers the entry
         implements, one or several.
         """
         if not isinstance(name, str) or not name:
@@ -50,7 +50,7 @@ class Registry(Generic[T]):
         for ref in refs:
             if not isinstance(ref, str) or not CITATION_KEY.fullmatch(ref):
                 raise RegistryError(
-                    f"{self.kind}={name!r}: references are citation keys into common/bibliography.py "
+                    f"{self.kind}={name!r}: references are citation keys into attnlab/bibliography.py "
                     f"(e.g. 'vaswani2017attention'), got {str(ref)[:60]!r}"
                 )
 

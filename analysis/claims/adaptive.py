@@ -2,9 +2,9 @@
 
 The sweep records its plan and claims in ``<sweep dir>/adaptive.json``. Here each claim's seeds are
 read back from the result files, paired by seed and replayed through the same anytime-valid
-confidence sequence (common.sequential, at the sweep's alpha per claim), so ``python -m
+confidence sequence (attnlab.sequential, at the sweep's alpha per claim), so ``python -m
 analysis.claims`` on the finished sweep gives the sweep's decisions: diverged and failed seeds enter as the sweep
-entered them (common.outcomes), and the correction (Bonferroni over the sweep's claims) stands beside each verdict.
+entered them (attnlab.outcomes), and the correction (Bonferroni over the sweep's claims) stands beside each verdict.
 The section says how it decided: the rule and its parameters, the seeds each cell used, each claim's decision and
 its interval at stopping (or why it stopped undecided), each side's completed / diverged / failed seeds, and the
 seeds per side the suite's fixed test of the claim (Welch, TOST, one-sample t) would have spent
@@ -26,10 +26,10 @@ from analysis.claims.sides import check_metric, metric_values, run_factors, sele
 from analysis.report.document import fmt
 from analysis.stats import anytime, inference
 from analysis.stats.equal_power import Design, equal_power, fixed_test, region, unpriced
-from common import median, outcomes
-from common.claims import Claim, ClaimError, parse_claims, split_metric
-from common.metric_scale import worst_value
-from common.sequential import correction, replay, rule
+from attnlab import median, outcomes
+from attnlab.claims import Claim, ClaimError, parse_claims, split_metric
+from attnlab.metric_scale import worst_value
+from attnlab.sequential import correction, replay, rule
 
 STATE = "adaptive.json"  # written by experiments/sweep/adaptive.py; analysis reads files only
 SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power

@@ -3,7 +3,7 @@
     python -m analysis.claims SWEEP_DIR [...] [--claims FILE]
 
 A claim names a metric, two sides given as factor values and what it expects (its format:
-``common.claims``):
+``attnlab.claims``):
 
 - ``greater`` / ``less``: mean(a) − mean(b) is above ``margin`` (below −``margin``):
   Welch's t against the margin, each direction at alpha / 2 (the two-sided 95% interval decides).
@@ -51,7 +51,7 @@ from analysis.claims.render import FIXED_HEADING, format_text
 from analysis.claims.scope import load_claims_file
 from analysis.command.errors import run_cli
 from analysis.command.outputs import check_out_file, writing
-from common.claims import ClaimError
+from attnlab.claims import ClaimError
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,7 +22,7 @@ from analysis.claims.sides import Side, check_metric, metric_values, run_factors
 from analysis.report.document import fmt, fmt_p
 from analysis.stats import inference
 from analysis.stats.claims import Evidence, ratio_test, seeds_needed, two_sample_test
-from common.claims import Claim, ClaimError, split_metric
+from attnlab.claims import Claim, ClaimError, split_metric
 
 ALPHA = inference.ALPHA
 VERDICTS = ("supported", "contradicted", "inconclusive")

@@ -12,7 +12,7 @@ import pandas as pd
 from analysis.claims.evaluate import ALPHA, VERDICTS, evaluate
 from analysis.report.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
 from analysis.stats.claims import EXACT, POWER
-from common.claims import ClaimError
+from attnlab.claims import ClaimError
 
 
 def _side_text(mean: float, ci: float, n: Any, outcomes: Any = None) -> str:

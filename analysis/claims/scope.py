@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 import yaml
 
-from common.claims import Claim, ClaimError, check_names, parse_claims
+from attnlab.claims import Claim, ClaimError, check_names, parse_claims
 
 CONFIG_KEY = "config.claims"
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims.scope import CONFIG_KEY
-from common.claims import Claim, ClaimError, split_metric
+from attnlab.claims import Claim, ClaimError, split_metric
 
 IDENTITY_KEYS = ("task", "attention", "position", "arch")
 OUTCOMES = ("completed", "diverged", "failed")  # shown per side beside every verdict (and pruned, where any)

@@ -6,7 +6,7 @@ import sys
 import warnings
 from typing import Callable, TypeVar
 
-from common.claims import ClaimError
+from attnlab.claims import ClaimError
 
 T = TypeVar("T")
 
@@ -24,7 +24,7 @@ class ReportError(AnalysisError):
 
 
 # What a command prints as one line and exits 2 on: the analysis's own errors, and a claim that cannot be
-# tested as written (its class lives in common.claims, beside the schema the training checks also use).
+# tested as written (its class lives in attnlab.claims, beside the schema the training checks also use).
 USER_ERRORS = (AnalysisError, ClaimError)
 
 

@@ -46,9 +46,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-# the cell identity lives in common/ (a training run names its W&B cell with it); is_missing and normalise are
+# the cell identity lives in attnlab/ (a training run names its W&B cell with it); is_missing and normalise are
 # re-exported for the analysis
-from common.cell_identity import GROUP_COLUMNS, cell_id, identity, is_missing, normalise  # noqa: F401
+from attnlab.cell_identity import GROUP_COLUMNS, cell_id, identity, is_missing, normalise  # noqa: F401
 
 # Budget: how long and on how much data a run trained or was evaluated.
 BUDGET_KEYS = (

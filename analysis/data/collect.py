@@ -21,7 +21,7 @@ from analysis.data.pending import cells_without_result
 from analysis.data.rows import BadResult, result_rows
 from analysis.data.runs import Runs, build_runs
 from analysis.data.wandb_offline import RecordLogError, find_offline_runs, read_wandb_offline_run
-from common.run_folders import live_writer, moved_aside
+from attnlab.run_folders import live_writer, moved_aside
 
 RESULT_FILE = "result.json"
 SUMMARY_KEY = "attnlab_result"  # where the training app puts the result dict in the W&B summary

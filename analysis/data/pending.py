@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from common.run_folders import LOCK, process_alive  # the writer's {"pid": .., "host": ..} while it runs
+from attnlab.run_folders import LOCK, process_alive  # the writer's {"pid": .., "host": ..} while it runs
 
 RESULT_FILE = "result.json"
 RUN_MARKERS = ("run_state.json", ".hydra/overrides.yaml")  # what a run writes into its folder when it starts

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from common.flatten import flatten
+from attnlab.flatten import flatten
 
 SCHEMA = 1
 # pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)

@@ -36,7 +36,7 @@ import pandas as pd
 from analysis.data.cells import assign_cells, drop_duplicate_runs, format_value, is_missing
 from analysis.data.ranges import with_range_metrics
 from analysis.data.rows import BY_LENGTH_COLUMNS, ID_COLUMNS, PREFIXES, TRAILING_COLUMNS
-from common.stops import describe, stopped_short
+from attnlab.stops import describe, stopped_short
 
 DROPPED_COLUMNS = ["source", "run_id", "status", "reason"]
 

@@ -1,7 +1,7 @@
 """The report's ``references.bib``: the papers behind every variant, task, metric and statistical test it shows.
 
 Variants and tasks declare their papers at registration, as keys into the one
-bibliography (``common/bibliography.py``); each run records the BibTeX of the variants
+bibliography (``attnlab/bibliography.py``); each run records the BibTeX of the variants
 it used in its result.json (``references``), so the report reads them from files like
 everything else. The statistical tests and metrics the analysis itself uses are named
 here by key. Entries are kept once per key, in the order first met (variants, tasks,
@@ -18,7 +18,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from common.bibliography import BIBLIOGRAPHY, entry_key
+from attnlab.bibliography import BIBLIOGRAPHY, entry_key
 
 # The model every run trains.
 TRANSFORMER = "vaswani2017attention"

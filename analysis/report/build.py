@@ -53,7 +53,7 @@ from analysis.report.tuned import RECORD as TUNED_RECORD
 from analysis.report.tuned import lead_section as tuned_lead
 from analysis.report.tuned import tuned_section
 from analysis.stats import inference
-from common.prog import prog_name
+from attnlab.prog import prog_name
 
 __all__ = ["ReportError", "build_report", "main"]
 

@@ -3,19 +3,19 @@ it spends against the fixed design of equal power. Vectorised over thousands of 
 
 Four rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision:
 
-- ``anytime``: the confidence sequence of common.sequential (Lai's t-mixture, running intersection) on the
+- ``anytime``: the confidence sequence of attnlab.sequential (Lai's t-mixture, running intersection) on the
   paired differences; its type-I error stays at or below alpha however often it is looked at, when the
   per-seed metric is Gaussian (its assumption).
-- ``betting``: the betting confidence sequence of common.betting (Waudby-Smith and Ramdas) on the paired
+- ``betting``: the betting confidence sequence of attnlab.betting (Waudby-Smith and Ramdas) on the paired
   differences of a bounded metric, mapped from their range to [0, 1]; valid for any distribution within the
   bounds, so only for the bounded families (SUPPORT). Its running interval passes an edge e exactly when the
   capital at e reaches its threshold (the capital is monotone in the candidate mean), so the simulation tracks
   the capital at the claim's edges instead of solving for the interval.
-- ``median``: the confidence sequence of common.median (Howard and Ramdas) for the median of the paired differences;
+- ``median``: the confidence sequence of attnlab.median (Howard and Ramdas) for the median of the paired differences;
   valid for any distribution, bounded or not. Its null is a median difference of 0, not a mean of 0: its type-I error
   is the chance that it ever excludes the true median of the differences (TRUE_MEDIAN_DRAWS draws of the family give
   it), the other rules' the chance that they ever exclude the true mean 0. Its lower edge passes an edge e exactly
-  when fewer than k_t differences lie at or below e (common.median.depth), so the simulation counts instead of
+  when fewer than k_t differences lie at or below e (attnlab.median.depth), so the simulation counts instead of
   sorting.
 - ``naive``: Welch's two-sided t-test at alpha (scipy) re-run after every seed, stopping at p < alpha: a
   fixed-n test used sequentially, the practice whose error grows with the number of looks.
@@ -38,8 +38,8 @@ import numpy as np
 from scipy import stats
 
 from analysis.stats.equal_power import equal_power, region
-from common import betting, median
-from common.sequential import MIXTURE, radius_factor
+from attnlab import betting, median
+from attnlab.sequential import MIXTURE, radius_factor
 
 RULES = ("anytime", "naive", "betting", "median")
 
@@ -131,7 +131,7 @@ def draw(
 
 def anytime_bounds(d: np.ndarray, alpha: float, c: float = MIXTURE) -> tuple[np.ndarray, np.ndarray]:
     """The running-intersection CS of each row's mean after each column: (low, high), each (reps, budget). A column
-    up to which a row's values are all equal gives no interval (common.sequential: no spread, no interval)."""
+    up to which a row's values are all equal gives no interval (attnlab.sequential: no spread, no interval)."""
     n = np.arange(1, d.shape[1] + 1)
     mean = np.cumsum(d, axis=1) / n
     sd = np.sqrt(np.maximum(np.cumsum(d * d, axis=1) / n - mean**2, 0.0))
@@ -210,7 +210,7 @@ def run_rule(
     lost: np.ndarray | None = None,
 ) -> Outcome:
     """Each comparison looked at after every seed pair until ``rule`` decides a − b against ``margin``, or stops
-    undecided, as common.sequential.replay does; the betting rule needs the differences' ``support``.
+    undecided, as attnlab.sequential.replay does; the betting rule needs the differences' ``support``.
 
     ``lost`` (reps, budget) marks pairs with a diverged or failed seed, whose sides ``a`` and ``b`` already hold at
     the metric's worst value: the t-mixture decides nothing from a row's first lost pair on. An empty running
@@ -290,7 +290,7 @@ def decided_share(
     support: tuple[float, float] | None = None,
 ) -> Adaptive:
     """The anytime rule replayed on ``reps`` simulated sequences of Gaussian observations (paired differences or
-    ratios) of this mean and sd, deciding the claim whose region is ``edges`` as common.sequential.verdict does.
+    ratios) of this mean and sd, deciding the claim whose region is ``edges`` as attnlab.sequential.verdict does.
     ``boundary="betting"`` replays the betting CS instead, on the Gaussian draws clipped to its ``support``;
     ``boundary="median"`` the median CS (a Gaussian's median is its mean)."""
     d = np.random.default_rng(seed).normal(mean, sd, (reps, budget))

@@ -23,7 +23,7 @@ from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind, 
 
 from analysis.stats import equal_power
 from analysis.stats.inference import ALPHA
-from common.claims import Claim
+from attnlab.claims import Claim
 
 POWER = 0.8
 MAX_SEEDS = equal_power.MAX_SEEDS

@@ -23,8 +23,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind
 
-from common import metric_scale
-from common.metric_scale import direction, metric_range  # noqa: F401  (direction: the report reads it here)
+from attnlab import metric_scale
+from attnlab.metric_scale import direction, metric_range  # noqa: F401  (direction: the report reads it here)
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -34,7 +34,7 @@ CARRIED = ("cell_label", "attention", "position")  # descriptive columns copied 
 
 
 def worst_value(metric: str) -> float:
-    """The worst value ``metric`` can take, which a diverged run scores (``common.metric_scale.worst_value``: an
+    """The worst value ``metric`` can take, which a diverged run scores (``attnlab.metric_scale.worst_value``: an
     accuracy's or BLEU's floor 0, a loss's +inf); NaN, a number the claims' arrays can hold, where the name says
     neither its direction nor its range."""
     worst = metric_scale.worst_value(metric)

@@ -8,9 +8,9 @@ its edge) and under an alternative (cell a better), and every rule decides withi
 
 - ``welch``: the fixed-n claims engine at n = budget (one look; a diverged seed of a bounded metric scored at its
   worst value 0, as the engine scores it), through ``fixed_n_verdict``: the one place this module calls it.
-- ``t_mixture``, ``betting``, ``median``: the adaptive sweep's anytime-valid rules (common.sequential, common.betting,
-  common.median) looked at after every seed pair, vectorised in analysis.stats.anytime, with diverged seeds as the
-  sweep treats them (common.outcomes): scored at the accuracy's worst value 0 for the median and betting rules, a
+- ``t_mixture``, ``betting``, ``median``: the adaptive sweep's anytime-valid rules (attnlab.sequential, attnlab.betting,
+  attnlab.median) looked at after every seed pair, vectorised in analysis.stats.anytime, with diverged seeds as the
+  sweep treats them (attnlab.outcomes): scored at the accuracy's worst value 0 for the median and betting rules, a
   stop for the t-mixture. Betting runs on the bounded (accuracy) families only.
 
 A false verdict is any verdict at the null (supported or contradicted: at the edge neither is true). The null is each
@@ -37,7 +37,7 @@ import pandas as pd
 from analysis.claims.evaluate import COLUMNS, decide
 from analysis.stats import anytime
 from analysis.stats.claims import two_sample_test
-from common.claims import Claim, parse_claim
+from attnlab.claims import Claim, parse_claim
 
 ALPHA = 0.05
 REPS = 2000

@@ -156,7 +156,7 @@ def check_direction(key: str, direction: Any, metric_key: str, metric: Any, over
     """``direction`` goes the way ``metric`` is better by its name (a loss down, an accuracy up), unless
     ``hydra.sweeper.direction_override=true`` says the other way is meant. A metric the task never logs is
     said first (it is the first thing wrong); only then, since naming the task imports Lightning."""
-    from common.metric_scale import direction as better_direction
+    from attnlab.metric_scale import direction as better_direction
 
     better = better_direction(str(metric))
     wanted = BETTER_DIRECTION.get(better or "")
@@ -195,7 +195,7 @@ def check_seed_lists(sweeper: DictConfig) -> None:
 def check_claim_metrics(sweeper: DictConfig, cfg: DictConfig) -> None:
     """The claims parse, and each claim's metric is one the task logs into result.json (a metric at a length,
     ``token_acc@24``, is the analysis's to find)."""
-    from common.claims import ClaimError, parse_claims, split_metric
+    from attnlab.claims import ClaimError, parse_claims, split_metric
     from experiments.config.yaml_files import load_yaml
 
     claims_file = sweeper.get("claims_file")

@@ -62,7 +62,7 @@ def _load_commands() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from common.prog import prog_name
+    from attnlab.prog import prog_name
 
     _load_commands()
     parser = argparse.ArgumentParser(

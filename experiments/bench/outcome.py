@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from common.prog import prog_name
+from attnlab.prog import prog_name
 
 NOTHING_MEASURED_EXIT = 1
 

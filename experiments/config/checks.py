@@ -286,7 +286,7 @@ def check_claims(cfg: DictConfig) -> None:
     claims = cfg.get("claims")
     if not claims:
         return
-    from common.claims import ClaimError, parse_claims
+    from attnlab.claims import ClaimError, parse_claims
 
     try:
         parse_claims(OmegaConf.to_container(claims, resolve=True), "claims")

@@ -563,7 +563,7 @@ def quick_grid(args: argparse.Namespace, name: str, parallel: list[str]) -> dict
 
 def grid_results(sweep_dir: Path) -> list[dict[str, Any]]:
     """The result.json of every cell under ``sweep_dir`` that wrote a whole one."""
-    from common.run_folders import moved_aside
+    from attnlab.run_folders import moved_aside
     from experiments.record.result import read_result
 
     paths = [p for p in sorted(sweep_dir.rglob("result.json")) if not moved_aside(p, sweep_dir)]

@@ -14,8 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from common.bibliography import lookup
-from common.flatten import flatten  # noqa: F401  (experiments.record.result.flatten stays importable; train.py uses it)
+from attnlab.bibliography import lookup
+from attnlab.flatten import flatten  # noqa: F401  (experiments.record.result.flatten stays importable; train.py uses it)
 
 SCHEMA = 1
 # pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)
@@ -98,7 +98,7 @@ def variant_references(used: dict[str, list[str]]) -> list[dict[str, Any]]:
     """The BibTeX entries of the papers each registry entry a run used declared at registration.
 
     ``used``: registry kind (attention, position, task) -> names. The keys each entry declared
-    are looked up in the one bibliography (common.bibliography) and recorded as BibTeX in
+    are looked up in the one bibliography (attnlab.bibliography) and recorded as BibTeX in
     result.json, so the report never needs to import a variant; a key not there stops the run
     before training, naming it.
     """

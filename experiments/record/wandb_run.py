@@ -3,7 +3,7 @@
 - ``job_type``: ``train`` for a single run, ``sweep_cell`` for a cell of a ``-m`` grid (Optuna
   trials included), ``study`` for a cell of a sweep that states claims (conf/experiment/study/);
   ``logger.wandb.job_type`` overrides it.
-- config ``attnlab/cell``: the cell id the report gives this configuration (common.cell_identity: the
+- config ``attnlab/cell``: the cell id the report gives this configuration (attnlab.cell_identity: the
   config minus the seed and what does not change the computation), so runs group by cell in W&B;
   ``attnlab/factors``: the overrides that made this run, as {key: value}.
 - artifacts: result.json always; checkpoints/last.ckpt when ``wandb_uploads.checkpoint=true``.
@@ -44,8 +44,8 @@ def factors(overrides: list[str]) -> dict[str, str]:
 
 
 def cell(flat_config: dict[str, Any], result_fields: dict[str, Any]) -> str:
-    """The report's cell id of this configuration (common.cell_identity.identity on this run's config)."""
-    from common.cell_identity import cell_id, identity
+    """The report's cell id of this configuration (attnlab.cell_identity.identity on this run's config)."""
+    from attnlab.cell_identity import cell_id, identity
 
     row = {f"config.{k}": v for k, v in flat_config.items()}
     row.update({k: result_fields.get(k) for k in ("task", "attention", "position")})

@@ -1,10 +1,10 @@
 """Seeds added in rounds until every claim is decided (``hydra/sweeper=adaptive``).
 
 The grid's cells train a first round of seeds; after each round every claim is replayed seed by seed
-through its anytime-valid confidence sequence (common.sequential, Lai's t-mixture, alpha shared by
+through its anytime-valid confidence sequence (attnlab.sequential, Lai's t-mixture, alpha shared by
 Bonferroni over the claims); the cells of claims still undecided get ``step`` more seeds, until every
 claim is decided (or stopped undecided with a reason) or each of those cells has ``budget`` seeds. A diverged or
-failed seed is an outcome, not a gap: it enters the decision as common.outcomes says, and each side's completed /
+failed seed is an outcome, not a gap: it enters the decision as attnlab.outcomes says, and each side's completed /
 diverged / failed seeds are recorded beside the decision. The rounds are recorded in
 ``<sweep dir>/adaptive.json``: a killed sweep started again with the same command resumes at the
 round it was in (finished seeds are skipped as in any rerun), the same command with a larger
@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from common import outcomes
-from common.claims import Claim, split_metric
-from common.metric_scale import worst_value
-from common.outcomes import Observations
-from common.sequential import BOUNDARIES, MIXTURE, Decision, correction, replay, rule
+from attnlab import outcomes
+from attnlab.claims import Claim, split_metric
+from attnlab.metric_scale import worst_value
+from attnlab.outcomes import Observations
+from attnlab.sequential import BOUNDARIES, MIXTURE, Decision, correction, replay, rule
 
 STATE = "adaptive.json"
 SCHEMA = 1
@@ -50,7 +50,7 @@ class Plan:
     budget: int
     alpha: float
     mixture: float = MIXTURE
-    boundary: str = "t_mixture"  # common.sequential.BOUNDARIES
+    boundary: str = "t_mixture"  # attnlab.sequential.BOUNDARIES
     bounds: tuple[float, float] | None = None  # the claim metrics' range, which the betting boundary needs
 
     def check(self) -> None:
@@ -188,7 +188,7 @@ def metric_value(result: Mapping[str, Any], metric: str) -> float | None:
 
 
 def seed_outcome(result: Mapping[str, Any], metric: str) -> outcomes.Seed:
-    """A seed's outcome for a claim metric: completed with its value, diverged, or failed (common.outcomes)."""
+    """A seed's outcome for a claim metric: completed with its value, diverged, or failed (attnlab.outcomes)."""
     return outcomes.seed(result.get("status"), _lookup(result, metric)[1])
 
 

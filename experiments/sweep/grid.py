@@ -305,7 +305,7 @@ class SweepSummary(Callback):
         metric = str(OmegaConf.select(config, "objective") or "val/loss")
         counts: dict[str, int] = {}
         bad, earlier, cells = [], 0, []
-        from common.run_folders import moved_aside
+        from attnlab.run_folders import moved_aside
         from experiments.training.cell_contract import BUSY
 
         # cells another live process was writing: refused here, and their results (if any) are not this sweep's

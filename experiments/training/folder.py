@@ -4,7 +4,7 @@ A config key is one of three kinds here:
 
 - *inert*: changes nothing that is computed (logging, paths, threads, cadence of checkpoints, the run's name,
   ``resume`` and ``ckpt_path`` themselves); the keys ``experiments.record.result.config_hash`` and the report's cell
-  identity (``common.cell_identity.is_noise``) leave out. Never compared.
+  identity (``attnlab.cell_identity.is_noise``) leave out. Never compared.
 - *budget*: how long the same computation runs (``BUDGET_KEYS``). It may change on resume: raising
   ``trainer.max_steps`` continues a finished or interrupted run. Under ``optim.schedule=cosine``
   ``trainer.max_steps`` is the schedule's horizon, so every step's learning rate depends on it and it counts
@@ -34,8 +34,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from common.cell_identity import is_noise
-from common.run_folders import LOCK, PREVIOUS
+from attnlab.cell_identity import is_noise
+from attnlab.run_folders import LOCK, PREVIOUS
 from experiments.config.errors import ConfigError
 from experiments.record.result import HASH_EXCLUDE_PREFIXES, read_result
 

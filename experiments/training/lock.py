@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from common.run_folders import LOCK, process_alive
+from attnlab.run_folders import LOCK, process_alive
 from experiments.config.errors import ConfigError
 
 log = logging.getLogger("attnlab")

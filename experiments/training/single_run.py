@@ -19,7 +19,7 @@ from typing import Any, Callable
 from hydra.utils import get_original_cwd
 from omegaconf import DictConfig
 
-from common.stops import describe as describe_stop
+from attnlab.stops import describe as describe_stop
 from experiments.app.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.config.roles import expand_roles, role_labels, used_variants
 from experiments.config.unused import record_unused

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.stops import BUDGET
+from attnlab.stops import BUDGET
 
 # the shell's codes for a process ended by the signal: 128 + its number
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}

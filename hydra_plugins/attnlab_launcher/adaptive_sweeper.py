@@ -74,7 +74,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
 
     def _claims(self) -> tuple:
         """The claims as written (kept in the state for the analysis) and parsed."""
-        from common.claims import parse_claims
+        from attnlab.claims import parse_claims
 
         assert self.config is not None
         if self.claims_file:
@@ -88,7 +88,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
         return raw, parse_claims(raw, "claims")
 
     def _cells(self, grid: List[List[str]]) -> list:
-        from common.flatten import flatten
+        from attnlab.flatten import flatten
         from experiments.sweep.adaptive import Cell
 
         assert self.hydra_context is not None and self.config is not None
@@ -102,7 +102,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
         return cells
 
     def sweep(self, arguments: List[str]) -> Any:
-        from common.claims import ClaimError
+        from attnlab.claims import ClaimError
         from experiments.sweep import adaptive
 
         assert self.config is not None and self.launcher is not None
@@ -247,7 +247,7 @@ def _active_cells(cells: list, sides: list, decisions: Sequence) -> list:
 
 
 def _decision_row(claim, decision, observed, plan, claims: int) -> dict:
-    from common.sequential import correction
+    from attnlab.sequential import correction
     from experiments.sweep import adaptive
 
     def finite(x: float) -> Optional[float]:

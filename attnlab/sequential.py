@@ -33,14 +33,14 @@ CS), so a decision once reached is kept, and replaying the seeds one by one give
 whatever the rounds were. Several claims share alpha by Bonferroni, which holds at every time; a verdict is always
 reported with it (``correction``).
 
-A diverged or failed seed (common.outcomes) is a lost pair: the median and betting rules see it at the metric's worst
+A diverged or failed seed (attnlab.outcomes) is a lost pair: the median and betting rules see it at the metric's worst
 value, the t-mixture stops undecided at it rather than decide on the survivors.
 
 The t-mixture's guarantee fails when a cell's seeds sometimes diverge (analysis.stats.anytime); for a bounded
-metric (an accuracy in [0, 1]) the betting CS of common.betting is valid for any distribution, diverged seeds
+metric (an accuracy in [0, 1]) the betting CS of attnlab.betting is valid for any distribution, diverged seeds
 included: ``boundary="betting"`` with the observations' bounds ``support`` (a paired difference of a metric in
 [lo, hi] lies in [lo − hi, hi − lo]). Where a seed can diverge and the budget is tens of seeds, ``boundary="median"``
-(common.median, Howard and Ramdas 2022) decides on the median of the paired differences instead of their mean: valid
+(attnlab.median, Howard and Ramdas 2022) decides on the median of the paired differences instead of their mean: valid
 for any distribution, bounded or not, and it decides a clear difference in about as many seeds as the t-mixture.
 
 Standard library only: the sweep driver (experiments) and ``python -m analysis.claims`` both decide here.
@@ -52,8 +52,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from common import betting, median
-from common.outcomes import no_worst_reason, survivors_reason
+from attnlab import betting, median
+from attnlab.outcomes import no_worst_reason, survivors_reason
 
 RULE = "Lai (1976) t-mixture confidence sequence, running intersection, Bonferroni over claims"
 MIXTURE = 1.0  # c: the prior precision of the standardised effect; 1 puts the prior's spread at Cohen's d = 1
@@ -165,9 +165,9 @@ def replay(
 ) -> Decision:
     """The first observation count at which the running CS decides the claim, or the last one if none does.
 
-    ``boundary`` "t_mixture" (Lai), "betting" (common.betting, which needs the observations' ``support``) or
-    "median" (common.median: the interval, and so the decision, is about the median of the observations). ``lost``
-    marks the pairs with a diverged or failed seed (common.outcomes): their values are already at the worst value
+    ``boundary`` "t_mixture" (Lai), "betting" (attnlab.betting, which needs the observations' ``support``) or
+    "median" (attnlab.median: the interval, and so the decision, is about the median of the observations). ``lost``
+    marks the pairs with a diverged or failed seed (attnlab.outcomes): their values are already at the worst value
     (NaN where ``metric`` has none). The claim stops undecided, with the reason, at the first lost pair under the
     t-mixture, at a lost pair without a worst value under any rule, and at an empty running intersection.
     """

@@ -3,7 +3,7 @@
 A seed is paired by number with the other side's seed. A pair whose side diverged or failed is a *lost* pair; what a
 rule does with it (docs/adaptive_seeds.md, "Diverged and failed seeds"):
 
-- the median and betting rules score the lost side at the metric's worst value (``common.metric_scale.worst_value``:
+- the median and betting rules score the lost side at the metric's worst value (``attnlab.metric_scale.worst_value``:
   an accuracy's 0, a loss's +inf, or the bad end of the declared bounds) and go on: a cell that diverges often is
   then found worse, as it is;
 - the t-mixture, a rule on the mean of Gaussian differences, decides nothing from the first lost pair on: it stops

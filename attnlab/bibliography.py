@@ -318,7 +318,7 @@ ENTRIES = (
   publisher = {Lawrence Erlbaum Associates},
   year      = {1988}
 }""",
-    # Anytime-valid decisions: seeds added until a claim is decided (common/sequential.py)
+    # Anytime-valid decisions: seeds added until a claim is decided (attnlab/sequential.py)
     r"""@article{lai1976confidence,
   author    = {Lai, Tze Leung},
   title     = {On Confidence Sequences},
@@ -374,7 +374,7 @@ def _by_key(entries: tuple[str, ...]) -> dict[str, str]:
     for entry in entries:
         key = entry_key(entry)
         if key in found:
-            raise ValueError(f"common/bibliography.py: the key {key!r} is written twice; keep one entry")
+            raise ValueError(f"attnlab/bibliography.py: the key {key!r} is written twice; keep one entry")
         found[key] = entry
     return found
 
@@ -391,7 +391,7 @@ def declare(bibtex: str) -> str:
     key = entry_key(bibtex)
     if BIBLIOGRAPHY.get(key, bibtex).strip() != bibtex.strip():
         raise ValueError(
-            f"the citation key {key!r} is already in common/bibliography.py with another entry; "
+            f"the citation key {key!r} is already in attnlab/bibliography.py with another entry; "
             "use that key or choose another"
         )
     BIBLIOGRAPHY[key] = bibtex.strip()
@@ -405,7 +405,7 @@ def lookup(keys: tuple[str, ...] | list[str], origin: str) -> list[str]:
         near = difflib.get_close_matches(missing[0], list(BIBLIOGRAPHY), n=1)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         raise ValueError(
-            f"{origin}: references={missing[0]!r} is not a key of common/bibliography.py{hint} "
+            f"{origin}: references={missing[0]!r} is not a key of attnlab/bibliography.py{hint} "
             "(add its BibTeX entry there, or declare() it from a plugin)"
         )
     return [BIBLIOGRAPHY[k] for k in keys]
