@@ -213,8 +213,16 @@ def fake_checkpoint(path: Path, **entries) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", ["missing", "corrupt", "no config", "run folder without a checkpoint"])
-def test_bad_input_is_one_line_naming_the_path_and_exit_2(case, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "case,why",
+    [
+        ("missing", "no such file or folder"),
+        ("corrupt", "is not a checkpoint torch can read"),
+        ("no config", "holds no run config"),
+        ("run folder without a checkpoint", "the folder has no checkpoints/last.ckpt"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_path_and_exit_2(case, why, tmp_path, capsys):
     if case == "missing":
         given = tmp_path / "nowhere" / "last.ckpt"
     elif case == "corrupt":
@@ -229,7 +237,7 @@ def test_bad_input_is_one_line_naming_the_path_and_exit_2(case, tmp_path, capsys
     code, err = exit_line([f"ckpt_path={given}"], capsys)
     assert code == 2
     assert len(err.splitlines()) == 1 and err.startswith("attnlab: ")
-    assert str(given) in err
+    assert str(given) in err and why in err
 
 
 def test_an_override_of_the_model_is_refused_naming_the_key(tmp_path, capsys):
