@@ -268,7 +268,9 @@ def test_a_sweep_is_evaluated_in_one_command_and_read_as_evaluations(sweep, caps
         assert str(sweep / f"seed={seed}" / "eval") in printed
 
     runs = collect(sweep).runs
-    assert len(runs) == 2  # evaluations are never read as more seeds of their runs
+    # evaluations are never read as runs: not as more seeds, nor in place of the run whose run_id they carry
+    own = [str((sweep / f"seed={seed}" / "result.json").resolve()) for seed in (0, 1)]
+    assert sorted(runs["source"]) == own
     evaluations = collect_evaluations(sweep)
     new = evaluations.runs[evaluations.runs["eval_overrides"].map(lambda o: o == ["task.eval_lengths=[9]"])]
     assert sorted(new["run_id"]) == sorted(runs["run_id"])
