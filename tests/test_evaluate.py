@@ -256,8 +256,7 @@ def test_an_override_of_the_model_is_refused_naming_the_key(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_sweep_is_evaluated_in_one_command_and_read_as_evaluations(sweep, capsys):
-    from analysis.collect import collect
-    from analysis.data.evaluations import collect_evaluations
+    from analysis.collect import collect, collect_evaluations
     from experiments.app.evaluate import main
 
     with pytest.raises(SystemExit) as stop:

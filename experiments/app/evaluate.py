@@ -113,7 +113,7 @@ def run(argv: list[str]) -> int:
         print(f"{folder / 'evaluation.json'}: {headline(result)}")
     print(
         f"{len(checkpoints) - failed} of {len(checkpoints)} runs evaluated, each into its eval/ folder; read them "
-        f"with analysis.data.evaluations.collect_evaluations({str(sweep_dir)!r})"
+        f"with analysis.collect.collect_evaluations({str(sweep_dir)!r})"
     )
     return 1 if failed else 0
 

@@ -6,7 +6,7 @@ The model is rebuilt from the checkpoint's hyper-parameters and weights, the dat
 another test set). The same readout as a training run's (``single_run.evaluate``) writes the same metrics and
 ``by_length`` into ``evaluation.json``: result.json's schema, marked by its ``evaluation`` entry (the checkpoint,
 its hash and step, the overrides), in ``<run>/eval/<time>/`` unless told otherwise. The collector never counts it
-as a seed of the run (it reads ``result.json`` files); ``analysis.data.evaluations`` reads it as an evaluation.
+as a seed of the run (it reads ``result.json`` files); ``analysis.collect.collect_evaluations`` reads it as one.
 """
 
 from __future__ import annotations
