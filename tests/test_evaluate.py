@@ -276,3 +276,23 @@ def test_a_sweep_is_evaluated_in_one_command_and_read_as_evaluations(sweep, caps
     assert set(new["kind"]) == {"evaluation"} and set(new["checkpoint_step"]) == {30}
     lengths = evaluations.by_length[evaluations.by_length["evaluation_id"].isin(new["evaluation_id"])]
     assert set(lengths["length"]) == {9} and set(lengths["metric"]) == {"token_acc", "seq_acc"}
+
+
+def test_a_sweep_without_an_evaluable_run_names_each_run_left_out_and_exits_2(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    for name, status in (("a", "completed"), ("b", "failed")):
+        (sweep / name).mkdir(parents=True)
+        (sweep / name / "result.json").write_text(json.dumps({"status": status}))
+    # an earlier run kept aside in a's folder, with a checkpoint: not a run of the sweep
+    kept = sweep / "a" / "previous" / "2026-01-01" / "checkpoints"
+    kept.mkdir(parents=True)
+    (kept.parent / "result.json").write_text(json.dumps({"status": "completed"}))
+    (kept / "last.ckpt").write_bytes(b"")
+    code, err = exit_line([f"sweep_dir={sweep}", "task.eval_lengths=[9]"], capsys)
+    lines = err.splitlines()
+    assert code == 2
+    assert lines == [
+        f"attnlab: {sweep / 'a'}: no checkpoints/last.ckpt, not evaluated",
+        f"attnlab: {sweep / 'b'}: failed, not evaluated",
+        f"attnlab: sweep_dir={sweep}: no completed run with a checkpoint under it",
+    ]
