@@ -296,3 +296,16 @@ def test_a_sweep_without_an_evaluable_run_names_each_run_left_out_and_exits_2(tm
         f"attnlab: {sweep / 'b'}: failed, not evaluated",
         f"attnlab: sweep_dir={sweep}: no completed run with a checkpoint under it",
     ]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a GPU evaluates a GPU run there")
+def test_a_gpu_run_on_a_machine_without_one_is_told_to_use_the_cpu(tmp_path, capsys):
+    config = {"task.name": "reverse", "trainer.accelerator": "gpu", "trainer.devices": 1, "seed": 0}
+    given = fake_checkpoint(
+        tmp_path / "last.ckpt",
+        attnlab_run={"config": config, "config_hash": "x"},
+        hyper_parameters={"model": {}, "task_kind": "seq2seq"},
+    )
+    code, err = exit_line([f"ckpt_path={given}"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("attnlab: trainer.accelerator=gpu") and err.endswith("trainer.accelerator=cpu")

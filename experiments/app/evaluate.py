@@ -4,13 +4,13 @@
     python -m experiments.evaluate ckpt_path=outputs/default/<time> 'task.eval_lengths=[32,64]'
     python -m experiments.evaluate sweep_dir=multirun/quick 'task.eval_lengths=[32,64]'
 
-``ckpt_path`` is a checkpoint file or a run folder (its ``checkpoints/last.ckpt``); ``sweep_dir`` evaluates every
-completed run under it, each from the checkpoint it was tested with. Each evaluation writes ``evaluation.json``
-(result.json's schema, marked as an evaluation of that checkpoint) into ``<run>/eval/<time>/``, or into ``out=DIR``
-for one checkpoint. Other ``key=value`` arguments change what is evaluated (``task.eval_lengths``,
-``task.test_size``, ``eval.*``, the device; ``experiments.training.eval_config``); one that would change the model
-is refused. Exit codes: 0 done; 1 a sweep run failed to evaluate (the others are written); 2 bad input, in one
-line naming the path or key. docs/evaluate.md has the details.
+``ckpt_path`` is a checkpoint file or a run folder (the checkpoint its test read: ``checkpoints/last.ckpt``, or
+eval.checkpoint=best's); ``sweep_dir`` evaluates every completed run under it, each from that checkpoint. Each
+evaluation writes ``evaluation.json`` (result.json's schema, marked as an evaluation of that checkpoint) into
+``<run>/eval/<time>/``, or into ``out=DIR`` for one checkpoint. Other ``key=value`` arguments change what is
+evaluated (``task.eval_lengths``, ``task.test_size``, ``eval.*``, the device; ``experiments.training.eval_config``);
+one that would change the model is refused. Exit codes: 0 done; 1 a sweep run failed to evaluate (the others are
+written); 2 bad input, in one line naming the path or key. docs/evaluate.md has the details.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def sweep_checkpoints(sweep_dir: Path) -> tuple[list[Path], list[str]]:
     A run's checkpoint is the one its test read (``tested_checkpoint``: eval.checkpoint=best), else its last."""
     from attnlab.run_folders import EVAL_DIR, live_writer, moved_aside
     from experiments.record.result import read_result
-    from experiments.training.folder import CHECKPOINT, RESULT
+    from experiments.training.folder import RESULT
+    from experiments.training.run_checkpoint import tested_checkpoint
 
     if not sweep_dir.is_dir():
         raise UsageError(f"sweep_dir={sweep_dir}: no such folder")
@@ -61,7 +62,7 @@ def sweep_checkpoints(sweep_dir: Path) -> tuple[list[Path], list[str]]:
         if moved_aside(file, sweep_dir) or EVAL_DIR in run_dir.relative_to(sweep_dir).parts:
             continue
         result = read_result(file) or {}
-        checkpoint = run_dir / (result.get("tested_checkpoint") or CHECKPOINT)
+        checkpoint = tested_checkpoint(run_dir)
         if result.get("status") != "completed":
             skipped.append(f"{run_dir}: {result.get('status') or 'unreadable result'}, not evaluated")
         elif live_writer(run_dir) is not None:

@@ -95,6 +95,11 @@ def evaluate_checkpoint(ckpt_path: str, overrides: list[str], out: str | Path | 
     checkpoint = read_run_checkpoint(ckpt_path)
     parsed = parse_overrides(overrides)
     cfg = evaluation_config(checkpoint, parsed)
+    if str(cfg.trainer.accelerator) in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise CheckpointError(
+            f"trainer.accelerator={cfg.trainer.accelerator}: the run trained on a GPU and this machine has none; "
+            "evaluate on the CPU with trainer.accelerator=cpu"
+        )
     if "trainer.devices" not in parsed:
         cfg.trainer.devices = 1  # a DDP run's test, on one device: the same examples, each once
     if cfg.get("num_threads"):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from experiments.config.errors import ConfigError
-from experiments.training.folder import CHECKPOINT, RECORD_KEY, read_checkpoint
+from experiments.training.folder import CHECKPOINT, RECORD_KEY, RESULT, read_checkpoint
 
 
 class CheckpointError(ConfigError):
@@ -54,16 +54,27 @@ def evaluation_record(cfg: Any, run_id: str) -> dict[str, Any]:
     return {"run_id": run_id, "data": {"files": files}}
 
 
+def tested_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint a run folder's test read: ``tested_checkpoint`` in its result.json (eval.checkpoint=best),
+    else ``checkpoints/last.ckpt``."""
+    from experiments.record.result import read_result
+
+    tested = (read_result(run_dir / RESULT) or {}).get("tested_checkpoint")
+    return run_dir / (tested or CHECKPOINT)
+
+
 def checkpoint_file(given: str) -> Path:
-    """The checkpoint ``ckpt_path=given`` names: a file, or a run folder's ``checkpoints/last.ckpt``."""
+    """The checkpoint ``ckpt_path=given`` names: a file, or a run folder's (``tested_checkpoint``)."""
     path = Path(given).expanduser()
     if path.is_dir():
-        if not (path / CHECKPOINT).is_file():
+        found = tested_checkpoint(path)
+        if not found.is_file():
             raise CheckpointError(
-                f"ckpt_path={given}: the folder has no {CHECKPOINT} (a run trained with callbacks=none keeps none, "
-                "and a run still before its first checkpoint has none yet); give a .ckpt file or a run folder with one"
+                f"ckpt_path={given}: the folder has no {found.relative_to(path)} (a run trained with callbacks=none "
+                "keeps none, and a run still before its first checkpoint has none yet); give a .ckpt file or a run "
+                "folder with one"
             )
-        return (path / CHECKPOINT).resolve()
+        return found.resolve()
     if not path.exists():
         raise CheckpointError(f"ckpt_path={given}: no such file or folder; give a .ckpt file or a run folder")
     return path.resolve()
