@@ -250,6 +250,9 @@ def test_an_override_of_the_model_is_refused_naming_the_key(tmp_path, capsys):
     code, err = exit_line([f"ckpt_path={given}", "model.d_model=32"], capsys)
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith("attnlab: model.d_model=32") and "task.eval_lengths" in err
+    # an evaluation key of another task (charlm's contexts) is named as one this task does not take
+    code, err = exit_line([f"ckpt_path={given}", "task.eval_contexts=[16]"], capsys)
+    assert code == 2 and "task=reverse takes no eval_contexts" in err and "'task.eval_contexts'" not in err
     code, err = exit_line(["task.eval_lengths=[8]"], capsys)  # neither ckpt_path nor sweep_dir
     assert code == 2 and "ckpt_path" in err and "sweep_dir" in err
 
@@ -309,3 +312,14 @@ def test_a_gpu_run_on_a_machine_without_one_is_told_to_use_the_cpu(tmp_path, cap
     code, err = exit_line([f"ckpt_path={given}"], capsys)
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith("attnlab: trainer.accelerator=gpu") and err.endswith("trainer.accelerator=cpu")
+
+
+def test_the_runs_plugins_are_imported_before_its_names_are_looked_up(tmp_path, capsys):
+    config = {"task.name": "reverse", "plugins": ["attnlab_no_such_plugin"], "seed": 0}
+    given = fake_checkpoint(
+        tmp_path / "last.ckpt",
+        attnlab_run={"config": config, "config_hash": "x"},
+        hyper_parameters={"model": {}, "task_kind": "seq2seq"},
+    )
+    code, err = exit_line([f"ckpt_path={given}"], capsys)
+    assert code == 2 and err.startswith("attnlab: plugins: could not import 'attnlab_no_such_plugin'")

@@ -42,9 +42,13 @@ OTHER_EVAL_KEYS = (
 )
 
 
-def allowed_keys(files: dict[str, str]) -> list[str]:
-    """The keys an evaluation may override; a task file the run read may be given anew when it has moved."""
-    return [*(f"task.{k}" for k in (*TASK_EVAL_KEYS, *files)), *OTHER_EVAL_KEYS]
+def allowed_keys(task: str, files: dict[str, str]) -> list[str]:
+    """The keys an evaluation of a ``task`` run may override: those of ``TASK_EVAL_KEYS`` the task takes, and a
+    task file the run read, which may be given anew when it has moved."""
+    from experiments.tasks import TASKS
+
+    accepted = TASKS.accepted_params(task) if task in TASKS else []
+    return [*(f"task.{k}" for k in TASK_EVAL_KEYS if k in accepted), *(f"task.{k}" for k in files), *OTHER_EVAL_KEYS]
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
@@ -67,13 +71,21 @@ def evaluation_config(checkpoint: RunCheckpoint, overrides: dict[str, Any]) -> D
     """The checkpoint's composed config with ``overrides`` applied; a key outside ``allowed_keys`` is refused.
 
     A task file the run read is taken from where the checkpoint recorded it (absolute), unless overridden."""
-    allowed = allowed_keys(checkpoint.files)
+    from variants.discovery import import_plugins
+
+    # the modules that registered the run's own variants and tasks (``plugins``), before any name is looked up
+    import_plugins(list(checkpoint.config.get("plugins") or []))
+    allowed = allowed_keys(str(checkpoint.config.get("task.name")), checkpoint.files)
     for key in overrides:
         if key not in allowed:
-            raise CheckpointError(
-                f"{key}={overrides[key]} would change what the checkpoint is (its model, training or data), not "
-                f"what is evaluated; evaluate takes {allowed} (train another run to change {key})"
+            leaf = key.removeprefix("task.")
+            why = (
+                f"task={checkpoint.config.get('task.name')} takes no {leaf}"
+                if leaf in TASK_EVAL_KEYS
+                else f"it would change what the checkpoint is (its model, training or data), not what is evaluated "
+                f"(train another run to change {key})"
             )
+            raise CheckpointError(f"{key}={overrides[key]}: {why}; evaluate takes {allowed}")
     try:
         cfg = OmegaConf.create(unflatten(checkpoint.config))
     except ValueError as err:
