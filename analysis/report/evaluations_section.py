@@ -9,11 +9,12 @@ these rows.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
 from analysis.data.evaluations import collect_evaluations
-from analysis.report.document import Paragraph, Section, Table, fmt
+from analysis.report.document import Cell, Paragraph, Section, Table, fmt
 
 # the per-length metric a table shows: the first of these the task's evaluations report
 HEADLINE = ("seq_acc", "acc", "token_acc", "bpc")
@@ -36,15 +37,15 @@ def evaluations_section(paths: Sequence[str | Path]) -> Section | None:
         metric = next((m for m in HEADLINE if m in set(lengths["metric"])), None)
         shown = lengths[lengths["metric"] == metric]
         columns = sorted(shown["length"].unique())
-        value = {(r.evaluation_id, r.length): r.value for r in shown.itertuples(index=False)}
-        table_rows = [
+        value = {(r.evaluation_id, r.length): float(r.value) for r in shown.itertuples(index=False)}
+        table_rows: list[list[Cell | str]] = [
             [
                 str(r.run_id),
                 f"{r.attention}+{r.position}",
                 str(r.seed),
                 str(r.checkpoint_step),
                 " ".join(r.eval_overrides) or "none",
-                *(fmt(value.get((r.evaluation_id, n))) for n in columns),
+                *(fmt(value.get((r.evaluation_id, n), math.nan)) for n in columns),
             ]
             for r in rows.sort_values(["attention", "position", "seed", "evaluation_id"]).itertuples(index=False)
         ]
