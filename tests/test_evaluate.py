@@ -323,3 +323,15 @@ def test_the_runs_plugins_are_imported_before_its_names_are_looked_up(tmp_path, 
     )
     code, err = exit_line([f"ckpt_path={given}"], capsys)
     assert code == 2 and err.startswith("attnlab: plugins: could not import 'attnlab_no_such_plugin'")
+
+
+def test_a_run_folder_stands_for_the_checkpoint_its_test_read(tmp_path, capsys):
+    """eval.checkpoint=best: the run's result.json names the best checkpoint it tested; that is the one read."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    tested = {"status": "completed", "tested_checkpoint": "checkpoints/step20.ckpt"}
+    (run / "result.json").write_text(json.dumps(tested))
+    for name in ("last.ckpt", "step20.ckpt"):  # neither holds a config: the line names the one that was read
+        fake_checkpoint(run / "checkpoints" / name)
+    code, err = exit_line([f"ckpt_path={run}"], capsys)
+    assert code == 2 and f"ckpt_path={(run / 'checkpoints' / 'step20.ckpt').resolve()} holds no run config" in err
