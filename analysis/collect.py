@@ -1,8 +1,9 @@
 """``from analysis.collect import collect``: the public import printed in the README; the code is in
-analysis.data (collect, runs, curves)."""
+analysis.data (collect, runs, curves, evaluations)."""
 
 from analysis.data.collect import collect
 from analysis.data.curves import learning_curves
+from analysis.data.evaluations import Evaluations, collect_evaluations
 from analysis.data.runs import Runs
 
-__all__ = ["Runs", "collect", "learning_curves"]
+__all__ = ["Evaluations", "Runs", "collect", "collect_evaluations", "learning_curves"]

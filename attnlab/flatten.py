@@ -1,5 +1,6 @@
 """Nested mappings as dotted keys: how a run's config is spelled in result.json (written by experiments,
-read back by analysis); one function so that the writer and the reader cannot drift apart."""
+read back by analysis, and back into a tree by evaluation); one module so that the writer and the readers cannot
+drift apart."""
 
 from __future__ import annotations
 
@@ -17,3 +18,17 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """{"a.b.c": value} -> nested dicts: ``flatten``'s inverse for a config (whose keys hold no dots of their own)."""
+    tree: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{key!r} lies under {part!r}, which holds a value, not a mapping")
+        node[leaf] = value
+    return tree

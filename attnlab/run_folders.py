@@ -12,6 +12,10 @@ from pathlib import Path
 PREVIOUS = "previous"
 LOCK = ".attnlab.lock"  # the pid and host of the process now writing the folder (experiments/training/lock.py)
 RUN_FILES = ("result.json", "run_state.json")  # what makes the folder above previous/ a run folder
+# evaluations of a run's checkpoint (python -m experiments.evaluate) go to <run>/eval/<time>/, each recorded in
+# evaluation.json: result.json's schema, marked by its "evaluation" entry, and never read as another seed of the run
+EVAL_DIR = "eval"
+EVALUATION = "evaluation.json"
 
 
 def moved_aside(result_file: Path, root: Path) -> bool:

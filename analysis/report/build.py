@@ -40,6 +40,7 @@ from analysis.report.benchmarks import bench_section
 from analysis.report.context import ReportContext
 from analysis.report.details import task_section
 from analysis.report.document import Document, Paragraph, Section, fold
+from analysis.report.evaluations_section import evaluations_section
 from analysis.report.exports import write_report
 from analysis.report.figure_style import FORMATS, report_style
 from analysis.report.front import confounds_section, lead, left_out, overview
@@ -170,6 +171,9 @@ def _sections(ctx: ReportContext, doc: Document, task_summaries: dict, measured,
     failures = failures_table(frame)
     if failures is not None:
         doc.sections.append(Section("Failed and diverged runs", [failures]))
+    evaluated = evaluations_section(ctx.paths)  # checkpoints tested again (python -m experiments.evaluate)
+    if evaluated is not None:
+        doc.sections.append(evaluated)
     if bench_data is not None:
         doc.sections.append(bench_section(bench_data, ctx.figures_dir, ctx.style))
     # a tuned sweep (hparams_search=tuned): its cells at their own best settings against the shared defaults

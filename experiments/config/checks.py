@@ -77,7 +77,8 @@ def check_values(cfg: DictConfig) -> None:
     check_resources(cfg)
     _require(
         t.fast_dev_run or t.max_steps > 0,
-        f"trainer.max_steps={t.max_steps} is not allowed; it must be a positive number of steps",
+        f"trainer.max_steps={t.max_steps} is not allowed; it must be a positive number of steps (to test a trained "
+        "run without training: python -m experiments.evaluate ckpt_path=RUN_DIR)",
     )
     n = cfg.eval.attention_stats_examples
     _require(

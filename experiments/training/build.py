@@ -68,6 +68,16 @@ def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
     )
 
 
+def eval_options(cfg: DictConfig, datamodule) -> EvalOptions:
+    """What the test measures besides the task's metrics (``eval.*``), with the task's functions it needs."""
+    return EvalOptions(
+        decode_text=datamodule.decode,
+        attention_stats=bool(cfg.eval.attention_stats),
+        stats_examples=cfg.eval.attention_stats_examples,
+        alignment=datamodule.alignment,
+    )
+
+
 def trains_on_cuda(cfg: DictConfig) -> bool:
     """Whether the Trainer of ``cfg`` runs on a CUDA device (what each layer's kernel is planned for)."""
     accelerator = cfg.trainer.accelerator
@@ -91,12 +101,7 @@ def assemble(
         sep_id=datamodule.sep_id,
         generate=cfg.eval.generate,
         bleu=datamodule.bleu_at_test,
-        evaluation=EvalOptions(
-            decode_text=datamodule.decode,
-            attention_stats=bool(cfg.eval.attention_stats),
-            stats_examples=cfg.eval.attention_stats_examples,
-            alignment=datamodule.alignment,
-        ),
+        evaluation=eval_options(cfg, datamodule),
         # The divergence flag is read at logging and checkpointing steps only (module._watch_divergence).
         divergence_every=math.gcd(max(cfg.trainer.log_every_n_steps, 1), max(cfg.checkpoint_every_n_steps, 1)),
         cudagraph_steps=cudagraphs,

@@ -441,6 +441,30 @@ class TransformerModule(L.LightningModule):
         """Greedy outputs aligned with ``batch["tgt"]``: (B, T) (seq2seq tasks only)."""
         return self.adapter.generate(self.model, batch, use_cache)
 
+    # -- prediction -----------------------------------------------------------------------------
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        """The logits of a task batch: (B, T, V) teacher-forced for seq2seq and lm, (B, C) for classify."""
+        inputs, _, _ = self.adapter.io(batch)
+        return self.model(**inputs)
+
+    @torch.no_grad()
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> dict[str, Tensor]:
+        """What the test scores, per example (``trainer.predict(module, dataloaders=data.test_dataloader())``):
+        ``predicted`` and ``target`` aligned, ``scored`` where they count, and the ``length`` tag (B,).
+
+        seq2seq: the greedy generation (B, T) against ``tgt``, as the test generates it (key/value cache);
+        lm: the most likely next token at each position given the true prefix (B, C); classify: the label (B,).
+        ``experiments.training.predictions`` turns them into tokens or text.
+        """
+        if self.task_kind == "seq2seq":
+            predicted, target = self.greedy(batch), batch["tgt"]  # (B, T) each
+            scored = target.ne(self.spec.pad_id)
+        else:
+            logits, target, _ = self._io(batch)
+            predicted = logits.argmax(-1)  # (B, C) | (B,)
+            scored = self.adapter.scored(target).reshape(predicted.shape)
+        return {"predicted": predicted, "target": target, "scored": scored, "length": batch["length"]}
+
     # -- optimiser ------------------------------------------------------------------------------
     def configure_optimizers(self):
         # A learned REINFORCE baseline trains with an optimiser of its own.

@@ -39,6 +39,7 @@ from experiments.training import build, lightning_parts, outcome, stops
 from experiments.training import folder as run_folder
 from experiments.training.cell_contract import completed, continues_completed, stop_guard, write_ending, writing
 from experiments.training.checkpointing import checkpoint_bytes, checkpoint_step
+from experiments.training.run_checkpoint import evaluation_record
 
 log = logging.getLogger("attnlab")
 RESULT = "result.json"
@@ -167,7 +168,9 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
         result["references"] = variant_references(used_variants(cfg, result["unused"]))
         resume_from = claim.resume_from  # only ever a checkpoint of this computation
         # every checkpoint records the computation that wrote it, for the next run's comparison
-        trainer.callbacks.append(run_folder.record_callback(run_folder.run_record(flat, cfg_hash)))
+        # and what rebuilds it for evaluation alone (python -m experiments.evaluate)
+        record = {**run_folder.run_record(flat, cfg_hash), **evaluation_record(cfg, result["run_id"])}
+        trainer.callbacks.append(run_folder.record_callback(record))
         if cfg.init_from is not None and not resume_from:  # resuming continues the warm-started run
             from experiments.training.warm_start import warm_start
 
