@@ -36,11 +36,12 @@ if __name__ == "__main__":
 FORBIDDEN = ("experiments", "analysis", "variants", "attnlab", "conf", "torch", "lightning", "pandas", "optuna")
 
 
-def run_app(folder: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+def run_app(folder: Path, python: str = sys.executable) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Write the app into ``folder`` and run it there with ``python``; its output and the modules it had loaded."""
     (folder / "app.py").write_text(APP)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "app.py", "+greeting=hello", "hydra.run.dir=out"],
+        [python, "app.py", "+greeting=hello", "hydra.run.dir=out"],
         cwd=folder,
         env=env,
         capture_output=True,
