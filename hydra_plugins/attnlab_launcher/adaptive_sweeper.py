@@ -21,9 +21,11 @@ import logging
 import math
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
@@ -32,6 +34,41 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class AdaptiveSeedSweeperConf:
+    """The sweeper's options and their defaults, in Hydra's ConfigStore as ``hydra/sweeper/attnlab_adaptive``
+    (conf/hydra/sweeper/adaptive.yaml, ``hydra/sweeper=adaptive``, extends it). Values the sweeper checks itself,
+    with a one-line error naming the key, are typed ``Any`` here so that its error, not OmegaConf's, is the one."""
+
+    _target_: str = "hydra_plugins.attnlab_launcher.adaptive_sweeper.AdaptiveSeedSweeper"
+    # the grid, as the basic sweeper's; a swept seed= is the first round
+    params: Any = None
+    # seeds per cell in the first round when the grid sweeps no seed= (0, 1, ...)
+    first_round: Any = 3
+    # seeds added per round to each cell of an undecided claim
+    step: Any = 2
+    # the most seeds per cell; a re-run with a larger budget continues the same sequences
+    budget: Any = 20
+    # the chance that any claim is decided wrongly, over all claims and all rounds
+    alpha: Any = 0.05
+    # the precision c of the mixture over the standardised effect (1: spread at Cohen's d = 1)
+    mixture: Any = 1.0
+    # a claims YAML (a list, or a claims: key) instead of the config's claims:
+    claims_file: Optional[str] = None
+    # the confidence sequence: t_mixture (Lai; assumes Gaussian per-seed differences; a diverged or failed seed
+    # stops its claim undecided), betting (Waudby-Smith and Ramdas; valid for any distribution within bounds; needs
+    # bounds; a diverged seed counts at the bound on the metric's bad side) or median (Howard and Ramdas; claims on
+    # the median paired difference, valid for any distribution; a diverged seed counts at the metric's worst value)
+    boundary: Any = "t_mixture"
+    # the claim metrics' range [lo, hi], e.g. [0, 1] for an accuracy; betting needs it
+    bounds: Any = None
+
+
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="attnlab_adaptive", node=AdaptiveSeedSweeperConf, provider="attnlab"
+)
 
 
 class AdaptiveSeedSweeper(Sweeper):
