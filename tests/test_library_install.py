@@ -24,7 +24,9 @@ from tests.test_library_user_folder import user_folder
 from tests.test_plugins_plain_app import FORBIDDEN, run_app
 
 # what the copy leaves out: environments, caches and outputs (the wheel's contents come from the package folders)
-LEFT_OUT = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info", "build", "outputs", "multirun", "wandb")
+LEFT_OUT = shutil.ignore_patterns(
+    ".venv", ".git", "__pycache__", "*.egg-info", "build", "outputs", "multirun", "wandb", ".*_cache", "mutants"
+)
 
 
 def new_environment(where: Path) -> Path:
