@@ -37,6 +37,7 @@ def python(folder: Path, *args: str, timeout: int = 120) -> subprocess.Completed
     return subprocess.run([sys.executable, *args], cwd=folder, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("conf_package", [True, False], ids=["conf-package", "conf-folder"])
 def test_the_train_command_composes_attnlabs_config_beside_a_users_conf(tmp_path: Path, conf_package: bool) -> None:
     folder = user_folder(tmp_path / "notebook", conf_package)
