@@ -12,3 +12,11 @@ def prog_name(module: str) -> str:
     if not invoked or invoked.endswith(".py") or invoked in ("-c", "-m", "python", "python3"):
         return f"python -m {module}"
     return invoked
+
+
+def command(module: str, script: str) -> list[str]:
+    """Another attnlab command in the form this process was started by, for a line that tells the user what to run
+    next: its console script ``script`` after an ``attnlab-*`` script (``attnlab-report`` after ``attnlab-train``),
+    else ``python -m <module>`` (after ``python -m experiments.train``, and from a notebook or a test)."""
+    invoked = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return [script] if invoked.startswith("attnlab-") else ["python", "-m", module]

@@ -52,10 +52,11 @@ from analysis.claims.scope import load_claims_file
 from analysis.command.errors import run_cli
 from analysis.command.outputs import check_out_file, writing
 from attnlab.claims import ClaimError
+from attnlab.prog import prog_name
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m analysis.claims", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog_name("analysis.claims"), description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", metavar="SWEEP", help="sweep folders, result.json files or globs")
     parser.add_argument(
         "--claims",

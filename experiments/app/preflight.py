@@ -44,10 +44,35 @@ class AlreadyCompleted(Exception):
         self.result = result
 
 
-def group_options(group: str) -> list[str]:
-    """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``)."""
-    root = CONF / group
-    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+def group_options(group: str, search_path: tuple[Path, ...] = ()) -> list[str]:
+    """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``), in conf/ and in the
+    config folders a ``hydra.searchpath`` adds."""
+    roots = [folder / group for folder in (CONF, *search_path)]
+    return sorted({p.relative_to(root).with_suffix("").as_posix() for root in roots for p in root.rglob("*.yaml")})
+
+
+def search_path_folders(overrides: list) -> tuple[Path, ...]:
+    """The config folders a command line's ``hydra.searchpath=[...]`` adds, as Hydra reads its entries: ``file://``
+    or a bare path (relative to the current folder), ``pkg://`` a package's folder; others (``structured://``) hold
+    no files."""
+    import importlib.util
+
+    folders: list[Path] = []
+    for override in overrides:
+        if override.get_key_element().lstrip("+~") != "hydra.searchpath" or override.is_sweep_override():
+            continue
+        value = override.value()
+        for entry in value if isinstance(value, list) else [value]:
+            scheme, sep, rest = str(entry).partition("://")
+            if not sep or scheme == "file":
+                folders.append(Path(rest if sep else scheme))
+            elif scheme == "pkg":
+                try:
+                    spec = importlib.util.find_spec(rest.replace("/", "."))
+                except (ImportError, ValueError):
+                    spec = None  # Hydra names the missing package itself
+                folders += [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    return tuple(folders)
 
 
 def unknown_choice(key: str, value: str, choices: Iterable[str]) -> PreflightError:
@@ -77,8 +102,9 @@ def _name_of(value) -> str:
     return str(value.get("name")) if isinstance(value, dict) else str(value)
 
 
-def check_names(key: str, values: list[str]) -> None:
-    """Group choices must exist as yaml files; variant names inside groups must be registered.
+def check_names(key: str, values: list[str], search_path: tuple[Path, ...] = ()) -> None:
+    """Group choices must exist as yaml files (in conf/ or a folder ``search_path`` adds); variant names inside
+    groups must be registered.
 
     Group choices are checked against the files alone, so a typo is reported before
     torch or Lightning is even imported. A group placed at another node
@@ -87,7 +113,7 @@ def check_names(key: str, values: list[str]) -> None:
     key = key.lstrip("+~")
     group = key.split("@")[0]
     if group in GROUPS:
-        options = group_options(group)
+        options = group_options(group, search_path)
         for value in values:
             if value not in ("null", "None") and value not in options:
                 raise unknown_choice(key, value, options)
@@ -193,6 +219,7 @@ def preflight(argv: list[str]) -> None:
         raise PreflightError(_one_line(err)) from None
     for override in overrides:
         check_hydra_sweep(override)
+    search_path = search_path_folders(overrides)
     for override in overrides:
         if override.key_or_group == "plugins" and not override.is_sweep_override():
             from variants.discovery import import_plugins
@@ -206,7 +233,7 @@ def preflight(argv: list[str]) -> None:
             check_choice(override.get_key_element(), _values(override))
         except ConfigError as err:
             raise PreflightError(str(err)) from None
-        check_names(override.get_key_element(), _values(override))
+        check_names(override.get_key_element(), _values(override), search_path)
         check_trainer_override(override.get_key_element())
 
     from omegaconf import OmegaConf
@@ -229,7 +256,7 @@ def preflight(argv: list[str]) -> None:
         if index == 0:
             check_file_size_limit(full)
         for key, values in _sweeper_params(full):
-            check_names(key, values)
+            check_names(key, values, search_path)
             check_trainer_override(key)  # a sweeper's key that has moved, as on the command line
         cfg = OmegaConf.masked_copy(full, [k for k in full if k != "hydra"])
         check_paths(full, multirun)

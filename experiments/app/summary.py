@@ -25,8 +25,13 @@ def _num(value: Any, digits: int = 3) -> str:
 
 
 def report_command(folder: Path) -> str:
-    """The command that writes the report of a run or a sweep, quoted so that it pastes into a shell."""
-    return shlex.join(["python", "-m", "analysis.report", str(folder), "--out", str(folder / "report")])
+    """The command that writes the report of a run or a sweep, in the form training was started by (``attnlab-report``
+    after ``attnlab-train``, ``python -m analysis.report`` after ``python -m experiments.train``), quoted so that it
+    pastes into a shell."""
+    from attnlab.prog import command
+
+    report = command("analysis.report", "attnlab-report")
+    return shlex.join([*report, str(folder), "--out", str(folder / "report")])
 
 
 def wandb_location(result: dict[str, Any], run_dir: Path) -> str | None:

@@ -22,6 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from experiments.app.preflight import CONF
 from experiments.config.errors import user_error_types
 from experiments.config.schema import register_configs
 from experiments.record.files import OutputError
@@ -56,7 +57,9 @@ def runs_ranks_by_rerunning(trainer: DictConfig) -> bool:
     return "ddp" in strategy and not any(m in strategy for m in ("spawn", "fork")) and not cluster_starts_ranks()
 
 
-@hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
+# The configs by their file path beside the installed packages: a relative config_path would import the module
+# ``conf``, which a user's own conf/ package in the current folder hides (python -m puts that folder first).
+@hydra.main(config_path=str(CONF), config_name="config", version_base="1.3")
 def hydra_entry(cfg: DictConfig) -> float:
     from experiments.sweep.gpu_share import shared_gpu
     from experiments.training.single_run import (

@@ -766,7 +766,9 @@ def device_name() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.gpu_check", description=__doc__.splitlines()[0])
+    from attnlab.prog import prog_name
+
+    parser = argparse.ArgumentParser(prog=prog_name("experiments.gpu_check"), description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu_check.json"), help="the JSON summary")
     parser.add_argument("--work", type=Path, default=Path("gpu_check"), help="runs' folders")
     parser.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run these checks only")

@@ -16,22 +16,62 @@ It lives here because Hydra instantiates sweepers only from the ``hydra_plugins`
 
 # No `from __future__ import annotations`: Hydra's plugin scan executes this module outside
 # sys.modules, where dataclasses cannot resolve string annotations.
+import itertools
 import logging
 import math
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
 
-class AdaptiveSeedSweeper(BasicSweeper):
+@dataclass
+class AdaptiveSeedSweeperConf:
+    """The sweeper's options and their defaults, in Hydra's ConfigStore as ``hydra/sweeper/attnlab_adaptive``
+    (conf/hydra/sweeper/adaptive.yaml, ``hydra/sweeper=adaptive``, extends it). Values the sweeper checks itself,
+    with a one-line error naming the key, are typed ``Any`` here so that its error, not OmegaConf's, is the one."""
+
+    _target_: str = "hydra_plugins.attnlab_launcher.adaptive_sweeper.AdaptiveSeedSweeper"
+    # the grid, as the basic sweeper's; a swept seed= is the first round
+    params: Any = None
+    # seeds per cell in the first round when the grid sweeps no seed= (0, 1, ...)
+    first_round: Any = 3
+    # seeds added per round to each cell of an undecided claim
+    step: Any = 2
+    # the most seeds per cell; a re-run with a larger budget continues the same sequences
+    budget: Any = 20
+    # the chance that any claim is decided wrongly, over all claims and all rounds
+    alpha: Any = 0.05
+    # the precision c of the mixture over the standardised effect (1: spread at Cohen's d = 1)
+    mixture: Any = 1.0
+    # a claims YAML (a list, or a claims: key) instead of the config's claims:
+    claims_file: Optional[str] = None
+    # the confidence sequence: t_mixture (Lai; assumes Gaussian per-seed differences; a diverged or failed seed
+    # stops its claim undecided), betting (Waudby-Smith and Ramdas; valid for any distribution within bounds; needs
+    # bounds; a diverged seed counts at the bound on the metric's bad side) or median (Howard and Ramdas; claims on
+    # the median paired difference, valid for any distribution; a diverged seed counts at the metric's worst value)
+    boundary: Any = "t_mixture"
+    # the claim metrics' range [lo, hi], e.g. [0, 1] for an accuracy; betting needs it
+    bounds: Any = None
+
+
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="attnlab_adaptive", node=AdaptiveSeedSweeperConf, provider="attnlab"
+)
+
+
+class AdaptiveSeedSweeper(Sweeper):
     def __init__(
         self,
         params: Optional[Dict[str, str]] = None,
@@ -44,7 +84,11 @@ class AdaptiveSeedSweeper(BasicSweeper):
         boundary: str = "t_mixture",
         bounds: Optional[Sequence[float]] = None,
     ) -> None:
-        super().__init__(max_batch_size=None, params=params)
+        super().__init__()
+        self.params = dict(params or {})
+        self.hydra_context: Optional[HydraContext] = None
+        self.config: Optional[DictConfig] = None
+        self.launcher: Optional[Launcher] = None
         self.first_round, self.step, self.budget = first_round, step, budget
         self.alpha, self.mixture, self.claims_file = alpha, mixture, claims_file
         self.boundary, self.bounds = boundary, bounds
@@ -53,13 +97,16 @@ class AdaptiveSeedSweeper(BasicSweeper):
         from experiments.sweep.grid import register_resolvers
 
         register_resolvers()  # before the launcher's config is resolved
-        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self.hydra_context, self.config = hydra_context, config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
 
     def _grid(self, arguments: List[str]) -> tuple:
         """The cells (overrides without the seed) in sweep order, and the swept seeds (None when not swept)."""
         assert self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        overrides = parser.parse_overrides([*self._parse_config(), *arguments])
+        overrides = parser.parse_overrides([*[f"{k}={v}" for k, v in self.params.items()], *arguments])
         seeds = None
         kept = []
         for override in overrides:
@@ -69,8 +116,7 @@ class AdaptiveSeedSweeper(BasicSweeper):
                     seeds = [int(override.get_value_element_as_str())]
                 continue
             kept.append(override)
-        jobs = self.split_arguments(kept, None)[0]
-        return jobs, seeds
+        return _product(kept), seeds
 
     def _claims(self) -> tuple:
         """The claims as written (kept in the state for the analysis) and parsed."""
@@ -173,6 +219,22 @@ class AdaptiveSeedSweeper(BasicSweeper):
         for row in state["decisions"]:
             log.info("%s", row["summary"])
         return returns
+
+
+def _product(overrides: list) -> List[List[str]]:
+    """The grid of the overrides, as Hydra's basic sweeper builds it: each key once (a later override of a key
+    replaces an earlier one, the command line a preset's params), in first-seen order, and every combination of
+    their values, the last key varying fastest."""
+    values: Dict[str, List[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise ValueError(f"{override.input_line}: the adaptive sweeper takes lists of values (a,b,c), not ranges")
+    return [list(job) for job in itertools.product(*values.values())]
 
 
 def _bounds(value: Any) -> Optional[tuple]:

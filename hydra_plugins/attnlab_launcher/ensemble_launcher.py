@@ -23,7 +23,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
@@ -31,6 +33,22 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class EnsembleLauncherConf:
+    """The launcher's options and their defaults, in Hydra's ConfigStore as ``hydra/launcher/attnlab_ensemble``
+    (conf/hydra/launcher/ensemble.yaml, ``hydra/launcher=ensemble``, extends it)."""
+
+    _target_: str = "hydra_plugins.attnlab_launcher.ensemble_launcher.EnsembleLauncher"
+    # the most seeds in one ensemble (GPU memory; null: every seed of a cell); more form further groups
+    max_members: Optional[int] = None
+
+
+# under attnlab's own name: a plugin's entry is in every Hydra app of the environment, and must not take another's
+ConfigStore.instance().store(
+    group="hydra/launcher", name="attnlab_ensemble", node=EnsembleLauncherConf, provider="attnlab"
+)
 
 
 class GroupingError(ValueError):

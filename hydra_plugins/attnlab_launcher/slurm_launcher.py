@@ -24,8 +24,8 @@ except ImportError:
     BaseQueueConf = HydraSlurmLauncher = object
 from omegaconf import OmegaConf
 
-from experiments.sweep.grid import register_resolvers
-from experiments.sweep.slurm import LOST, install_quiet_watcher
+# attnlab's own modules are imported by the methods that run: Hydra imports this module in every Hydra app of the
+# environment when it scans for plugins, where attnlab must cost nothing (and may not even be importable).
 
 log = logging.getLogger("attnlab")
 
@@ -36,12 +36,16 @@ class SubmissionRefused(SystemExit):
 
 class SlurmLauncher(HydraSlurmLauncher):
     def __call__(self, *args, **kwargs):
+        from experiments.sweep.grid import register_resolvers
+
         # what a SLURM job runs first: it resolves the cell's folder (hydra.sweep.subdir) next
         register_resolvers()
         return super().__call__(*args, **kwargs)
 
     def launch(self, job_overrides, initial_job_idx: int):
         import submitit
+
+        from experiments.sweep.slurm import LOST, install_quiet_watcher
 
         install_quiet_watcher()
         LOST.clear()
@@ -91,6 +95,8 @@ class SlurmLauncher(HydraSlurmLauncher):
     def _outcome(job, overrides: list[str]) -> JobReturn:
         """The job's JobReturn; a job that ended without one is named and counts as failed."""
         from submitit.core.utils import UncompletedJobError
+
+        from experiments.sweep.slurm import LOST
 
         try:
             return job.results()[0]

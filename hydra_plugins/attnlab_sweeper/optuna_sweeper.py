@@ -25,9 +25,11 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
@@ -35,6 +37,37 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class OptunaSweeperConf:
+    """The sweeper's options and their defaults, in Hydra's ConfigStore as ``hydra/sweeper/attnlab_optuna`` (not
+    ``optuna``: that name is the hydra-optuna-sweeper plugin's). conf/hydra/sweeper/optuna.yaml
+    (``hydra/sweeper=optuna``) extends it with a sampler and a pruner from conf/hydra/sweeper/. Values checked
+    before the sweep with a one-line error naming the key (experiments/app/sweeper_checks.py) are typed ``Any``."""
+
+    _target_: str = "hydra_plugins.attnlab_sweeper.optuna_sweeper.OptunaSweeper"
+    # the sampler and pruner are kept as configs: a sampler is built afresh for each trial (seed + trial index)
+    _recursive_: bool = False
+    direction: Any = "minimize"
+    # true: take a direction against the objective's name (maximize a loss, minimize an accuracy); refused otherwise
+    direction_override: bool = False
+    study_name: Optional[str] = None
+    # null: <sweep dir>/optuna.journal; or a database URL (sqlite:///study.db) or a journal file path
+    storage: Optional[str] = None
+    # the budget: trials that finish (complete, pruned or failed) count against it
+    n_trials: Any = 20
+    # trials launched at a time through the configured launcher (hydra/launcher=joblib runs them in parallel)
+    n_jobs: Any = 1
+    sampler: Any = None
+    pruner: Any = None
+    # the metric each trial reports after every validation for pruning; null: the objective
+    pruning_metric: Optional[str] = None
+    # the search space: key -> Optuna distribution (interval, range, choice, tag(log, ...))
+    params: Any = field(default_factory=dict)
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="attnlab_optuna", node=OptunaSweeperConf, provider="attnlab")
 
 
 class OptunaSweeper(Sweeper):

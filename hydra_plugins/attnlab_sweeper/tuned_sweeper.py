@@ -20,12 +20,39 @@ It lives here because Hydra instantiates sweepers only from the ``hydra_plugins`
 import logging
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from hydra_plugins.attnlab_sweeper.optuna_sweeper import OptunaSweeper
+from hydra.core.config_store import ConfigStore
+
+from hydra_plugins.attnlab_sweeper.optuna_sweeper import OptunaSweeper, OptunaSweeperConf
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class TunedSweeperConf(OptunaSweeperConf):
+    """The sweeper's options and their defaults, in Hydra's ConfigStore as ``hydra/sweeper/attnlab_tuned``
+    (conf/hydra/sweeper/tuned.yaml, ``hydra/sweeper=tuned``, extends it with a sampler and a pruner)."""
+
+    _target_: str = "hydra_plugins.attnlab_sweeper.tuned_sweeper.TunedSweeper"
+    # the tuning budget of each cell: trials that finish (complete, pruned or failed)
+    n_trials: Any = 8
+    # the seeds each trial trains on (its score: the mean of their objective) ...
+    tuning_seeds: Any = field(default_factory=lambda: [0])
+    # ... and the fresh seeds each cell's best configuration and the defaults are tested on; never a tuning seed
+    final_seeds: Any = field(default_factory=lambda: [1000, 1001, 1002])
+    # the metric the cells are compared on at their tuned settings, and which way is better
+    compare_on: Any = "test/loss"
+    compare_direction: Any = "minimize"
+    # the search space (hparams_search=tuned: learning rate and warm-up)
+    space: Any = field(default_factory=dict)
+    # the grid of cells (a preset's sweep lists); its seed list is replaced by tuning_seeds and final_seeds
+    params: Any = field(default_factory=dict)
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="attnlab_tuned", node=TunedSweeperConf, provider="attnlab")
 
 
 class TunedSweeper(OptunaSweeper):
