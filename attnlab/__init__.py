@@ -8,6 +8,7 @@ The way in from Python (a notebook, a script)::
     cfg = attnlab.compose(["attention=local"])                              # the config a run would use
     runs = attnlab.collect(folder)                                          # one frame of runs
     attnlab.report(folder)                                                  # the ablation report
+    record = attnlab.evaluate("runs/local", ["task.eval_lengths=[32,64]"])   # a checkpoint's test again
     sorted(attnlab.ATTENTION), sorted(attnlab.POSITION)                     # the registries
 
 The names load on first use, so ``import attnlab`` (and any ``attnlab.<module>``) costs the standard library only:
@@ -21,7 +22,7 @@ from __future__ import annotations
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 try:
     __version__ = version("attnlab")
@@ -49,6 +50,16 @@ def report(*folders: str | Path, out: str | Path | None = None, **options: Any) 
     return build_report(list(folders), out=Path(folders[0]) / "report" if out is None else out, **options)
 
 
+def evaluate(ckpt_path: str | Path, overrides: Sequence[str] = (), out: str | Path | None = None) -> dict[str, Any]:
+    """Test the checkpoint ``ckpt_path`` names (a .ckpt file or a run folder) again, as
+    ``python -m experiments.evaluate ckpt_path=PATH <overrides>`` does; returns the evaluation's record, also written
+    to ``evaluation.json`` in ``out`` (default ``<run>/eval/<time>/``). ``overrides`` may change what is evaluated
+    (``task.eval_lengths``, ``eval.*``, the device), never the model."""
+    evaluate_checkpoint = import_module("experiments.training.evaluate_checkpoint").evaluate_checkpoint
+    record, _ = evaluate_checkpoint(str(ckpt_path), list(overrides), out)
+    return record
+
+
 def __getattr__(name: str) -> Any:
     if name in LAZY:
         module, attribute = LAZY[name]
@@ -60,4 +71,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *LAZY})
 
 
-__all__ = ["ATTENTION", "POSITION", "__version__", "collect", "compose", "report", "run", "sweep"]
+__all__ = ["ATTENTION", "POSITION", "__version__", "collect", "compose", "evaluate", "report", "run", "sweep"]
