@@ -370,11 +370,18 @@ def _column(runs: pd.DataFrame, name: str) -> pd.Series:
     return runs[name] if name in runs.columns else pd.Series([None] * len(runs), dtype=object)
 
 
+def _when(value: object) -> str:
+    """A run's time as recorded (ISO 8601), from the runs frame's datetimes; "" when missing."""
+    if value is None or value is pd.NaT:
+        return ""
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
 def provenance_section(runs: pd.DataFrame) -> Section:
     """Where the numbers come from: code versions, packages, dates, and the command of every run."""
     section = Section("Provenance")
-    started = sorted(str(v) for v in runs["started_at"].dropna())
-    finished = sorted(str(v) for v in runs["finished_at"].dropna())
+    started = sorted(_when(v) for v in runs["started_at"].dropna())
+    finished = sorted(_when(v) for v in runs["finished_at"].dropna())
     section.add(
         Bullets(
             [
@@ -410,7 +417,7 @@ def provenance_section(runs: pd.DataFrame) -> Section:
                 Cell(str(r["seed"])),
                 r["status"],
                 sha,
-                str(r["started_at"] or ""),
+                _when(r["started_at"]),
                 overrides,
             ]
         )
