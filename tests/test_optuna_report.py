@@ -19,13 +19,13 @@ SCORES = {"soft": {"default": [2.0, 2.1], "tuned": [1.9, 1.8]}, "local": {"defau
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def _studies(sweep: Path, trials: int = 4) -> Path:
+def _studies(sweep: Path, trials: int = 4, cells: tuple[str, ...] = tuple(SCORES)) -> Path:
     """Each cell's study written by Optuna itself into the sweep's journal, as the tuned sweeper leaves it."""
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     journal = sweep / "optuna.journal"
     storage = JournalStorage(JournalFileBackend(str(journal)))
-    for attention in SCORES:
+    for attention in cells:
         study = optuna.create_study(study_name=f"s__attention_{attention}", storage=storage,
                                     sampler=optuna.samplers.RandomSampler(seed=1))  # fmt: skip
         with warnings.catch_warnings():
@@ -74,3 +74,13 @@ def test_without_the_journal_the_plots_are_left_out_with_a_note(tmp_path: Path) 
     assert [b.path.name for b in blocks if isinstance(b, Figure)] == ["tuned_sensitivity.png"]
     notes = [b.text for b in blocks if isinstance(b, Paragraph) and b.kind == "note"]
     assert any("optuna.journal" in n and "left out" in n for n in notes), notes
+
+
+def test_a_cell_whose_study_is_not_in_the_journal_is_named(tmp_path: Path) -> None:
+    sweep = _tuned_sweep(tmp_path, SCORES)
+    _studies(sweep, cells=("soft",))
+    blocks = _blocks(tuned_section(sweep, tmp_path / "out"))
+    captions = [b.caption for b in blocks if isinstance(b, Figure) and "tuned_sensitivity" not in b.path.name]
+    assert len(captions) == 3 and all(c.startswith("attention=soft:") for c in captions)
+    notes = [b.text for b in blocks if isinstance(b, Paragraph) and b.kind == "note"]
+    assert notes == [f"attention=local: no study 's__attention_local' in {(sweep / 'optuna.journal').resolve()}."]

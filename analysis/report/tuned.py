@@ -283,11 +283,11 @@ def studies_section(sweep_dir: Path, record: dict[str, Any], out: Path) -> Secti
     for cell in record["cells"]:
         try:
             study = load_study(storage, cell["study"])
-        except (FileNotFoundError, KeyError) as err:
-            return section.add(
-                Paragraph(f"The studies' storage {storage} cannot be read ({err}): Optuna's plots are left out.",
-                          kind="note")
-            )  # fmt: skip
+        except FileNotFoundError as err:  # no journal: nothing to plot, nothing for the dashboard to open
+            return section.add(Paragraph(f"{err}: Optuna's plots and dashboard are left out.", kind="note"))
+        except KeyError:  # Optuna's word for a study name the storage does not hold
+            blocks.append(Paragraph(f"{cell['cell']}: no study {cell['study']!r} in {storage}.", kind="note"))
+            continue
         stem = Path(safe_name("study", cell["study"])).stem
         drawn = study_plots(study, out, stem)
         blocks += [Figure(path, f"{cell['cell']}: {what}") for path, what in drawn]
