@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.collect import collect
-from tests.test_analysis import result_dict, write_result
+from analysis.collect import collect, learning_curves
+from tests.test_analysis import result_dict, write_csv_log, write_result
 
 pytest.importorskip("pyarrow")
 
@@ -31,6 +31,7 @@ def _sweep(root: Path) -> Path:
         result["config"]["optim.grad_clip"] = 1.0  # a float setting that happens to be whole: stays a float
         result["started_at"] = started
         write_result(root / f"run{seed}", result)
+        write_csv_log(root / f"run{seed}", final_loss=1.0 + seed)
     return root
 
 
@@ -54,6 +55,8 @@ def test_columns_are_typed(tmp_path: Path) -> None:
     assert list(runs["attention"].cat.categories) == ["local", "soft"]
     # the factor the cells are told apart by (present only for local: a sub-factor) is an integer column too
     assert runs["attention.window"].dtype == "Int64"
+    curves = learning_curves(runs)
+    assert isinstance(curves["attention"].dtype, pd.CategoricalDtype) and set(curves["attention"]) == {"local", "soft"}
 
 
 def test_parquet_round_trip_keeps_values_and_dtypes(tmp_path: Path) -> None:
