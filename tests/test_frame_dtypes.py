@@ -29,6 +29,8 @@ def _sweep(root: Path) -> Path:
         if window is not None:
             result["config"]["attention.window"] = window
         result["config"]["optim.grad_clip"] = 1.0  # a float setting that happens to be whole: stays a float
+        result["config"]["logger"] = {}  # logger=none: an empty mapping, which parquet cannot hold as a struct
+        result["config"]["trainer.devices"] = "auto" if seed == 0 else 1  # text and numbers in one column
         result["started_at"] = started
         write_result(root / f"run{seed}", result)
         write_csv_log(root / f"run{seed}", final_loss=1.0 + seed)
@@ -55,6 +57,8 @@ def test_columns_are_typed(tmp_path: Path) -> None:
     assert list(runs["attention"].cat.categories) == ["local", "soft"]
     # the factor the cells are told apart by (present only for local: a sub-factor) is an integer column too
     assert runs["attention.window"].dtype == "Int64"
+    assert runs["config.logger"].isna().all()
+    assert runs["config.trainer.devices"].tolist() == ["auto", "1", "1"]  # mixed kinds: text, for parquet
     curves = learning_curves(runs)
     assert isinstance(curves["attention"].dtype, pd.CategoricalDtype) and set(curves["attention"]) == {"local", "soft"}
 
@@ -70,3 +74,11 @@ def test_parquet_round_trip_keeps_values_and_dtypes(tmp_path: Path) -> None:
 
     runs.by_length.to_parquet(tmp_path / "by_length.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "by_length.parquet"), runs.by_length)
+
+
+def test_results_csv_writes_the_times_as_iso_8601(tmp_path: Path) -> None:
+    from analysis.report.sections import results_frame_for_csv
+
+    runs = collect([_sweep(tmp_path)]).runs.sort_values("seed")
+    expected = [datetime.fromisoformat(s).astimezone(timezone.utc).isoformat() for *_, s in RUNS]
+    assert results_frame_for_csv(runs)["started_at"].tolist() == expected

@@ -7,9 +7,10 @@
 - variant names (``task``, ``attention``, ``position``, ``arch``) are categories, their levels sorted;
 - a factor column of numbers (``attention.window``) is Int64 or float64, cell ids and labels text.
 
-A cell that holds a dict (``env.packages``, ``unused``) comes back from parquet as a struct: every key that any
-run has, None where this run has none. A column mixing text and numbers (``trainer.devices``: ``auto`` and ``1``)
-cannot be written to parquet; ``runs.astype({column: str})`` first.
+So that parquet can write every column (``parquet_safe``), an empty mapping (``config.logger`` under
+``logger=none``) is None and a column mixing kinds (``trainer.devices``: ``auto`` and ``1``) is text. A cell
+that holds a dict (``env.packages``, ``unused``) comes back from parquet as a struct: every key that any run
+has, None where this run has none.
 
 Only whole columns change type; a column holding another kind anywhere (a float ``1.0``, a list) keeps
 the type pandas gives it. ``runs.to_parquet(path)`` and ``pd.read_parquet(path)`` keep all three.
@@ -17,6 +18,7 @@ the type pandas gives it. ``runs.to_parquet(path)`` and ``pd.read_parquet(path)`
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
 from datetime import datetime
@@ -77,6 +79,29 @@ def _number_kind(values: pd.Series) -> str | None:
     return "Int64" if all(_is_int(v) for v in present) else "float64"
 
 
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "dict" if isinstance(value, dict) else "list" if isinstance(value, (list, tuple)) else "text"
+
+
+def parquet_safe(values: pd.Series) -> pd.Series | None:
+    """An object column that parquet cannot hold as it is, made so; None when it can.
+
+    Only empty mappings (``config.logger`` under ``logger=none``: parquet has no struct without fields) become
+    None; a column mixing kinds (``trainer.devices``: ``auto`` and ``1``) becomes text, containers as JSON.
+    """
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, dict) and not v for v in present):
+        return pd.Series([None] * len(values), index=values.index, dtype=object, name=values.name)
+    if len({_kind(v) for v in present}) < 2:
+        return None
+    text = [v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True, default=str) for v in values]
+    return pd.Series(text, index=values.index, dtype="str", name=values.name)  # str: as parquet reads it back
+
+
 def typed(frame: pd.DataFrame, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """``frame`` (one row per run of ``rows``, by ``run_id``) with its times as datetimes, its integer columns
     (``integer_columns``, built from the values as read) and its factor columns of numbers as ``Int64`` or
@@ -90,9 +115,15 @@ def typed(frame: pd.DataFrame, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
         values = [by_id[run_id].get(column) for run_id in out["run_id"]]
         out[column] = pd.array(values, dtype="Int64")
     for column in out.columns:  # a factor column (analysis.data.cells) holds the runs' values as objects
-        kind = _number_kind(out[column]) if out[column].dtype == object else None
+        if out[column].dtype != object:
+            continue
+        kind = _number_kind(out[column])
         if kind is not None:
             out[column] = out[column].astype(kind)
+            continue
+        safe = parquet_safe(out[column])
+        if safe is not None:
+            out[column] = safe
     for column in TEXT_COLUMNS:
         if column in out.columns:
             out[column] = out[column].astype("str")

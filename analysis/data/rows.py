@@ -107,8 +107,7 @@ def result_rows(
     env = dict(result.get("env") or {})
     packages = env.pop("packages", None) or {}
     row.update(flatten(env, "env."))
-    # one cell: the versions are read together for provenance; None rather than {} (parquet has no empty struct)
-    row["env.packages"] = dict(packages) or None
+    row["env.packages"] = dict(packages)  # one cell: the versions are read together for provenance
     row.update(
         run_dir=None if run_dir is None else str(run_dir),
         source=str(source),
@@ -121,7 +120,7 @@ def result_rows(
         # the BibTeX of the variants the run used, as registered (analysis.paper.bibliography); None before
         # runs recorded them
         references=result.get("references"),
-        unused=unused or None,  # None rather than {}: parquet cannot write a struct without fields
+        unused=unused,
         # the kernels the run's attention layers trained on, each once ("sdpa (head dim 8 < 16, ...)"
         # where flex could not serve a layer); None before runs recorded them
         kernels="; ".join(sorted(set(map(str, (result.get("kernels") or {}).values())))) or None,

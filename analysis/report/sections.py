@@ -437,9 +437,12 @@ def provenance_section(runs: pd.DataFrame) -> Section:
 
 
 def results_frame_for_csv(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs frame with list and dict cells as JSON, so results.csv round-trips through any CSV reader."""
+    """The runs frame with list and dict cells as JSON and times as ISO 8601 text, so results.csv round-trips
+    through any CSV reader."""
     out = runs.drop(columns=["references"], errors="ignore")  # BibTeX text: references.bib holds it
     for column in out.columns:
         if out[column].dtype == object:
             out[column] = [json.dumps(v) if isinstance(v, (list, dict)) else v for v in out[column]]
+        elif pd.api.types.is_datetime64_any_dtype(out[column]):
+            out[column] = [_when(v) for v in out[column]]  # ISO 8601, as the runs wrote their times
     return out
