@@ -46,8 +46,12 @@ def is_noise(key: str) -> bool:
     return any(key == p or key.startswith(p + ".") for p in NOISE_PREFIXES)
 
 
+# pandas' missing markers in typed columns (<NA> in an Int64 setting, NaT in a time), named without importing pandas
+PANDAS_MISSING = ("NAType", "NaTType")
+
+
 def is_missing(value: Any) -> bool:
-    if value is None:
+    if value is None or type(value).__name__ in PANDAS_MISSING:
         return True
     try:
         return bool(isinstance(value, float) and math.isnan(value))

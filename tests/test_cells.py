@@ -72,7 +72,7 @@ def test_cells_are_configurations_minus_seed_and_noise(tmp_path):
     assert by_id.loc["local-w4-s2-noisy", "cell"] == by_id.loc["local-w4-s0", "cell"]
     assert by_id.loc["local-w4-s0", "cell_label"] == "attention=local, attention.window=4, optim.lr=0.003"
     assert by_id.loc["mh-s0", "cell_label"] == "attention=multihead, optim.lr=0.003"
-    assert by_id.loc["mh-s0", "attention.window"] is None  # window does not exist for multihead
+    assert pd.isna(by_id.loc["mh-s0", "attention.window"])  # window does not exist for multihead
     assert by_id.loc["local-w8-s1", "attention.window"] == 8
     # The frame a user gets groups the way the report does: seeds per cell.
     seeds = runs.runs.groupby("cell_label")["seed"].nunique().to_dict()

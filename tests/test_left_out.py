@@ -256,9 +256,8 @@ def test_accuracy_bands_stay_within_0_and_1(tmp_path, monkeypatch):
     # n=2 with values 0.05 and 0.95: the t-interval is 0.5 ± 5.7, far outside [0, 1]
     data = pd.DataFrame({"label": ["a"] * 4, "length": [8, 8, 16, 16], "value": [0.05, 0.95, 0.0, 0.9]})
     drawn = []
-    monkeypatch.setattr(summary_figure, "save", lambda fig, path, style: drawn.append(fig) or path)
-    summary_figure.metric_vs_length(data, ["a"], "token_acc", None, "t", tmp_path / "f")
     monkeypatch.setattr(figure_canvas, "save", lambda fig, path, style: drawn.append(fig) or path)
+    summary_figure.metric_vs_length(data, ["a"], "token_acc", None, "t", tmp_path / "f")
     panel = data.assign(attention="multihead", position="rope", seed=[0, 1, 0, 1])
     figures.length_generalisation(panel, "token_acc", None, {"rope": (0, 0, 1)}, "t", tmp_path / "g")
     for fig in drawn:

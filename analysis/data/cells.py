@@ -184,7 +184,8 @@ def assign_cells(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The runs frame with ``cell``, ``cell_label`` and one column per factor; and the factors, in report order.
 
     A factor column holds the run's value (None where the key is missing, e.g.
-    ``attention.window`` for a ``multihead`` run). The input is not modified.
+    ``attention.window`` for a ``multihead`` run; ``analysis.data.dtypes`` then makes a column of integers
+    Int64, missing as ``<NA>``). The input is not modified.
     """
     out = runs.copy()
     configs = [identity(row) for row in runs.to_dict("records")]

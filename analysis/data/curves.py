@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.data.dtypes import categories
 from analysis.data.runs import Runs
 
 CURVE_COLUMNS = ["run_id", "task", "attention", "position", "seed", "step", "metric", "value"]
@@ -53,7 +54,8 @@ def learning_curves(runs: Runs | pd.DataFrame) -> pd.DataFrame:
             {c: pd.Series(dtype="float64" if c == "value" else "object") for c in [*CURVE_COLUMNS, "cell"]}
         )
     curves = pd.concat(parts, ignore_index=True)[[*CURVE_COLUMNS, "cell"]]
-    return curves.astype({"step": "int64", "seed": "int64", "value": "float64"})
+    # the variant names as categories, as in the runs frame (analysis.data.dtypes)
+    return categories(curves.astype({"step": "int64", "seed": "int64", "value": "float64"}))
 
 
 def without_curves(curves: pd.DataFrame, runs: pd.DataFrame) -> list[str]:

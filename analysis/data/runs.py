@@ -3,7 +3,9 @@
 ``Runs.runs`` has one row per run: identity columns, every metric under its own
 name (``test/token_acc``) and its in-range and beyond-range aggregates
 (``test_in_range/token_acc``, ``test_beyond_range/token_acc``; see analysis.data.ranges),
-``cost.*``, ``config.*`` and ``env.*`` columns.
+``cost.*``, ``config.*`` and ``env.*`` columns. Columns are typed (``analysis.data.dtypes``): times are
+datetimes, integer settings nullable ``Int64``, variant names categories, so ``runs.runs.to_parquet(path)``
+keeps them.
 ``Runs.by_length`` is long: one row per (run, evaluation length, metric).
 Every run belongs to a cell (``analysis.data.cells``): ``cell``, ``cell_label`` and one
 column per factor, so your own pandas analysis groups as the report does
@@ -34,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.data.cells import assign_cells, drop_duplicate_runs, format_value, is_missing
+from analysis.data.dtypes import categories, typed
 from analysis.data.ranges import with_range_metrics
 from analysis.data.rows import BY_LENGTH_COLUMNS, ID_COLUMNS, PREFIXES, TRAILING_COLUMNS
 from attnlab.stops import describe, stopped_short
@@ -176,8 +179,8 @@ def build_runs(
     lengths["cell"] = lengths["run_id"].map(dict(zip(runs["run_id"], runs["cell"])))
     runs, metric_names = with_range_metrics(runs.reset_index(drop=True), lengths, metric_names)  # test_in_range/...
     return Runs(
-        runs,
-        lengths.reset_index(drop=True),
+        typed(runs, rows),  # datetimes, Int64 settings, categories (analysis.data.dtypes)
+        categories(lengths.reset_index(drop=True)),
         metric_names,
         factors,
         duplicates.drop(columns="_metrics").reset_index(drop=True),

@@ -53,7 +53,7 @@ def _values(done: pd.DataFrame, key: str) -> list:
     found = Counter(
         json.dumps(v, default=str)
         for v in done[column]
-        if v is not None and not (isinstance(v, float) and math.isnan(v))
+        if v is not None and v is not pd.NA and not (isinstance(v, float) and math.isnan(v))  # pd.NA: an Int64 gap
     )
     return [json.loads(v) for v, _ in found.most_common()]
 

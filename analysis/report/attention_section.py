@@ -17,14 +17,17 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from analysis.report.document import Figure, Paragraph, Section, Table, fmt
-from analysis.report.figure_canvas import NARROW, panel_grid, save
+from analysis.report.figure_canvas import NARROW, finish, panel_grid
 from analysis.report.figure_style import FigureStyle, line_id, palette, style_of
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as MplFigure
 
 COLUMNS = ["run_id", "task", "cell", "seed", "layer", "block", "length", "stat", "value"]
 BLOCKS = ("encoder_self", "decoder_self", "cross")
@@ -149,11 +152,16 @@ def curves_figure(
     frame: pd.DataFrame,
     task: str,
     train: tuple[int, int] | None,
-    path: Path,
+    path: Path | None = None,
     style: FigureStyle | None = None,
     report_labels: Mapping[str, str] | None = None,
-) -> Path | None:
-    """``report_labels``: run id -> the report's cell label, so each line has its cell's colour in every figure."""
+    ax=None,
+) -> Path | MplFigure | None:
+    """``report_labels``: run id -> the report's cell label, so each line has its cell's colour in every figure.
+
+    Saved to ``path`` (returns the path), or the figure (into ``ax``, one axes per panel) without one; None when
+    no run recorded the statistics it draws.
+    """
     panels = _curves(frame, train)
     if not panels:
         return None
@@ -164,7 +172,7 @@ def curves_figure(
     cells = sorted(frame["cell"].unique())
     looks = _cell_styles(frame, style, report_labels or {})
     colors = {c: looks[c][0] for c in cells}
-    fig, axes = panel_grid(len(panels), f"{task}: how each variant attends", sharey=False, style=style)
+    fig, axes = panel_grid(len(panels), f"{task}: how each variant attends", sharey=False, style=style, ax=ax)
     for ax, (title, data) in zip(axes, panels):
         if train is not None:
             ax.axvspan(train[0], train[1], color="0.88", zorder=0)
@@ -188,7 +196,7 @@ def curves_figure(
         fig.legend(handles=handles, loc="outside lower center", fontsize=7, title="cell", title_fontsize=8, ncols=2)
     else:
         fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="cell", title_fontsize=8)
-    return save(fig, path, style)
+    return finish(fig, path, style)
 
 
 def _layer_order(layer: str) -> tuple:

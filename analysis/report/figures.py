@@ -1,5 +1,5 @@
 """Report figures: each function takes a tidy frame for one table of one task, writes one figure and returns
-the PNG's path (or, without a path, the figure, drawn into the caller's axes when given).
+the PNG's path (or, without a path, the figure, drawn into the caller's axes ``ax`` when given).
 
 Panels are the levels of the table's row factor and lines the levels of its column
 factor (by default attention types and position encodings), one line per cell.
@@ -18,7 +18,16 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.report.figure_canvas import DPI, PANEL_H, PANEL_W, figure_legend, finish, in_order, panel_grid, save
+from analysis.report.figure_canvas import (
+    DPI,
+    PANEL_H,
+    PANEL_W,
+    figure_legend,
+    finish,
+    given_axes,
+    in_order,
+    panel_grid,
+)
 from analysis.report.figure_style import FigureStyle, line_id, style_of
 from analysis.stats.inference import band as clipped_band
 from analysis.stats.inference import mean_ci
@@ -185,18 +194,27 @@ def attention_maps(
     maps: Mapping[str, np.ndarray],
     tokens: Mapping[str, Sequence[str]],
     title: str,
-    path: Path,
+    path: Path | None = None,
     max_layers: int = 4,
     max_heads: int = 4,
     style: FigureStyle | None = None,
-) -> Path:
-    """A grid of heatmaps: a row per ``block/layer`` map, a column per head (capped), rows of weights sum to 1."""
+    ax=None,
+) -> Path | Figure:
+    """A grid of heatmaps: a row per ``block/layer`` map, a column per head (capped), rows of weights sum to 1.
+
+    Saved to ``path`` (returns the path), or the figure (into ``ax``: layers × heads axes, row by row) without one.
+    """
     keys = list(maps)[:max_layers]
     heads = min(max(maps[k].shape[0] for k in keys), max_heads)
     style = style_of(style)
-    fig = Figure(figsize=style.size((2.6 * heads + 1.0, 2.5 * len(keys) + 0.6)), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(keys), heads, squeeze=False)
+    given = given_axes(ax, len(keys) * heads)
+    if given is None:
+        fig = Figure(figsize=style.size((2.6 * heads + 1.0, 2.5 * len(keys) + 0.6)), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(len(keys), heads, squeeze=False)
+    else:
+        fig, flat = given
+        axes = np.array(flat, dtype=object).reshape(len(keys), heads)  # (layers, heads)
     fig.suptitle(title, fontsize=11)
     for r, key in enumerate(keys):
         weights = maps[key]  # (H, Tq, Tk)
@@ -225,15 +243,24 @@ def attention_maps(
             if r == len(keys) - 1:
                 ax.set_xlabel("key", fontsize=8)
         fig.colorbar(image, ax=axes[r][min(heads, weights.shape[0]) - 1], shrink=0.8)
-    return save(fig, path, style)
+    return finish(fig, path, style)
 
 
-def bench_scaling(records: pd.DataFrame, colors: Mapping[str, tuple], path: Path) -> Path:
-    """Time and peak memory vs sequence length on log–log axes, a line per variant and backend (ok points only)."""
+def bench_scaling(
+    records: pd.DataFrame, colors: Mapping[str, tuple], path: Path | None = None, ax=None
+) -> Path | Figure:
+    """Time and peak memory vs sequence length on log–log axes, a line per variant and backend (ok points only).
+
+    Saved to ``path`` (returns the path), or the figure (into ``ax``: two axes, time then memory) without one.
+    """
     style = style_of(colors)
-    fig = Figure(figsize=style.size((11, 4.2)), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_time, ax_mem = fig.subplots(1, 2)
+    given = given_axes(ax, 2)
+    if given is None:
+        fig = Figure(figsize=style.size((11, 4.2)), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax_time, ax_mem = fig.subplots(1, 2)
+    else:
+        fig, (ax_time, ax_mem) = given
     ok = records[records["status"] == "ok"]
     for label, group in ok.groupby("variant", sort=True):
         group = group.sort_values("T")
@@ -252,4 +279,4 @@ def bench_scaling(records: pd.DataFrame, colors: Mapping[str, tuple], path: Path
         ax.grid(alpha=0.3, which="both")
     ax_time.legend(fontsize=7, loc="best")
     fig.suptitle("Cost vs sequence length", fontsize=12)
-    return save(fig, path, style)
+    return finish(fig, path, style)

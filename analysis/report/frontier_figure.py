@@ -43,20 +43,27 @@ def draw_frontier(
     markers: Mapping[str, str],
     title: str,
     legend: tuple[str, str],
-    path: Path,
+    path: Path | None = None,
     style: "figure_style.FigureStyle | None" = None,
-) -> Path:
+    ax=None,
+) -> Path | MplFigure:
     """A grid of axes (a row per cost source, a column per quality panel); each point a cell with x and y bars.
 
-    ``style``: the report's figure style, for its paper width and file formats.
+    ``style``: the report's figure style, for its paper width and file formats. Saved to ``path`` (returns the
+    path), or the figure (into ``ax``: rows × columns axes, row by row) without one.
     """
     rows, columns = len(layout), max(len(r) for r in layout)
     style = figure_style.style_of(style)
-    fig = MplFigure(
-        figsize=style.size((4.6 * columns + 2.2, 3.8 * rows + 0.6)), dpi=figure_canvas.DPI, layout="constrained"
-    )
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, columns, squeeze=False)
+    given = figure_canvas.given_axes(ax, rows * columns)
+    if given is None:
+        fig = MplFigure(
+            figsize=style.size((4.6 * columns + 2.2, 3.8 * rows + 0.6)), dpi=figure_canvas.DPI, layout="constrained"
+        )
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(rows, columns, squeeze=False)
+    else:
+        fig, flat = given
+        axes = np.array(flat, dtype=object).reshape(rows, columns)  # (cost sources, quality panels)
     for i, row in enumerate(layout):
         for j in range(columns):
             ax = axes[i][j]
@@ -66,7 +73,7 @@ def draw_frontier(
             _draw_axes(ax, *row[j], colors, markers)
     _draw_legend(fig, colors, markers, legend)
     fig.suptitle(title, fontsize=11)
-    return figure_canvas.save(fig, path, style)
+    return figure_canvas.finish(fig, path, style)
 
 
 def _draw_axes(

@@ -340,7 +340,8 @@ def match(frame: pd.DataFrame, values: Mapping[str, str], option: str) -> pd.Ser
                 f"{option}: {key!r} is not a config key of these runs; use a dotted key such as "
                 "attention, position, attention.window, optim.lr"
             )
-        mask &= column.map(lambda v, t=text: equals(v, t))
+        # a list, not Series.map: mapping a category column (attention, position) gives a category column
+        mask &= pd.Series([equals(v, text) for v in column], index=frame.index, dtype=bool)
     return mask
 
 

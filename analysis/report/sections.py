@@ -370,11 +370,18 @@ def _column(runs: pd.DataFrame, name: str) -> pd.Series:
     return runs[name] if name in runs.columns else pd.Series([None] * len(runs), dtype=object)
 
 
+def _when(value: object) -> str:
+    """A run's time as recorded (ISO 8601), from the runs frame's datetimes; "" when missing."""
+    if value is None or value is pd.NaT:
+        return ""
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
 def provenance_section(runs: pd.DataFrame) -> Section:
     """Where the numbers come from: code versions, packages, dates, and the command of every run."""
     section = Section("Provenance")
-    started = sorted(str(v) for v in runs["started_at"].dropna())
-    finished = sorted(str(v) for v in runs["finished_at"].dropna())
+    started = sorted(_when(v) for v in runs["started_at"].dropna())
+    finished = sorted(_when(v) for v in runs["finished_at"].dropna())
     section.add(
         Bullets(
             [
@@ -410,7 +417,7 @@ def provenance_section(runs: pd.DataFrame) -> Section:
                 Cell(str(r["seed"])),
                 r["status"],
                 sha,
-                str(r["started_at"] or ""),
+                _when(r["started_at"]),
                 overrides,
             ]
         )
@@ -430,9 +437,12 @@ def provenance_section(runs: pd.DataFrame) -> Section:
 
 
 def results_frame_for_csv(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs frame with list and dict cells as JSON, so results.csv round-trips through any CSV reader."""
+    """The runs frame with list and dict cells as JSON and times as ISO 8601 text, so results.csv round-trips
+    through any CSV reader."""
     out = runs.drop(columns=["references"], errors="ignore")  # BibTeX text: references.bib holds it
     for column in out.columns:
         if out[column].dtype == object:
             out[column] = [json.dumps(v) if isinstance(v, (list, dict)) else v for v in out[column]]
+        elif pd.api.types.is_datetime64_any_dtype(out[column]):
+            out[column] = [_when(v) for v in out[column]]  # ISO 8601, as the runs wrote their times
     return out

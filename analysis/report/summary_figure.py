@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.report.figure_canvas import save
+from analysis.report.figure_canvas import finish
 from analysis.report.figure_style import FigureStyle, line_id, palette, style_of
 from analysis.stats.inference import band as clipped_band
 from analysis.stats.inference import mean_ci
@@ -29,19 +29,22 @@ def metric_vs_length(
     metric: str,
     train_range: Sequence[int] | None,
     title: str,
-    path: Path,
+    path: Path | None = None,
     style: FigureStyle | None = None,
-) -> Path:
+    ax=None,
+) -> Path | Figure:
     """``data``: columns label, length, value (one row per run and length); a line per label, in ``order``.
 
     Each label takes its cell's colour and marker from the report's ``style``; a label the
-    style does not know gets one of the colour-blind-safe palette.
+    style does not know gets one of the colour-blind-safe palette. Saved to ``path`` (returns the path),
+    or the figure (drawn into ``ax`` when given) without one.
     """
     style = style_of(style)
     fallback = palette(order)
-    fig = Figure(figsize=style.size((WIDTH, HEIGHT)), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
+    if ax is None:
+        fig = Figure(figsize=style.size((WIDTH, HEIGHT)), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
     if train_range is not None:
         ax.axvspan(train_range[0], train_range[1], color="0.9", zorder=0, label="training lengths")
     for i, label in enumerate(order):
@@ -62,4 +65,4 @@ def metric_vs_length(
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="best", ncols=2 if len(order) > 6 else 1)
-    return save(fig, path, style)
+    return finish(ax.figure, path, style)

@@ -4,8 +4,9 @@ Reads the sweep's ``tuned.json`` (each cell's study: trials, best parameters) an
 runs on fresh seeds (``trial.role``: ``tuned`` at the cell's best configuration, ``default`` at the shared
 defaults). Shows the cells compared at their tuned settings, each cell's learning-rate sensitivity, its
 expected best validation score against the number of trials (Dodge et al. 2019, with its spread), and says
-where the ranking at the shared defaults differs from the tuned ranking. A test seed used in tuning (a leak)
-is refused.
+where the ranking at the shared defaults differs from the tuned ranking; then each cell's study as Optuna
+plots it (``analysis.report.study_plots``) and the optuna-dashboard command that opens the studies. A test seed
+used in tuning (a leak) is refused.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ from pathlib import Path
 from statistics import mean, stdev
 from typing import Any
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure as MplFigure
+
 from analysis.command.errors import ReportError
-from analysis.report.document import Cell, Figure, Paragraph, Section, Table, fmt
+from analysis.report.document import Cell, Code, Figure, Paragraph, Section, Table, fmt
+from analysis.report.figure_canvas import DPI, finish, given_axes
+from analysis.report.report_figures import safe_name
+from analysis.report.study_plots import dashboard_command, load_study, storage_of, study_plots
 from analysis.report.summary import ALPHA, welch_p
 from analysis.stats.expected_max import expected_best, expected_best_curve
 from analysis.stats.inference import holm
@@ -212,16 +219,20 @@ def _spread(values: list[float]) -> str:
     return f"{fmt(mean(values))} ± {fmt(stdev(values))}" if len(values) > 1 else f"{fmt(values[0])} (1 seed)"
 
 
-def figures(record: dict[str, Any], cells: list[CellResult], out: Path) -> list[Figure]:
-    """The learning-rate sensitivity of each cell and its expected best validation score against trials."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out.mkdir(parents=True, exist_ok=True)
+def sensitivity_figure(
+    record: dict[str, Any], cells: list[CellResult], path: Path | None = None, ax=None
+) -> Path | MplFigure:
+    """Each cell's objective at the learning rates its study tried, and its expected best validation score after
+    n trials (Dodge et al. 2019, ±1 sd). Saved to ``path`` (returns the path), or the figure (into ``ax``: two
+    axes, sensitivity then expected best) without one."""
+    given = given_axes(ax, 2)
+    if given is None:
+        fig = MplFigure(figsize=(10, 3.6), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        lr_ax, ev_ax = fig.subplots(1, 2)
+    else:
+        fig, (lr_ax, ev_ax) = given
     maximize = record["direction"] == "maximize"
-    fig, (lr_ax, ev_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
     for cell in cells:
         done = sorted(
             (t["params"]["optim.lr"], t["value"]) for t in cell.trials
@@ -244,12 +255,15 @@ def figures(record: dict[str, Any], cells: list[CellResult], out: Path) -> list[
     ev_ax.set_xlabel("trials")
     ev_ax.set_ylabel(f"expected best {record['objective']}")
     ev_ax.set_title("expected best vs budget (±1 sd)")
-    for ax in (lr_ax, ev_ax):
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "tuned_sensitivity.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    for each in (lr_ax, ev_ax):
+        each.legend(fontsize=7)
+    return finish(fig, path, None)
+
+
+def figures(record: dict[str, Any], cells: list[CellResult], out: Path) -> list[Figure]:
+    """The learning-rate sensitivity of each cell and its expected best validation score against trials."""
+    path = sensitivity_figure(record, cells, out / "tuned_sensitivity.png")
+    assert isinstance(path, Path)
     return [
         Figure(
             path,
@@ -258,6 +272,33 @@ def figures(record: dict[str, Any], cells: list[CellResult], out: Path) -> list[
             "pruned trials count as drawn, at their last reported score.",
         )
     ]
+
+
+def studies_section(sweep_dir: Path, record: dict[str, Any], out: Path) -> Section:
+    """Each cell's study as Optuna plots it (history, importance, parallel coordinates) and the optuna-dashboard
+    command that opens the studies live; a note instead when the study storage is gone."""
+    storage = storage_of(sweep_dir, record.get("storage"))
+    section = Section("Studies", level=3)
+    blocks: list[Any] = []
+    for cell in record["cells"]:
+        try:
+            study = load_study(storage, cell["study"])
+        except FileNotFoundError as err:  # no journal: nothing to plot, nothing for the dashboard to open
+            return section.add(Paragraph(f"{err}: Optuna's plots and dashboard are left out.", kind="note"))
+        except KeyError:  # Optuna's word for a study name the storage does not hold
+            blocks.append(Paragraph(f"{cell['cell']}: no study {cell['study']!r} in {storage}.", kind="note"))
+            continue
+        stem = Path(safe_name("study", cell["study"])).stem
+        drawn = study_plots(study, out, stem)
+        blocks += [Figure(path, f"{cell['cell']}: {what}") for path, what in drawn]
+        if not drawn:
+            blocks.append(Paragraph(f"{cell['cell']}: fewer than two completed trials, nothing to plot.", kind="note"))
+    section.add(
+        Paragraph("Open the studies live (pip install optuna-dashboard), every trial with its parameters:"),
+        Code(dashboard_command(storage)),
+        *blocks,
+    )
+    return section
 
 
 def tuned_section(sweep_dir: str | Path, out: str | Path) -> Section:
@@ -297,7 +338,12 @@ def tuned_section(sweep_dir: str | Path, out: str | Path) -> Section:
     )  # fmt: skip
     return Section(
         "Tuned comparison",
-        [Paragraph(ranking_sentence(default_rank, tuned_rank)), table, *figures(record, cells, Path(out))],
+        [
+            Paragraph(ranking_sentence(default_rank, tuned_rank)),
+            table,
+            *figures(record, cells, Path(out)),
+            studies_section(Path(sweep_dir), record, Path(out)),
+        ],
     )
 
 
@@ -322,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
     first = section.blocks[0]
     if isinstance(first, Paragraph):
         print(first.text)  # the ranking sentence
+    record = json.loads((Path(args.sweep_dir) / RECORD).read_text())  # read whole by tuned_section above
+    print(dashboard_command(storage_of(Path(args.sweep_dir), record.get("storage"))))  # the studies, live
     print(out / "tuned.md")
 
 

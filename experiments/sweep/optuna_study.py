@@ -185,9 +185,13 @@ def sampler_for(sampler_cfg: Mapping[str, Any], space: Mapping[str, Any], index:
 
     node = dict(sampler_cfg)
     seed = node.pop("seed", None)
-    if str(node.get("_target_", "")).endswith("GridSampler"):
+    target = str(node.get("_target_", ""))
+    if target.endswith("GridSampler"):
         # the grid sampler shuffles its grid by the seed and records grid ids: one seed for every trial
         return instantiate(node, seed=seed, search_space=grid(space))
+    if target.endswith("QMCSampler"):
+        # the study counts the QMC sequence's points under a key that holds the seed: one seed for every trial
+        return instantiate(node, seed=seed)
     return instantiate(node, seed=None if seed is None else int(seed) + index)
 
 

@@ -21,6 +21,7 @@ It lives here because Hydra instantiates sweepers only from the ``hydra_plugins`
 
 # No `from __future__ import annotations`: Hydra's plugin scan executes this module outside
 # sys.modules, where dataclasses cannot resolve string annotations.
+import importlib.util
 import json
 import logging
 import sys
@@ -37,6 +38,17 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
+
+# hydra/sweeper/sampler=<name> (conf/hydra/sweeper/sampler/<name>.yaml): the samplers trials are asked with
+SAMPLERS = {
+    "tpe": "optuna.samplers.TPESampler",
+    "random": "optuna.samplers.RandomSampler",
+    "grid": "optuna.samplers.GridSampler",
+    "cmaes": "optuna.samplers.CmaEsSampler",  # needs the cmaes package (attnlab[optuna])
+    "qmc": "optuna.samplers.QMCSampler",
+    "gp": "optuna.samplers.GPSampler",  # torch and scipy, which attnlab has
+    "nsgaii": "optuna.samplers.NSGAIISampler",
+}
 
 
 @dataclass
@@ -139,7 +151,15 @@ class OptunaSweeper(Sweeper):
             raise s.StudyError(f"hydra.sweeper.direction={self.direction!r}; choose minimize or maximize")
         self.metric = (self.pruning_metric or str(self.config.objective)) if self.pruner else None
         s.check_study(self.config, space, self.n_trials, self.n_jobs, self.metric, self.space_key)
-        sampler = self.sampler or {"_target_": "optuna.samplers.TPESampler", "seed": None}
+        sampler = self.sampler or {"_target_": SAMPLERS["tpe"], "seed": None}
+        target = str(sampler.get("_target_", ""))
+        if target not in SAMPLERS.values():
+            raise s.StudyError(
+                f"hydra.sweeper.sampler._target_={target!r} is not a sampler the sweeper runs; "
+                f"choose hydra/sweeper/sampler= one of {', '.join(SAMPLERS)}"
+            )
+        if target == SAMPLERS["cmaes"] and importlib.util.find_spec("cmaes") is None:
+            raise s.StudyError("hydra/sweeper/sampler=cmaes needs the cmaes package: pip install 'attnlab[optuna]'")
         self.sampler = sampler
         if str(sampler.get("_target_", "")).endswith("GridSampler"):
             self.n_trials = min(self.n_trials, s.grid_size(space))  # the grid sampler stops at the grid's size

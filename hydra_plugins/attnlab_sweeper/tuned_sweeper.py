@@ -135,6 +135,7 @@ class TunedSweeper(OptunaSweeper):
             "tuning_seeds": tuning,
             "final_seeds": final,
             "search_space": {k: str(v) for k, v in space.items()},
+            "storage": self.spec,  # the cells' studies (the report plots them and names optuna-dashboard's command)
             "cells": [],
         }
         finals: list[list[str]] = []
