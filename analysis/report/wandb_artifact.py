@@ -115,7 +115,7 @@ def log_report(out: str | Path) -> str:
             group=group,
             job_type="report",
             name=os.environ.get("WANDB_NAME") or f"report {group}",
-            mode=mode,
+            mode=mode,  # type: ignore[arg-type]  # one of MODES, checked above
             dir=str(log_dir),
             reinit="finish_previous",
             settings=wandb.Settings(console="off", x_disable_stats=True, x_disable_machine_info=True),
