@@ -70,7 +70,6 @@ DELIBERATE: dict[str, str] = {
     "logger/csv.yaml:csv.version": "the CSV goes straight into the run's folder, without version_N/",
     "logger/csv.yaml:csv.flush_logs_every_n_steps": "every row on disk at once: a crash loses no logged step",
     "logger/tensorboard.yaml:tensorboard.version": "the events go straight into the run's folder, without version_N/",
-    "logger/wandb.yaml:wandb.project": "attnlab's W&B project",
 }
 
 REGISTRIES = {"attention": ATTENTION, "position": POSITION, "task": TASKS}

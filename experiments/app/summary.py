@@ -4,6 +4,7 @@ cost, and where the result, the report command and the W&B run are."""
 from __future__ import annotations
 
 import glob
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -134,4 +135,6 @@ def wandb_line(result: dict[str, Any], run_dir: Path) -> str:
         return f"not used (loggers: {', '.join(loggers) or 'none'}; logger=default or logger=wandb adds W&B)"
     if config.get("logger.wandb.mode") == "disabled":
         return "off (logger.wandb.mode=disabled)"
+    if config.get("logger.wandb.mode") is None and os.environ.get("WANDB_MODE") == "disabled":
+        return "off (WANDB_MODE=disabled)"
     return "chosen, but it did not start (no W&B run folder under the run)"

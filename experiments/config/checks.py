@@ -15,14 +15,14 @@ from experiments.config.schema import COMPILE_MODES, EVAL_CHECKPOINTS, validate_
 ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
 
 
-WANDB_MODES = ("online", "offline", "disabled")
-
-
 def check_logger(cfg: DictConfig) -> None:
-    """W&B takes another mode with a multi-line warning and then trains without logging: refuse it here."""
+    """W&B takes another mode with a multi-line warning and then trains without logging: refuse it here
+    (``logger.wandb.mode``, else ``WANDB_MODE``: experiments/record/wandb_settings.py)."""
     wandb = (cfg.get("logger") or {}).get("wandb")
-    if wandb is not None and "mode" in wandb:
-        _choice("logger.wandb.mode", wandb.mode, WANDB_MODES)
+    if wandb is not None:
+        from experiments.record.wandb_settings import check_mode
+
+        check_mode(wandb)
 
 
 def check_config(cfg: DictConfig) -> None:

@@ -125,36 +125,14 @@ def _step(row: dict[str, str]) -> int | None:
         return None
 
 
-def wandb_logger(
-    *,
-    run_dir: Path,
-    run_id: str,
-    group: str,
-    tags: list[str],
-    config: dict[str, Any],
-    mode: str,
-    project: str,
-    entity: str | None,
-    **init: Any,
-) -> SafeWandbLogger | None:
+def wandb_logger(*, run_id: str, config: dict[str, Any], **settings: Any) -> SafeWandbLogger | None:
     """Start the W&B run now, so a failure to start is caught before training.
 
-    ``init``: any other keyword of WandbLogger / ``wandb.init`` (job_type, notes, ...), from ``logger.wandb``.
+    ``run_id``: the run folder's, resumed (``resume="allow"``) by every continuation of the run;
+    ``settings``: WandbLogger / ``wandb.init`` keywords (experiments/record/wandb_settings.py).
     """
     try:
-        logger = SafeWandbLogger(
-            project=project,
-            entity=entity,
-            group=group,
-            tags=tags,
-            mode=mode,
-            save_dir=str(run_dir),
-            id=run_id,
-            resume="allow",
-            config=config,
-            reinit="finish_previous",
-            **init,
-        )
+        logger = SafeWandbLogger(id=run_id, resume="allow", config=config, reinit="finish_previous", **settings)
         from experiments.record.wandb_tables import define_metrics
 
         define_metrics(logger.experiment)

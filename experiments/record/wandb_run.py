@@ -1,8 +1,9 @@
-"""How a run shows in W&B: its job type, its cell and factors in the config, its files as artifacts.
+"""How a run shows in W&B: its name, job type, cell and factors in the config, its files as artifacts.
 
+- display name: the cell's factors, ``local+alibi seed=0`` (``display_name``); the id stays the run folder's.
 - ``job_type``: ``train`` for a single run, ``sweep_cell`` for a cell of a ``-m`` grid (Optuna
   trials included), ``study`` for a cell of a sweep that states claims (conf/experiment/study/);
-  ``logger.wandb.job_type`` overrides it.
+  ``logger.wandb.job_type`` or ``WANDB_JOB_TYPE`` overrides it (experiments/record/wandb_settings.py).
 - config ``attnlab/cell``: the cell id the report gives this configuration (attnlab.cell_identity: the
   config minus the seed and what does not change the computation), so runs group by cell in W&B;
   ``attnlab/factors``: the overrides that made this run, as {key: value}.
@@ -24,9 +25,6 @@ def job_type(cfg: DictConfig) -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    chosen = (cfg.get("logger") or {}).get("wandb", {}).get("job_type")
-    if chosen:
-        return str(chosen)
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     if not multirun:
         return "train"
@@ -41,6 +39,30 @@ def factors(overrides: list[str]) -> dict[str, str]:
         if sep and not key.startswith("hydra"):
             out[key.lstrip("+~")] = value
     return out
+
+
+# Factors left out of a display name: the variants (its head), the seed (its tail), presets that only gather other
+# keys, and (in display_name) what does not change the computation or only its length, so a continued run keeps it.
+NAMED_APART = ("attention", "position", "seed", "experiment", "hparams_search")
+NAME_LENGTH = 128  # W&B shows a display name whole up to about this length
+
+
+def display_name(cfg: DictConfig, overrides: list[str]) -> str:
+    """``local+alibi seed=0``, the run's other computation factors between: ``local+alibi optim.lr=0.01 seed=0``."""
+    from attnlab.cell_identity import is_noise
+    from experiments.training.folder import BUDGET_KEYS
+
+    head = f"{cfg.attention.name}+{cfg.position.name}"
+    tail = f"seed={cfg.seed}"
+    middle = [
+        f"{key}={value}"
+        for key, value in factors(overrides).items()
+        if key not in NAMED_APART and not is_noise(key) and key not in BUDGET_KEYS
+    ]
+    name = " ".join([head, *middle, tail])
+    if len(name) <= NAME_LENGTH:
+        return name
+    return name[: NAME_LENGTH - len(tail) - 2] + "… " + tail
 
 
 def cell(flat_config: dict[str, Any], result_fields: dict[str, Any]) -> str:

@@ -112,28 +112,23 @@ def assemble(
         datamodule.fixed_shapes = cudagraphs
     params = count_parameters(module.model)
 
-    from experiments.record import wandb_run
+    from experiments.record import wandb_run, wandb_settings
     from experiments.training import lightning_parts
 
     unused = module.model.unused_settings()  # e.g. cross attention on a decoder: neither a tag nor in the cell id
 
     def start_wandb(params: dict[str, Any]) -> Any:
+        own = {
+            "name": wandb_run.display_name(cfg, list(overrides or [])),
+            "group": cfg.name,
+            "job_type": wandb_run.job_type(cfg),
+            "save_dir": str(run_dir),
+        }
+        own_tags = [cfg.task.name, cfg.attention.name, cfg.position.name, *role_tags(cfg, unused)]
         return wandb_logger(
-            run_dir=run_dir,
             run_id=run_id,
-            group=cfg.name,
             config=wandb_run.run_config(cfg, flat_config, list(overrides or []), unused),
-            **{
-                **params,
-                "job_type": wandb_run.job_type(cfg),
-                "tags": [
-                    cfg.task.name,
-                    cfg.attention.name,
-                    cfg.position.name,
-                    *role_tags(cfg, unused),
-                    *(params.get("tags") or []),
-                ],
-            },
+            **wandb_settings.resolve(params, own, own_tags),
         )
 
     loggers, wandb = lightning_parts.build_loggers(cfg, run_dir, start_wandb)

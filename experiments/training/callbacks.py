@@ -10,6 +10,8 @@ from typing import Any
 import lightning as L
 import torch
 
+from experiments.record.throughput import is_logging_step, window_metrics
+
 log = logging.getLogger("attnlab")
 
 
@@ -96,6 +98,9 @@ class StepTimer(L.Callback):
     running ahead and leave a small model's GPU idle); the events are read in batches, every
     ``read_every`` steps (the trainer's ``log_every_n_steps``), at one synchronisation each.
     The tokens each timed step saw are kept as device tensors and read once, in ``summary``.
+
+    At Lightning's logging steps it logs ``throughput/*`` over the steps since the last one to every logger
+    (experiments/record/throughput.py); the events and the token counter are read there, and nowhere else.
     """
 
     WARMUP_STEPS = 10
@@ -106,6 +111,7 @@ class StepTimer(L.Callback):
         self._start: Any = None
         self._pending: list[tuple[Any, Any]] = []  # CUDA (start, end) events not read yet
         self._tokens: list[tuple[Any, Any]] = []  # (tokens_seen before, after) each timed step
+        self._logged = 0  # the steps (of times_ms) before the last logging step
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._tokens.append((getattr(pl_module, "tokens_seen", 0), None))
@@ -129,6 +135,19 @@ class StepTimer(L.Callback):
             if len(self._pending) >= every:
                 self._read_events()
         self._start = None
+        if is_logging_step(trainer):
+            self._log_throughput(pl_module)
+
+    def _log_throughput(self, pl_module) -> None:
+        """``throughput/*`` of the steps since the last logging step, logged with this step's metrics."""
+        self._read_events()
+        window = self.times_ms[self._logged :]
+        timed = [pair for pair in self._tokens if pair[1] is not None][self._logged : len(self.times_ms)]
+        self._logged = len(self.times_ms)
+        tokens = _floats((timed[-1][1] - timed[0][0],))[0] if timed else None  # one read: tokens_seen grows
+        metrics = window_metrics(window, tokens)
+        if metrics:
+            pl_module.log_dict(metrics, on_step=True, on_epoch=False)
 
     def on_train_end(self, trainer, pl_module) -> None:
         self._read_events()

@@ -246,6 +246,9 @@ def build_loggers(cfg: DictConfig, run_dir: Path, wandb_run: Callable[[dict[str,
         if node._target_ == CSV:
             # the same keywords; a resumed run keeps its rows before the checkpoint (experiments/record/loggers.py)
             extra["_target_"] = "experiments.record.loggers.HistoryCSVLogger"
+        if node._target_ == TENSORBOARD:
+            # the same keywords; one event file, hp_metric the objective (experiments/record/tensorboard_logger.py)
+            extra["_target_"] = "experiments.record.tensorboard_logger.RunTensorBoardLogger"
         loggers.append(instantiate(node, **extra))
     return loggers, wandb
 

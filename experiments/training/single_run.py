@@ -35,6 +35,7 @@ from experiments.record.result import (
     variant_references,
     write_json_atomic,
 )
+from experiments.record.tensorboard_logger import record_objective
 from experiments.training import build, lightning_parts, outcome, stops
 from experiments.training import folder as run_folder
 from experiments.training.cell_contract import completed, continues_completed, stop_guard, write_ending, writing
@@ -58,17 +59,33 @@ def is_rank_zero() -> bool:
     return True
 
 
-def run_identity(run_dir: Path, cfg_hash: str) -> str:
-    """Keep the run id of an interrupted run in the same folder, so W&B resumes the same run."""
+def run_identity(run_dir: Path, cfg_hash: str, flat: dict[str, Any] | None = None) -> str:
+    """Keep the run id of the folder's run while the folder holds its computation, so W&B resumes the same run:
+    an interrupted run, and a continuation with another budget (``trainer.max_steps`` raised) alike."""
+    from experiments.training.folder import computation_hash
+
     previous = read_result(run_dir / RESULT) or {}
     state = read_result(run_dir / "run_state.json") or {}
+    computed = computation_hash(flat) if flat is not None else None
     for source in (state, previous):
-        if source.get("config_hash") == cfg_hash and source.get("run_id"):
+        same = source.get("config_hash") == cfg_hash or (
+            computed is not None and source.get("computation_hash", _computation_of(source)) == computed
+        )
+        if same and source.get("run_id"):
             return source["run_id"]
     run_id = uuid.uuid4().hex[:12]
     if is_rank_zero():
-        write_json_atomic(run_dir / "run_state.json", {"run_id": run_id, "config_hash": cfg_hash})
+        state = {"run_id": run_id, "config_hash": cfg_hash, "computation_hash": computed}
+        write_json_atomic(run_dir / "run_state.json", state)
     return run_id
+
+
+def _computation_of(record: dict[str, Any]) -> str | None:
+    """The computation hash of a result's config (a run_state.json written before it held one has none)."""
+    from experiments.training.folder import computation_hash
+
+    config = record.get("config")
+    return computation_hash(config) if isinstance(config, dict) else None
 
 
 def quiet_lightning_handlers() -> None:
@@ -152,7 +169,7 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
     claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=sweep_cell, rank_zero=is_rank_zero())
     # a continuation (trainer.max_steps raised) of a completed run keeps that result until it completes
     keep = claim.resume_from is not None and continues_completed(run_dir, flat)
-    result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
+    result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash, flat))
     if claim.record(run_dir):  # where a changed cell's (or resume=never's) old files went, and why
         result["previous_run"] = claim.record(run_dir)
     trainer = wandb = None
@@ -259,6 +276,7 @@ def evaluate(
         val = outcome.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
     test = outcome.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
     result["metrics"] = {**val, **test, **module.bleu_scores()}
+    record_objective(trainer.loggers, result["metrics"], cfg.objective, trainer.global_step)  # TensorBoard's hp_metric
     result["by_length"] = module.length_metrics()
     result["cost"]["test_seconds"] = module.test_seconds
     if module.evaluation.attention_stats:
