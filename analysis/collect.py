@@ -1,4 +1,4 @@
-"""``from analysis.collect import collect``: the public import printed in the README; the code is in
+"""``from analysis.collect import collect``: the public import printed in docs/sweeps.md; the code is in
 analysis.data (collect, runs, curves, evaluations)."""
 
 from analysis.data.collect import collect

@@ -486,8 +486,8 @@ def test_report_claims_option_and_a_carried_claim_that_does_not_fit(tmp_path, ca
     assert "broken.yaml: claims[0].expect='bigger' is not allowed" in capsys.readouterr().err
 
 
-def test_readme_claims_example_parses_and_its_sweep_sweeps_its_sides():
-    text = (ROOT / "README.md").read_text()
+def test_claims_page_example_parses_and_its_sweep_sweeps_its_sides():
+    text = (ROOT / "docs" / "claims_quickstart.md").read_text()
     start = text.index("`claims.yaml`:")
     block, rest = text[start:].split("```yaml\n", 1)[1].split("```", 1)
     claims = parse_claims(yaml.safe_load(block)["claims"])

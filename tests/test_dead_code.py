@@ -23,7 +23,7 @@ ALLOWED = {
     "analysis/data/collect.py:collect_wandb_offline": "library API: runs read from W&B offline folders "
     "(ARCHITECTURE.md: collect reads result.json and W&B runs)",
     "analysis/data/collect.py:collect_wandb_api": "library API: runs read from the W&B server (needs a login)",
-    "attnlab/bibliography.py:declare": "plugin API: an outside variant adds its paper (README, Adding a variant)",
+    "attnlab/bibliography.py:declare": "plugin API: an outside variant adds its paper (docs/architecture.md)",
 }
 
 

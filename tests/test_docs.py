@@ -273,11 +273,11 @@ def test_no_yaml_comment_holds_a_measured_figure(path: Path) -> None:
     assert not found, f"{path.relative_to(ROOT)}: measured figures in comments {found}; move them to docs/"
 
 
-# ---------------------------------------------------------------- the README's table of config groups
+# ---------------------------------------------------------------- docs/configuration.md's table of config groups
 
 
 def config_table() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "configuration.md").read_text()
     section = text[text.index("## Configuration\n") :]
     section = section[: section.index("\n## ", 1)]
     rows = re.findall(r"^\| (`[^|]+`) \| (.+) \|$", section, re.M)
@@ -293,4 +293,4 @@ def test_the_configuration_table_names_every_group_and_only_options_that_exist()
             continue
         named = [o for o in re.findall(r"`([\w/]+)`", table[group]) if not o.startswith(group)]
         missing = [o for o in named if not (CONF / group / f"{o}.yaml").exists()]
-        assert not missing, f"README's {group} row names options with no conf/{group}/ file: {missing}"
+        assert not missing, f"docs/configuration.md's {group} row names options with no conf/{group}/ file: {missing}"

@@ -331,7 +331,7 @@ def changed_overrides(key: str, cfg, context: list[str]) -> list[str]:
     if key == f"{group}.name" and group in OTHER_OPTION:
         return [o for o in context if not o.startswith(f"{group}=")] + [f"{group}={OTHER_OPTION[group]}"]
     if key in ("model.encoder_attention", "model.decoder_attention", "model.cross_attention"):
-        return [*context, f"attention@{key}=local"]  # a role's own attention type, placed as the README shows
+        return [*context, f"attention@{key}=local"]  # a role's own type, placed as docs/configuration.md shows
     value = OmegaConf.select(cfg, key)
     if OmegaConf.is_config(value):
         value = OmegaConf.to_container(value)

@@ -23,7 +23,7 @@ ALLOWED = {
     "analysis": {"analysis", "attnlab"},
     "attnlab": {"attnlab"},
 }
-# Thin modules that keep a public import working (README: ``from analysis.collect import collect``).
+# Thin modules that keep a public import working (docs/sweeps.md: ``from analysis.collect import collect``).
 TOP_LEVEL_MODULES = {"analysis/__init__.py", "analysis/collect.py"}
 
 

@@ -1,9 +1,11 @@
-"""The README's "Adding a variant" example works as printed."""
+"""The "Adding a variant" example of docs/architecture.md works as printed, and the backend table of
+docs/variants.md is the generated one."""
 
 from __future__ import annotations
 
 import re
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,27 +13,31 @@ import torch
 from tests.conftest import ROOT
 from variants import ATTENTION, POSITION
 
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+VARIANTS = ROOT / "docs" / "variants.md"
 
-def readme_block(after: str, language: str) -> str:
-    text = (ROOT / "README.md").read_text()
+
+def doc_block(doc: Path, after: str, language: str) -> str:
+    """The first ``language`` code block of ``doc`` after the text ``after``."""
+    text = doc.read_text()
     start = text.index(after)
     match = re.search(rf"```{language}\n(.*?)```", text[start:], re.S)
-    assert match, f"no {language} block after {after!r}"
+    assert match, f"no {language} block after {after!r} in {doc.name}"
     return match.group(1)
 
 
 @pytest.fixture
 def cosine_attention():
     module = types.ModuleType("readme_cosine")
-    exec(readme_block("`variants/attention/cosine.py`:", "python"), module.__dict__)  # noqa: S102
+    exec(doc_block(ARCHITECTURE, "`variants/attention/cosine.py`:", "python"), module.__dict__)  # noqa: S102
     yield ATTENTION.get("cosine")
     ATTENTION.unregister("cosine")
 
 
-def test_readme_attention_example_registers_and_keeps_the_invariants(cosine_attention) -> None:
+def test_architecture_attention_example_registers_and_keeps_the_invariants(cosine_attention) -> None:
     import yaml
 
-    params = yaml.safe_load(readme_block("`conf/attention/cosine.yaml`:", "yaml"))
+    params = yaml.safe_load(doc_block(ARCHITECTURE, "`conf/attention/cosine.yaml`:", "yaml"))
     assert params.pop("name") == "cosine"
     layer = ATTENTION.build("cosine", d_model=16, **params).eval()
     x = torch.randn(2, 7, 16)
@@ -44,11 +50,11 @@ def test_readme_attention_example_registers_and_keeps_the_invariants(cosine_atte
         assert torch.allclose(layer(y, causal=True, position=pos)[0][:, :4], out[:, :4], atol=1e-5)
 
 
-def test_readme_backend_table_is_the_generated_one() -> None:
-    """The README's backend table is what ``variants.backend_table`` prints from the registries now."""
+def test_variants_page_backend_table_is_the_generated_one() -> None:
+    """docs/variants.md's backend table is what ``variants.backend_table`` prints from the registries now."""
     from variants.backend_table import backend_table
 
-    text = (ROOT / "README.md").read_text()
+    text = VARIANTS.read_text()
     match = re.search(r"<!-- backend-table -->\n(.*?)<!-- /backend-table -->", text, re.S)
-    assert match, "README.md has no <!-- backend-table --> block"
+    assert match, "docs/variants.md has no <!-- backend-table --> block"
     assert match.group(1) == backend_table(), "regenerate it: python -m variants.backend_table"

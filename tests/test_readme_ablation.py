@@ -1,4 +1,5 @@
-"""The README's "Ablations over any parameter" example runs as printed and its report has one row per window."""
+"""The "Ablations over any parameter" example of docs/sweeps.md runs as printed and its report has one row per
+window."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import pytest
 
 from tests.cell_fixtures import md_table
 from tests.conftest import ROOT
-from tests.test_readme import readme_block
+from tests.test_readme import doc_block
 
+SWEEPS = ROOT / "docs" / "sweeps.md"
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 
 
 def commands(block: str) -> list[list[str]]:
-    """The shell commands of a README block, continuation lines joined, ``python`` as this interpreter."""
+    """The shell commands of a docs block, continuation lines joined, ``python`` as this interpreter."""
     joined = block.replace("\\\n", " ")
     out = []
     for line in joined.splitlines():
@@ -29,8 +31,8 @@ def commands(block: str) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_readme_window_ablation_runs_as_printed(tmp_path):
-    block = readme_block("## Ablations over any parameter", "")
+def test_sweeps_page_window_ablation_runs_as_printed(tmp_path):
+    block = doc_block(SWEEPS, "## Ablations over any parameter", "")
     train, report = commands(block)
     assert train[1:4] == ["-m", "experiments.train", "-m"] and report[1:3] == ["-m", "analysis.report"]
     windows = next(a for a in train if a.startswith("attention.window=")).split("=", 1)[1].split(",")
@@ -46,5 +48,5 @@ def test_readme_window_ablation_runs_as_printed(tmp_path):
     assert sorted(cells["cell_label"]) == sorted(f"attention.window={w}" for w in windows)
     assert (cells["n"] == 1).all()
     # The block's printed table is a table of this report: same caption, same rows.
-    printed = md_table(readme_block("gives one row per window", ""), "val/loss on reverse:")
+    printed = md_table(doc_block(SWEEPS, "gives one row per window", ""), "val/loss on reverse:")
     assert list(printed) == list(md_table(markdown, "val/loss on reverse:")) == windows

@@ -2,7 +2,7 @@
 
     python -m variants.backend_table
 
-prints the Markdown table the README holds (a test keeps the two equal). Each type is built at its
+prints the Markdown table docs/variants.md holds (a test keeps the two equal). Each type is built at its
 defaults with ``backend=auto`` in training mode, and asked (``AttentionLayer.plan``) what a call with
 each encoding would run; nothing here names a type or an encoding. On CUDA the plan also depends on
 the head width (flex's kernel needs 16 columns), so the table shows both where they differ.

@@ -1,6 +1,6 @@
 """Confounds: differences between compared runs that are not a factor the user asked for.
 
-The rule (also in the README):
+The rule (also in docs/sweeps.md, Ablations over any parameter):
 
 - The factors the user asked for are the ``--factors`` given, else every
   varying config key in which two cells differ alone (a controlled comparison:

@@ -1,7 +1,7 @@
 """The report's "How each variant attends": attention statistics against evaluation length, per cell.
 
-Reads ``attention_stats`` from each completed run's result.json (see the README's result
-schema). A *cell* is every config key that varies across the task's runs except the seed
+Reads ``attention_stats`` from each completed run's result.json (see the result.json
+schema in docs/configuration.md). A *cell* is every config key that varies across the task's runs except the seed
 (attention, position, and any other factor a sweep varies), so a line never averages two
 configurations; seeds of one cell are averaged.
 

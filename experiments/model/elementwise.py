@@ -15,7 +15,7 @@ the same functions with float tensors only:
 - dropout keeps the elements where ``rand > p``, with the float mask
   ``clamp_min(sign(rand - p), 0)``.
 
-``python -m experiments.bench peers`` measures the compiled step (see README).
+``python -m experiments.bench peers`` measures the compiled step (docs/benchmarks.md, Compiled training).
 """
 
 from __future__ import annotations
