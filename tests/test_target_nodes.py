@@ -74,7 +74,7 @@ def test_logger_nodes_instantiate_as_they_are(option: str, tmp_path: Path) -> No
             # every key must be a keyword of one of the two
             unknown = set(node) - {"_target_"} - _wandb_keywords()
             assert not unknown, f"logger.{name}: not keywords of WandbLogger or wandb.init: {sorted(unknown)}"
-            assert node.mode is None  # WANDB_MODE, else offline: experiments/record/wandb_settings.py
+            assert node.mode is None  # WANDB_MODE, else offline: experiments/config/wandb_settings.py
         logger = instantiate(node, save_dir=str(tmp_path))
         assert isinstance(logger, Logger), name
 

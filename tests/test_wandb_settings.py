@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from experiments.config.errors import ConfigError
-from experiments.record.wandb_settings import check_mode, resolve
+from experiments.config.wandb_settings import check_mode, resolve
 from tests.test_wandb_run import WITH_WANDB, offline_runs
 
 OWN = {"name": "local+alibi seed=0", "group": "abl", "job_type": "train", "save_dir": "/runs/a"}

@@ -26,7 +26,7 @@ import pandas as pd
 
 from analysis.command.errors import ReportError
 
-DEFAULT_PROJECT = "attnlab"  # the runs' default (experiments/record/wandb_settings.py), for runs that name none
+DEFAULT_PROJECT = "attnlab"  # the runs' default (experiments/config/wandb_settings.py), for runs that name none
 PROJECT_COLUMN = "config.logger.wandb.project"
 ENTITY_COLUMN = "config.logger.wandb.entity"
 MODE_COLUMN = "config.logger.wandb.mode"

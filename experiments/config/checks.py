@@ -17,10 +17,10 @@ ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classif
 
 def check_logger(cfg: DictConfig) -> None:
     """W&B takes another mode with a multi-line warning and then trains without logging: refuse it here
-    (``logger.wandb.mode``, else ``WANDB_MODE``: experiments/record/wandb_settings.py)."""
+    (``logger.wandb.mode``, else ``WANDB_MODE``: experiments/config/wandb_settings.py)."""
     wandb = (cfg.get("logger") or {}).get("wandb")
     if wandb is not None:
-        from experiments.record.wandb_settings import check_mode
+        from experiments.config.wandb_settings import check_mode
 
         check_mode(wandb)
 

@@ -129,7 +129,7 @@ def wandb_logger(*, run_id: str, config: dict[str, Any], **settings: Any) -> Saf
     """Start the W&B run now, so a failure to start is caught before training.
 
     ``run_id``: the run folder's, resumed (``resume="allow"``) by every continuation of the run;
-    ``settings``: WandbLogger / ``wandb.init`` keywords (experiments/record/wandb_settings.py).
+    ``settings``: WandbLogger / ``wandb.init`` keywords (experiments/config/wandb_settings.py).
     """
     try:
         logger = SafeWandbLogger(id=run_id, resume="allow", config=config, reinit="finish_previous", **settings)

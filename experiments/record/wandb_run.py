@@ -3,7 +3,7 @@
 - display name: the cell's factors, ``local+alibi seed=0`` (``display_name``); the id stays the run folder's.
 - ``job_type``: ``train`` for a single run, ``sweep_cell`` for a cell of a ``-m`` grid (Optuna
   trials included), ``study`` for a cell of a sweep that states claims (conf/experiment/study/);
-  ``logger.wandb.job_type`` or ``WANDB_JOB_TYPE`` overrides it (experiments/record/wandb_settings.py).
+  ``logger.wandb.job_type`` or ``WANDB_JOB_TYPE`` overrides it (experiments/config/wandb_settings.py).
 - config ``attnlab/cell``: the cell id the report gives this configuration (attnlab.cell_identity: the
   config minus the seed and what does not change the computation), so runs group by cell in W&B;
   ``attnlab/factors``: the overrides that made this run, as {key: value}.
@@ -50,7 +50,7 @@ NAME_LENGTH = 128  # W&B shows a display name whole up to about this length
 def display_name(cfg: DictConfig, overrides: list[str]) -> str:
     """``local+alibi seed=0``, the run's other computation factors between: ``local+alibi optim.lr=0.01 seed=0``."""
     from attnlab.cell_identity import is_noise
-    from experiments.training.folder import BUDGET_KEYS
+    from experiments.config.budget import BUDGET_KEYS
 
     head = f"{cfg.attention.name}+{cfg.position.name}"
     tail = f"seed={cfg.seed}"

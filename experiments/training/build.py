@@ -112,7 +112,8 @@ def assemble(
         datamodule.fixed_shapes = cudagraphs
     params = count_parameters(module.model)
 
-    from experiments.record import wandb_run, wandb_settings
+    from experiments.config import wandb_settings
+    from experiments.record import wandb_run
     from experiments.training import lightning_parts
 
     unused = module.model.unused_settings()  # e.g. cross attention on a decoder: neither a tag nor in the cell id

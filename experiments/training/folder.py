@@ -36,20 +36,13 @@ from typing import Any, Mapping
 
 from attnlab.cell_identity import is_noise
 from attnlab.run_folders import LOCK, PREVIOUS
+from experiments.config.budget import BUDGET_KEYS
 from experiments.config.errors import ConfigError
 from experiments.record.result import HASH_EXCLUDE_PREFIXES, read_result
 
 log = logging.getLogger("attnlab")
 
 RESUME_MODES = ("auto", "never")
-# How long the same computation runs; may change between the segments of one run.
-BUDGET_KEYS = (
-    "trainer.max_steps",
-    "trainer.max_time",
-    "trainer.max_epochs",
-    "trainer.min_steps",
-    "trainer.min_epochs",
-)
 RECORD_KEY = "attnlab_run"  # the checkpoint's entry holding the hash and config it was computed with
 CHECKPOINT = Path("checkpoints") / "last.ckpt"
 RESULT = "result.json"
