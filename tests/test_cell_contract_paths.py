@@ -6,14 +6,20 @@ Cases, after a first run into a folder: the same config again (skipped, nothing 
 one line naming the change), a changed search space or budget (a study refused; a run's raised
 ``trainer.max_steps`` continues it), a live writer of a cell (refused and named), a killed writer (its lock
 taken over, its partial files removed, the cell finished).
+
+Each path's first run is a process of its own (``python -m experiments.train``, end to end); the reruns of the
+cases run the same entry in the test's process (``main()`` with its argv, or ``run()``), which tests the same
+contract without a process start (about 10 CPU s of imports) for each of the table's 40-odd reruns.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -84,17 +90,73 @@ PATHS = [
 CASES = ["same config", "changed setting", "changed space or budget", "live writer", "killed writer"]
 
 
-def _launch(path: PathUnderTest, folder: Path, *extra: str) -> subprocess.CompletedProcess:
+def _command(path: PathUnderTest, folder: Path, *extra: str) -> list[str]:
+    """The path's command line: [python, -c, script, run_dir, *overrides] for run(), else
+    [python, -m, experiments.train, *arguments]."""
     if path.name == "run":
         script = "import sys; from experiments import run; print(run(sys.argv[2:], run_dir=sys.argv[1])['status'])"
-        command = [sys.executable, "-c", script, str(folder), *QUICK, *extra]
-    else:
-        command = [sys.executable, "-m", "experiments.train", *path.args, *QUICK, *extra, f"hydra.sweep.dir={folder}"]
-        if path.name == "adaptive":
-            claims = folder.parent / "claims.yaml"
-            claims.write_text(json.dumps({"claims": [CLAIM]}))
-            command.append(f"hydra.sweeper.claims_file={claims}")
+        return [sys.executable, "-c", script, str(folder), *QUICK, *extra]
+    command = [sys.executable, "-m", "experiments.train", *path.args, *QUICK, *extra, f"hydra.sweep.dir={folder}"]
+    if path.name == "adaptive":
+        claims = folder.parent / "claims.yaml"
+        claims.write_text(json.dumps({"claims": [CLAIM]}))
+        command.append(f"hydra.sweeper.claims_file={claims}")
+    return command
+
+
+def _launch(path: PathUnderTest, folder: Path, *extra: str) -> subprocess.CompletedProcess:
+    command = _command(path, folder, *extra)
     return subprocess.run(command, cwd=folder.parent, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+class InProcess:
+    """Runs a path's command in the test's process, as ``_launch`` runs it in a new one: a CompletedProcess
+    with the exit code (``main()``'s SystemExit; 1 for an exception ``run()`` raises, with its traceback on
+    stderr, as Python prints it) and what the command printed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+        self.monkeypatch, self.capfd = monkeypatch, capfd
+
+    def __call__(self, path: PathUnderTest, folder: Path, *extra: str) -> subprocess.CompletedProcess:
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.hydra_config import HydraConfig
+
+        from experiments.training import cell_contract
+
+        command = _command(path, folder, *extra)
+        mp = self.monkeypatch
+        mp.chdir(folder.parent)
+        for key in ("WANDB_MODE", "WANDB_SILENT", "HYDRA_FULL_ERROR"):
+            mp.setenv(key, ENV[key])
+        # main() marks the process as ending after a stopped run; this one goes on to the next case
+        mp.setitem(cell_contract._STOP, "hold", cell_contract._STOP["hold"])
+        # what Hydra sets for its run, given back after it: the next launch and later tests read them
+        root, hydra_cfg = logging.getLogger(), HydraConfig.instance().cfg
+        handlers, level = root.handlers[:], root.level
+        self.capfd.readouterr()
+        code = 0
+        try:
+            if path.name == "run":
+                from experiments import run
+
+                print(run(command[4:], run_dir=command[3])["status"])
+            else:
+                from experiments.app.train import main
+
+                mp.setattr(sys, "argv", ["experiments.train", *command[3:]])
+                main()
+        except SystemExit as stopped:
+            code = stopped.code if isinstance(stopped.code, int) else int(stopped.code is not None)
+        except Exception as err:  # noqa: BLE001 - a process would print it and exit 1
+            print("".join(traceback.format_exception(err)), file=sys.stderr)
+            code = 1
+        finally:
+            GlobalHydra.instance().clear()
+            HydraConfig.instance().cfg = hydra_cfg
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        said = self.capfd.readouterr()
+        return subprocess.CompletedProcess(command, code, said.out, said.err)
 
 
 def _said(proc: subprocess.CompletedProcess) -> str:
@@ -103,27 +165,29 @@ def _said(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
-def test_every_path_keeps_the_cell_contract(tmp_path: Path, path: PathUnderTest) -> None:
+def test_every_path_keeps_the_cell_contract(
+    tmp_path: Path, path: PathUnderTest, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "out"
-    first = _launch(path, folder)
+    first = _launch(path, folder)  # the path end to end, as a command of its own
     assert first.returncode == 0, _said(first)
     cell = path.cell(folder) if callable(path.cell) else folder / path.cell
     result = cell / "result.json"
     before = result.read_text()
     for case in CASES:
         check = CHECKS[case]
-        check(path, folder, cell, result, before)
+        check(InProcess(monkeypatch, capfd), path, folder, cell, result, before)
         before = result.read_text() if result.exists() else before
 
 
-def _same_config(path, folder, cell, result, before) -> None:
-    proc = _launch(path, folder)
+def _same_config(launch, path, folder, cell, result, before) -> None:
+    proc = launch(path, folder)
     assert proc.returncode == 0, _said(proc)
     assert result.read_text() == before, "a completed run of the same config is skipped, not retrained"
 
 
-def _changed_setting(path, folder, cell, result, before) -> None:
-    proc = _launch(path, folder, "task.train_size=48")
+def _changed_setting(launch, path, folder, cell, result, before) -> None:
+    proc = launch(path, folder, "task.train_size=48")
     if path.study:
         assert proc.returncode == 2, _said(proc)
         assert "train_size" in proc.stderr or "another grid" in proc.stderr, _said(proc)
@@ -136,11 +200,11 @@ def _changed_setting(path, folder, cell, result, before) -> None:
         assert json.loads(result.read_text())["config"]["task.train_size"] == 48
         assert (cell / PREVIOUS).is_dir()
     if not path.study and path.name != "run":
-        _launch(path, folder)  # back to the table's config (moving the changed runs aside) for the next cases
+        launch(path, folder)  # back to the table's config (moving the changed runs aside) for the next cases
 
 
-def _changed_space_or_budget(path, folder, cell, result, before) -> None:
-    proc = _launch(path, folder, *path.budget)
+def _changed_space_or_budget(launch, path, folder, cell, result, before) -> None:
+    proc = launch(path, folder, *path.budget)
     if path.name == "adaptive":  # an anytime-valid sequence may be extended: a raised budget continues it
         assert proc.returncode == 0, _said(proc)
         said = _said(proc)
@@ -154,12 +218,12 @@ def _changed_space_or_budget(path, folder, cell, result, before) -> None:
         assert done["status"] == "completed" and done["cost"]["steps"] == 4
 
 
-def _live_writer(path, folder, cell, result, before) -> None:
+def _live_writer(launch, path, folder, cell, result, before) -> None:
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         (cell / LOCK).write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname()}))
         result.unlink()  # the writer has not finished: a rerun would launch the cell
-        proc = _launch(path, folder, *path.budget if not path.study else ())
+        proc = launch(path, folder, *path.budget if not path.study else ())
         if path.relaunches:
             assert f"process {holder.pid}" in _said(proc), _said(proc)
             assert proc.returncode != 0, "a cell another process writes did not complete here"
@@ -173,14 +237,14 @@ def _live_writer(path, folder, cell, result, before) -> None:
     result.write_text(before)
 
 
-def _killed_writer(path, folder, cell, result, before) -> None:
+def _killed_writer(launch, path, folder, cell, result, before) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (cell / LOCK).write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname()}))
     partial = cell / ".result.json.c4t.tmp"
     partial.write_text("{")
     if path.relaunches:
         result.unlink()  # killed before writing its result
-    proc = _launch(path, folder, *path.budget if not path.study else ())
+    proc = launch(path, folder, *path.budget if not path.study else ())
     assert proc.returncode == 0, _said(proc)
     if path.relaunches:
         assert json.loads(result.read_text())["status"] == "completed"

@@ -5,9 +5,6 @@ pass, and an ensemble that would not fit is refused in one line before a member 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,8 @@ from experiments.ensemble import run as ensemble_run
 from experiments.ensemble import train_ensemble
 from experiments.model.transformer import count_parameters
 from experiments.training import build
-from tests.conftest import ROOT, TINY, compose
+from tests.conftest import TINY, compose
+from tests.test_sweeps import refused_in_process
 
 SIZE = [*TINY, "model.d_model=32", "model.ffn_dim=64", "task.batch_size=16"]
 
@@ -95,25 +93,14 @@ def test_an_ensemble_that_fits_but_is_large_says_so_before_work(tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_the_command_line_refuses_an_ensemble_larger_than_this_machine_with_exit_2(tmp_path: Path) -> None:
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.train",
-            "logger=none",
-            "ensemble.seeds=100000",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
+def test_the_command_line_refuses_an_ensemble_larger_than_this_machine_with_exit_2(
+    tmp_path: Path, monkeypatch, capfd
+) -> None:
+    """The command's main() in this process: its preflight, exit code and stderr, without a process start."""
+    args = ["logger=none", "ensemble.seeds=100000", f"hydra.run.dir={tmp_path}"]
+    code, stderr, _ = refused_in_process(tmp_path, monkeypatch, capfd, *args, multirun=False)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1, stderr
     assert lines[0].startswith("attnlab: ensemble.seeds=100000 needs about") and "lower ensemble.seeds" in lines[0]
     assert not list(tmp_path.glob("seed=*"))
 

@@ -14,7 +14,7 @@ from experiments.ensemble import trainer_keys
 from experiments.ensemble.trainer_keys import check_trainer_keys
 from tests.conftest import ROOT, TINY, compose
 from tests.test_ensemble import ensemble, separate
-from tests.test_ensemble_folder import cli
+from tests.test_sweeps import refused_in_process
 
 # the Trainer keywords a researcher adds with +trainer.<key>, besides the trainer config's own
 PLUS_KEYS = ["profiler", "limit_train_batches", "overfit_batches", "max_time", "max_epochs", "min_epochs", "min_steps"]
@@ -90,11 +90,14 @@ def test_limit_train_batches_changes_the_ensemble_as_it_changes_a_single_run(tmp
         assert worst and max(worst.values()) <= 1e-4, {k: v for k, v in worst.items() if v > 1e-4}
 
 
-@pytest.mark.slow
-def test_the_command_line_refuses_a_key_in_one_line_with_exit_2_before_any_folder(tmp_path: Path) -> None:
+def test_the_command_line_refuses_a_key_in_one_line_with_exit_2_before_any_folder(
+    tmp_path: Path, monkeypatch, capfd
+) -> None:
+    """The command's main() in this process: its preflight, exit code and stderr, without a process start."""
     run = tmp_path / "ens"
-    done = cli(run, *TINY, "ensemble.seeds=2", "trainer.gradient_clip_algorithm=value", "logger=none")
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    args = [*TINY, "ensemble.seeds=2", "trainer.gradient_clip_algorithm=value", "logger=none", f"hydra.run.dir={run}"]
+    code, stderr, _ = refused_in_process(tmp_path, monkeypatch, capfd, *args, multirun=False)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1, stderr
     assert lines[0].startswith("attnlab: trainer.gradient_clip_algorithm=value is not supported with ensemble")
     assert not run.exists()

@@ -130,6 +130,7 @@ OTHER: dict[str, str] = {
     "task.test_src": "{src2}",
     "task.test_tgt": "{tgt2}",
     "task.path": "{text2}",
+    "task.test_windows": "2",  # null: val_windows (4 here); 2 moves the first test batch's starts
     "model.arch": "decoder",
     "model.norm": "pre",
     "model.pooling": "cls",

@@ -44,7 +44,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.01, 0.05])
+@pytest.mark.parametrize("delay", [0.01])  # the handler's any-delay rule itself: tests/test_stop_guard.py
 def test_a_second_ctrl_c_at_any_delay_leaves_an_interrupted_result(tmp_path: Path, delay: float) -> None:
     run_dir = tmp_path / "run"
     proc = _train(run_dir, *LONG)

@@ -77,8 +77,9 @@ def multirun(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subprocess
     return proc, sweep_dir
 
 
-def refused_in_process(tmp_path: Path, monkeypatch, capfd, *args: str) -> tuple[int, str, Path]:
-    """``python -m experiments.train -m *args`` run in this process: (exit code, stderr, sweep folder).
+def refused_in_process(tmp_path: Path, monkeypatch, capfd, *args: str, multirun: bool = True) -> tuple[int, str, Path]:
+    """``python -m experiments.train -m *args`` (without ``-m`` when not ``multirun``) run in this process:
+    (exit code, stderr, sweep folder).
 
     For a command refused before its first job, where a process of its own would cost more than the
     refusal: the same main(), the same Hydra sweeper, the same SystemExit and stderr line."""
@@ -88,7 +89,8 @@ def refused_in_process(tmp_path: Path, monkeypatch, capfd, *args: str) -> tuple[
     from experiments.app.train import main
 
     sweep_dir = tmp_path / "sweep"
-    monkeypatch.setattr(sys, "argv", ["experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"])
+    mode = ["-m", f"hydra.sweep.dir={sweep_dir}"] if multirun else []
+    monkeypatch.setattr(sys, "argv", ["experiments.train", *mode[:1], *args, *mode[1:]])
     monkeypatch.chdir(tmp_path)
     for key in ("WANDB_MODE", "WANDB_SILENT", "HYDRA_FULL_ERROR"):
         monkeypatch.setenv(key, ENV[key])

@@ -50,6 +50,7 @@ class PlainLoop:
         batch_size: int,
         val_fraction: float,
         val_windows: int,
+        test_windows: int | None = None,
         eval_contexts: list[int],
         max_steps: int,
         device: torch.device,
@@ -66,7 +67,8 @@ class PlainLoop:
         held = int(round(len(ids) * val_fraction))
         self.train_ids, self.val_ids = ids[: len(ids) - held].to(device), ids[len(ids) - held :].to(device)
         self.val_batches = self._held_out(context, val_windows)
-        self.test_batches = [b for c in eval_contexts for b in self._held_out(c, val_windows)]
+        tests = val_windows if test_windows is None else test_windows  # as CharLM's task.test_windows
+        self.test_batches = [b for c in eval_contexts for b in self._held_out(c, tests)]
         self.generator = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
         self.model = Transformer(spec).to(device)

@@ -184,6 +184,7 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
         batch_size=cfg.task.batch_size,
         val_fraction=cfg.task.val_fraction,
         val_windows=cfg.task.val_windows,
+        test_windows=cfg.task.get("test_windows"),
         eval_contexts=list(cfg.task.eval_contexts),
         max_steps=cfg.trainer.max_steps,
         device=device,

@@ -6,8 +6,8 @@ The last ``val_fraction`` of the file is held out. Training draws
 characters from the rest, fresh every epoch (from the seeded train generator, so
 two runs with one seed see the same windows). Validation takes ``val_windows``
 evenly spaced windows of the held-out text at ``context``; the test loader takes
-as many at every length in ``eval_contexts`` (the length tag is the context),
-which measures how a model trained at one context does at longer ones.
+``test_windows`` (default: as many) at every length in ``eval_contexts`` (the length tag is
+the context), which measures how a model trained at one context does at longer ones.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class CharLM(TaskDataModule):
         val_fraction: float = 0.1,
         train_batches_per_epoch: int = 200,
         val_windows: int = 64,
+        test_windows: int | None = None,
     ) -> None:
         super().__init__(seed=seed, batch_size=batch_size, num_workers=num_workers)
         self.path = path_value("path", path)
@@ -71,6 +72,7 @@ class CharLM(TaskDataModule):
         self.val_fraction = fraction("val_fraction", val_fraction)
         self.train_batches_per_epoch = integer("train_batches_per_epoch", train_batches_per_epoch)
         self.val_windows = integer("val_windows", val_windows)
+        self.test_windows = self.val_windows if test_windows is None else integer("test_windows", test_windows)
 
         text = read_text("path", self.path)
         codepoints = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)  # (N,)
@@ -115,17 +117,17 @@ class CharLM(TaskDataModule):
     def max_target_length(self) -> int:
         return self.max_source_length()
 
-    def _held_out_windows(self, context: int) -> list[Example]:
+    def _held_out_windows(self, context: int, count: int) -> list[Example]:
         windows = Windows(self.val_ids, context + 1)
-        starts = np.linspace(0, len(windows) - 1, num=min(self.val_windows, len(windows))).round().astype(int)
+        starts = np.linspace(0, len(windows) - 1, num=min(count, len(windows))).round().astype(int)
         return [windows[int(s)] for s in starts]
 
     def build_split(self, split: str) -> list[Example]:
         if split == "train":
             return []  # training windows are drawn afresh every epoch; see train_dataloader
         if split == "val":
-            return self._held_out_windows(self.context)
-        return [w for context in self.eval_lengths for w in self._held_out_windows(context)]
+            return self._held_out_windows(self.context, self.val_windows)
+        return [w for context in self.eval_lengths for w in self._held_out_windows(context, self.test_windows)]
 
     def train_dataloader(self) -> DataLoader:
         windows = Windows(self.train_ids, self.context + 1)
