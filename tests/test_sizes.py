@@ -44,7 +44,6 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "analysis/report/timing.py:write_runs": (65, "the timing section's runs table"),
     "attnlab/claims.py:parse_claim": (99, "the claim grammar parsed by hand in one function"),
     "hydra_plugins/attnlab_sweeper/tuned_sweeper.py:TunedSweeper.sweep": (62, "the tuned sweep's rounds"),
-    "experiments/diagnostics/gpu_check.py": (841, "probes, process isolation and summary in one module"),
     "experiments/bench/peers.py": (628, "every peer and phase in one module"),
     "experiments/bench/scaling.py": (506, "measuring and plotting in one module"),
     "experiments/model/transformer.py": (482, "specs, blocks, stacks and the model in one module"),
