@@ -45,13 +45,11 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "attnlab/claims.py:parse_claim": (99, "the claim grammar parsed by hand in one function"),
     "hydra_plugins/attnlab_sweeper/tuned_sweeper.py:TunedSweeper.sweep": (62, "the tuned sweep's rounds"),
     "experiments/bench/peers.py": (628, "every peer and phase in one module"),
-    "experiments/bench/scaling.py": (506, "measuring and plotting in one module"),
     "experiments/model/transformer.py": (482, "specs, blocks, stacks and the model in one module"),
     "experiments/bench/ensemble.py:ensemble": (141, "the ensemble benchmark's phases inline"),
     "experiments/bench/flex_memory.py:_run": (78, "the flex memory benchmark's phases inline"),
     "experiments/bench/gpu_targets.py:gpu_targets": (99, "every GPU target inline"),
     "experiments/bench/mfu.py:mfu": (68, "the MFU benchmark's phases inline"),
-    "experiments/bench/scaling.py:_scaling": (73, "the scaling benchmark's loop inline"),
     "experiments/bench/targets.py:_targets": (110, "every CPU target inline"),
 }
 

@@ -30,8 +30,9 @@ import torch
 
 from experiments.bench import command
 from experiments.bench.measure import is_out_of_memory, loglog_slope, peak_memory_mb
+from experiments.bench.options import BenchArgumentError, configured, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
-from experiments.bench.scaling import BenchArgumentError, configured, device_name, shared_arguments
+from experiments.bench.scaling import device_name
 from variants import ATTENTION, POSITION
 from variants.flex import SETTINGS
 

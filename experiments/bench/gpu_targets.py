@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from experiments.bench.kernel_only import kernel_steps
 from experiments.bench.measure import Measurement, side_by_side
-from experiments.bench.scaling import Shape, make_step
+from experiments.bench.point import Shape, make_step
 
 #: (label, attention, position, attention params) of every flex case whose memory is tracked
 FLEX_CASES = (

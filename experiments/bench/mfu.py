@@ -16,6 +16,7 @@ from dataclasses import asdict
 import torch
 
 from experiments.bench import command
+from experiments.bench.options import BenchArgumentError
 from experiments.bench.peers import (
     TrainStep,
     alternate,
@@ -29,7 +30,6 @@ from experiments.bench.peers import (
     size_from,
     to_device,
 )
-from experiments.bench.scaling import BenchArgumentError
 from experiments.model.compiling import compile_model
 from experiments.model.transformer import Transformer, count_parameters
 from experiments.record.result import environment, write_json_atomic

@@ -44,8 +44,8 @@ from torch import Tensor, nn
 from experiments.bench import command
 from experiments.bench.generation import agreement, generation_cases, generation_model, random_prompt
 from experiments.bench.measure import CLOCKS
+from experiments.bench.options import BenchArgumentError
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
-from experiments.bench.scaling import BenchArgumentError
 from experiments.model.compiling import compile_model
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec, count_parameters
 from experiments.record.result import environment, write_json_atomic

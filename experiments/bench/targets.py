@@ -41,17 +41,10 @@ from torch import nn
 from experiments.bench import command
 from experiments.bench.gpu_targets import gpu_arguments, gpu_targets, skipped_reason
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
+from experiments.bench.options import BenchArgumentError, configured, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
-from experiments.bench.scaling import (
-    BenchArgumentError,
-    Shape,
-    configured,
-    device_name,
-    heads_for,
-    make_step,
-    measure_point,
-    shared_arguments,
-)
+from experiments.bench.point import Shape, heads_for, make_step, measure_point
+from experiments.bench.scaling import device_name
 from experiments.record.result import write_json_atomic
 
 GLOBAL = ("soft", "multihead")
