@@ -17,19 +17,16 @@ import torch
 
 from experiments.bench import command
 from experiments.bench.options import BenchArgumentError
-from experiments.bench.peers import (
-    TrainStep,
-    alternate,
-    attnlab_decoder,
+from experiments.bench.peers.models import attnlab_decoder, lm_batches, to_device
+from experiments.bench.peers.options import (
     autocast_for,
     describe_device,
     device_options,
-    lm_batches,
     positive_options,
     setup_device,
     size_from,
-    to_device,
 )
+from experiments.bench.peers.step import TrainStep, alternate
 from experiments.model.compiling import compile_model
 from experiments.model.transformer import Transformer, count_parameters
 from experiments.record.result import environment, write_json_atomic
