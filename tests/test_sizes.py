@@ -44,7 +44,6 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "analysis/report/timing.py:write_runs": (65, "the timing section's runs table"),
     "attnlab/claims.py:parse_claim": (99, "the claim grammar parsed by hand in one function"),
     "hydra_plugins/attnlab_sweeper/tuned_sweeper.py:TunedSweeper.sweep": (62, "the tuned sweep's rounds"),
-    "experiments/bench/targets.py:_targets": (110, "every CPU target inline"),
 }
 
 
