@@ -93,7 +93,7 @@ def _time_targets(
 ) -> list:
     """The targets on time: the local window against flash, and the score biases on flex against their peers."""
     short, long = lengths
-    head_dim = gpu.d_model // gpu.heads
+    head_dim = args.gpu_d_model // args.gpu_heads  # gpu.heads is args.gpu_heads, never None
     found = [
         target(
             f"local w={args.gpu_window} flex / soft flash: time, T={long}",
@@ -186,7 +186,8 @@ def gpu_targets(
     flex_cases = {label: (a, p, "flex", params) for label, a, p, params in FLEX_CASES if a != "local"}
     flex_long = _steps(flex_cases, long, gpu, note, rounds)
     local_short = _steps({"local/flex": ("local", "none", "flex", window)}, short, gpu, note, rounds)
-    calls = kernel_steps(gpu.batch, gpu.heads, long, gpu.d_model // gpu.heads, args.gpu_window, gpu.device, gpu.dtype)
+    head_dim = args.gpu_d_model // args.gpu_heads  # gpu.heads is args.gpu_heads, never None
+    calls = kernel_steps(gpu.batch, gpu.heads, long, head_dim, args.gpu_window, gpu.device, gpu.dtype)
     for step in calls.values():
         step()  # compile flex before timing
     kernels = side_by_side(calls, gpu.device, **rounds)
