@@ -9,6 +9,7 @@ import sys
 import time
 
 from experiments.diagnostics import gpu_check
+from experiments.diagnostics.gpu_check import processes, registry
 
 
 def passes(args) -> dict:
@@ -33,15 +34,15 @@ PLANTED = {"passes": passes, "hangs": hangs, "dies": dies}
 
 def plant(monkeypatch, checks: dict, needs_cuda: set[str] = frozenset(), caps: dict | None = None) -> None:
     """Make ``gpu_check.main`` run ``checks`` (names of ``PLANTED``) in processes of their own."""
-    monkeypatch.setattr(gpu_check, "CHECKS", checks)
-    monkeypatch.setattr(gpu_check, "NEEDS_CUDA", set(needs_cuda))
-    monkeypatch.setattr(gpu_check, "CAPS", dict(caps or {}))
+    monkeypatch.setattr(registry, "CHECKS", checks)
+    monkeypatch.setattr(registry, "NEEDS_CUDA", set(needs_cuda))
+    monkeypatch.setattr(registry, "CAPS", dict(caps or {}))
     program = "import sys; from tests.gpu_check_plants import child; sys.exit(child())"
-    monkeypatch.setattr(gpu_check, "CHILD", [sys.executable, "-c", program])
+    monkeypatch.setattr(processes, "CHILD", [sys.executable, "-c", program])
 
 
 def child() -> int:
     """A check's process with the planted checks registered."""
-    gpu_check.CHECKS.clear()
-    gpu_check.CHECKS.update(PLANTED)
+    registry.CHECKS.clear()
+    registry.CHECKS.update(PLANTED)
     return gpu_check.main(sys.argv[1:])

@@ -130,7 +130,7 @@ def test_peak_table_prefers_the_specific_name():
 
 def test_peers_with_every_comparison_skipped_exits_1_and_is_not_complete(tmp_path, capsys, monkeypatch):
     """--only decoder with its peer missing: nothing was compared, so no success and no complete report."""
-    from experiments.bench import peers
+    from experiments.bench.peers import cli as peers
 
     missing = "x-transformers is not installed; decoder comparison skipped"
     monkeypatch.setattr(peers, "decoder_comparison", lambda *args: {"skipped": missing})

@@ -3,6 +3,7 @@ tolerances, checks that skip or fail without stopping the others, and the JSON s
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import warnings
@@ -13,7 +14,8 @@ import torch
 from torch import nn
 
 from experiments.diagnostics import gpu_check
-from experiments.diagnostics.gpu_check import CheckFailed, kernel_cases, run_check
+from experiments.diagnostics.gpu_check import CheckFailed, cli, kernel_cases, processes, registry, run_check, runs
+from experiments.diagnostics.gpu_check import kernels as kernel_checks
 from experiments.diagnostics.kernel_compare import FP32_TOL, LOW_PRECISION_FLOOR, LOW_PRECISION_FUDGE, within_tolerance
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from tests.conftest import TINY, compose
@@ -84,7 +86,7 @@ def test_without_cuda_every_gpu_check_skips_with_its_reason_and_the_run_is_not_a
 ) -> None:
     """Success is never reported over nothing: every check skipped exits 1, and the JSON says not complete."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(gpu_check, "CHILD", ["false"])  # a check that needs CUDA never starts its process
+    monkeypatch.setattr(processes, "CHILD", ["false"])  # a check that needs CUDA never starts its process
     out = tmp_path / "summary.json"
     code = gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work")])
     assert code == 1
@@ -129,7 +131,7 @@ def test_a_hanging_check_and_a_dying_one_end_alone_and_the_summary_is_whole(tmp_
 
     cap = 2.0  # the hanging check's own cap; the others have --timeout's
     plant(monkeypatch, {n: PLANTED[n] for n in ("passes", "hangs", "dies")}, caps={"hangs": cap})
-    monkeypatch.setattr(gpu_check, "STOP_WAIT", 1.0)
+    monkeypatch.setattr(processes, "STOP_WAIT", 1.0)
     out = tmp_path / "summary.json"
     began = time.monotonic()
     code = gpu_check.main(["--out", str(out), "--work", str(tmp_path / "work"), "--timeout", "120"])
@@ -142,7 +144,7 @@ def test_a_hanging_check_and_a_dying_one_end_alone_and_the_summary_is_whole(tmp_
     assert list(checks) == ["passes", "hangs", "dies"]
     assert checks["passes"]["status"] == "pass" and checks["passes"]["data"] == {"value": 1.5}
     assert checks["hangs"]["status"] == "timeout" and f"cap of {cap:.0f} s" in checks["hangs"]["detail"]
-    assert cap <= checks["hangs"]["seconds"] <= cap + 2 * gpu_check.STOP_WAIT
+    assert cap <= checks["hangs"]["seconds"] <= cap + 2 * processes.STOP_WAIT
     assert checks["dies"]["status"] == "fail"
     assert checks["dies"]["detail"].startswith("its process ended (signal SIGABRT) without an outcome: ")
     assert checks["dies"]["detail"].endswith("RuntimeError: CUDA error: an illegal memory access was encountered")
@@ -240,7 +242,7 @@ def test_a_kernel_case_that_raises_fails_alone_by_name_and_the_others_are_judged
         "/cross/sdpa: raised NotImplementedError: No operator found for this input" in f for f in found["failures"]
     )
     with pytest.raises(CheckFailed) as err:
-        monkeypatch.setattr(gpu_check, "kernel_cases", lambda device, dtype: found)
+        monkeypatch.setattr(kernel_checks, "kernel_cases", lambda device, dtype: found)
         gpu_check.kernels_outcome(torch.device("cpu"), torch.float32)
     assert "/cross/sdpa" in str(err.value) and err.value.data["counts"] == found["counts"]
 
@@ -252,8 +254,8 @@ def test_ddp_is_skipped_with_its_reason_on_one_gpu(tmp_path, monkeypatch) -> Non
     def no_run(*args, **kwargs):
         raise CheckFailed("trainer.strategy=ddp with trainer.devices=1: DDP needs more than one process")
 
-    monkeypatch.setattr(gpu_check, "training_run", no_run)
-    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10)
+    monkeypatch.setattr(runs, "training_run", no_run)
+    args = argparse.Namespace(work=tmp_path, timeout=10)
     outcome = run_check("ddp", lambda: gpu_check.CHECKS["ddp"](args))
     assert outcome.status == "skipped" and outcome.detail == "DDP needs at least 2 GPUs; 1 visible"
 
@@ -263,7 +265,7 @@ def test_an_out_that_cannot_be_written_is_refused_in_one_line_before_any_check(
     tmp_path, monkeypatch, capsys, where
 ) -> None:
     ran = []
-    monkeypatch.setattr(gpu_check, "CHECKS", {"a": lambda args: ran.append("a") or {}})
+    monkeypatch.setattr(registry, "CHECKS", {"a": lambda args: ran.append("a") or {}})
     (tmp_path / "file").write_text("")
     out = {
         "a folder": tmp_path,
@@ -286,18 +288,18 @@ def test_the_budget_stops_a_running_check_and_skips_the_rest_and_the_summary_is_
     from tests.gpu_check_plants import PLANTED, plant
 
     plant(monkeypatch, {"hangs": PLANTED["hangs"], "passes": PLANTED["passes"]})
-    monkeypatch.setattr(gpu_check, "STOP_WAIT", 1.0)
+    monkeypatch.setattr(processes, "STOP_WAIT", 1.0)
     out, budget = tmp_path / "summary.json", 3.0
     seen: list[dict] = []
     done = threading.Event()
-    write = gpu_check.write_json_atomic
+    write = cli.write_json_atomic
 
     def recorded(path, data) -> None:  # every summary written, read back whole: none missed by a slow poll
         write(path, data)
         if Path(path) == out:
             seen.append(json.loads(out.read_text()))
 
-    monkeypatch.setattr(gpu_check, "write_json_atomic", recorded)
+    monkeypatch.setattr(cli, "write_json_atomic", recorded)
 
     def watch() -> None:  # what a reader, or a run killed at any moment, finds on disk
         while not done.is_set():
@@ -315,7 +317,7 @@ def test_the_budget_stops_a_running_check_and_skips_the_rest_and_the_summary_is_
         watcher.join()
     wall = time.monotonic() - began
     assert code == 1
-    assert wall <= budget + 2 * gpu_check.STOP_WAIT + 1, f"the run took {wall:.1f} s, budget {budget} s"
+    assert wall <= budget + 2 * processes.STOP_WAIT + 1, f"the run took {wall:.1f} s, budget {budget} s"
     checks = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
     assert checks["hangs"]["status"] == "timeout" and f"cap of {budget:.0f} s" in checks["hangs"]["detail"]
     assert checks["passes"]["status"] == "skipped" and "budget" in checks["passes"]["detail"]
@@ -336,7 +338,7 @@ def fake_commands(monkeypatch, write) -> list[list[str]]:
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(gpu_check, "run_command", run)
+    monkeypatch.setattr(processes, "run_command", run)
     return commands
 
 
@@ -357,7 +359,7 @@ def test_peers_runs_on_a_gpu_shape_and_records_its_ratios(tmp_path, monkeypatch)
         )
 
     commands = fake_commands(monkeypatch, write)
-    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10)
+    args = argparse.Namespace(work=tmp_path, timeout=10)
     outcome = run_check("peers", lambda: gpu_check.CHECKS["peers"](args))
     assert outcome.status == "pass", outcome.detail
     command = commands[0]  # not the CPU default shape (width 64, batch 64 x 16 tokens): launches, not kernels
@@ -386,10 +388,10 @@ def test_the_quick_grid_is_timed_one_and_k_cells_at_a_time(tmp_path, monkeypatch
 
     commands = fake_commands(monkeypatch, write)
     out = tmp_path / "summary.json"
-    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3, out=out)
+    args = argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3, out=out)
     one = run_check("quick-grid", lambda: gpu_check.CHECKS["quick-grid"](args))
     # each check runs in its own process: the second reads the first's time from the summary on disk
-    gpu_check.write_json_atomic(out, gpu_check.summary([one], 2, "cpu"))
+    cli.write_json_atomic(out, cli.summary([one], 2, "cpu"))
     many = run_check("quick-grid-k", lambda: gpu_check.CHECKS["quick-grid-k"](args))
     assert one.status == many.status == "pass", (one.detail, many.detail)
     assert not any("launcher" in a for a in commands[0])  # one cell at a time: the basic launcher
@@ -413,8 +415,8 @@ def test_a_quick_grid_cut_by_its_timeout_keeps_the_cells_that_finished(tmp_path,
         raise gpu_check.CommandTimedOut(f"did not finish in {timeout:.0f} s: {' '.join(command)}")
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(gpu_check, "run_command", cut)
-    args = gpu_check.argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3)
+    monkeypatch.setattr(processes, "run_command", cut)
+    args = argparse.Namespace(work=tmp_path, timeout=10, quick_steps=50, jobs_per_gpu=3)
     outcome = run_check("quick-grid", lambda: gpu_check.CHECKS["quick-grid"](args))
     assert outcome.status == "fail" and outcome.detail.endswith("; 2 cells had completed")
     assert outcome.data["cut"] is True and outcome.data["cells"] == {"soft+none": 0.5, "local+rope": 0.5}

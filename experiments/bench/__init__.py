@@ -1,6 +1,6 @@
 """Benchmarks of what each variant costs: ``python -m experiments.bench <command> [options]``.
 
-A command is a module of this package that registers a function:
+A command is a module (or a sub-package, like ``peers``) of this package that registers a function:
 
     from experiments.bench import command
 

@@ -24,7 +24,7 @@ import torch
 from experiments.bench import command
 from experiments.bench.generation import generation_model, random_prompt
 from experiments.bench.measure import CLOCKS, side_by_side
-from experiments.bench.scaling import BenchArgumentError, parse_params
+from experiments.bench.options import BenchArgumentError, parse_params
 from experiments.record.result import write_json_atomic
 from variants import ATTENTION, KVCache
 

@@ -92,99 +92,56 @@ def _largest_difference(a: dict[int, dict], b: dict[int, dict]) -> float | None:
     return max(diffs) if diffs else None
 
 
-@command(
-    "ensemble", help="seeds batched in one process vs separate runs in sequence and in parallel", arguments=arguments
-)
-def ensemble(args: argparse.Namespace) -> int:
+# (name, the commands it runs one after another, the folder its results land in)
+Arrangement = tuple[str, list[list[str]], Path]
+
+
+def _arrangements(args: argparse.Namespace, cell: list[str], threads: list[int], work: Path) -> list[Arrangement]:
+    """Every arrangement, in the order they run, each as the commands a user would type."""
     seeds = list(range(args.seeds))
-    cell = list(args.cell) + ([f"trainer.max_steps={args.steps}"] if args.steps else [])
     pin, py = _pin(args.cores), [sys.executable, "-m", "experiments.train"]
-    work = args.work.resolve()
-    threads = args.ensemble_threads or [args.cores]
-    arrangements: list[tuple[str, list[list[str]], Path]] = [
-        *[
-            (
-                f"ensemble-{t}-threads",
+
+    def multirun(name: str, *overrides: str) -> Arrangement:
+        every_seed = f"seed={','.join(map(str, seeds))}"
+        command = [*pin, *py, "-m", *cell, every_seed, *overrides, _dir("hydra.sweep.dir", work / name)]
+        return name, [command], work / name
+
+    found: list[Arrangement] = [
+        (
+            f"ensemble-{t}-threads",
+            [
                 [
-                    [
-                        *pin,
-                        *py,
-                        *cell,
-                        f"ensemble.seeds={args.seeds}",
-                        f"num_threads={t}",
-                        _dir("hydra.run.dir", work / f"ensemble-{t}"),
-                    ]
-                ],
-                work / f"ensemble-{t}",
-            )
-            for t in threads
-        ],
+                    *pin,
+                    *py,
+                    *cell,
+                    f"ensemble.seeds={args.seeds}",
+                    f"num_threads={t}",
+                    _dir("hydra.run.dir", work / f"ensemble-{t}"),
+                ]
+            ],
+            work / f"ensemble-{t}",
+        )
+        for t in threads
+    ]
+    found.append(
         (
             "sequential",
             [[*pin, *py, *cell, f"seed={s}", _dir("hydra.run.dir", work / "sequential" / f"seed={s}")] for s in seeds],
             work / "sequential",
-        ),
-        (
-            # Hydra's basic launcher runs a sweep's jobs one after another in one process (one start)
-            "multirun-sequential",
-            [
-                [
-                    *pin,
-                    *py,
-                    "-m",
-                    *cell,
-                    f"seed={','.join(map(str, seeds))}",
-                    _dir("hydra.sweep.dir", work / "multirun-sequential"),
-                ]
-            ],
-            work / "multirun-sequential",
-        ),
-        (
-            "multirun-ensemble",
-            [
-                [
-                    *pin,
-                    *py,
-                    "-m",
-                    *cell,
-                    f"seed={','.join(map(str, seeds))}",
-                    "hydra/launcher=ensemble",
-                    f"num_threads={threads[0]}",
-                    _dir("hydra.sweep.dir", work / "multirun-ensemble"),
-                ]
-            ],
-            work / "multirun-ensemble",
-        ),
-        *[
-            (
-                f"parallel-{j}",
-                [
-                    [
-                        *pin,
-                        *py,
-                        "-m",
-                        *cell,
-                        f"seed={','.join(map(str, seeds))}",
-                        "hydra/launcher=joblib",
-                        f"hydra.launcher.n_jobs={j}",
-                        _dir("hydra.sweep.dir", work / f"parallel-{j}"),
-                    ]
-                ],
-                work / f"parallel-{j}",
-            )
-            for j in args.jobs
-        ],
-    ]
-    if not args.no_floor:
-        arrangements.append(
-            (
-                "floor-math",
-                [[*pin, *py, *cell, "seed=0", "backend=math", _dir("hydra.run.dir", work / "floor-math" / "seed=0")]],
-                work / "floor-math",
-            )
         )
-    if args.only:
-        arrangements = [a for a in arrangements if a[0] in args.only]
+    )
+    # Hydra's basic launcher runs a sweep's jobs one after another in one process (one start)
+    found.append(multirun("multirun-sequential"))
+    found.append(multirun("multirun-ensemble", "hydra/launcher=ensemble", f"num_threads={threads[0]}"))
+    found += [multirun(f"parallel-{j}", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={j}") for j in args.jobs]
+    if not args.no_floor:
+        floor = [*pin, *py, *cell, "seed=0", "backend=math", _dir("hydra.run.dir", work / "floor-math" / "seed=0")]
+        found.append(("floor-math", [floor], work / "floor-math"))
+    return [a for a in found if a[0] in args.only] if args.only else found
+
+
+def _time_each(arrangements: list[Arrangement], seeds: int) -> list[dict[str, Any]]:
+    """Run every arrangement in turn: a row each with its wall time, completed runs and the load before it."""
     rows = []
     for name, commands, folder in arrangements:
         load = os.getloadavg()[0]
@@ -199,10 +156,14 @@ def ensemble(args: argparse.Namespace) -> int:
         rows.append(
             {"arrangement": name, "wall_seconds": wall, "completed": done, "load_before": load, "errors": failed}
         )
-        expected = 1 if name == "floor-math" else len(seeds)
+        expected = 1 if name == "floor-math" else seeds
         print(f"{name}: {wall:.1f} s, {done}/{expected} completed, load average before {load:.1f}", flush=True)
+    return rows
+
+
+def _print_table(args: argparse.Namespace, cell: list[str], rows: list[dict[str, Any]]) -> None:
+    """The markdown table; each row gains its speed-up over the sequential runs."""
     sequential = next((r["wall_seconds"] for r in rows if r["arrangement"] == "sequential"), math.nan)
-    members, alone = _results(work / f"ensemble-{threads[0]}"), _results(work / "sequential")
     print(
         f"\n{args.seeds} seeds of {' '.join(cell)} on {args.cores} cores (load average now {os.getloadavg()[0]:.1f})\n"
     )
@@ -216,6 +177,18 @@ def ensemble(args: argparse.Namespace) -> int:
             f"| {r['arrangement']} | {r['wall_seconds']:.1f} | {r['speedup_vs_sequential']:.2f} | "
             f"{r['completed']}/{args.seeds} |"
         )
+
+
+@command(
+    "ensemble", help="seeds batched in one process vs separate runs in sequence and in parallel", arguments=arguments
+)
+def ensemble(args: argparse.Namespace) -> int:
+    cell = list(args.cell) + ([f"trainer.max_steps={args.steps}"] if args.steps else [])
+    work = args.work.resolve()
+    threads = args.ensemble_threads or [args.cores]
+    rows = _time_each(_arrangements(args, cell, threads, work), args.seeds)
+    members, alone = _results(work / f"ensemble-{threads[0]}"), _results(work / "sequential")
+    _print_table(args, cell, rows)
     diff = _largest_difference(members, alone)
     floor = _largest_difference(_results(work / "floor-math"), alone)
     print(f"\nlargest |ensemble member - its separate run| over the metrics: {diff}")

@@ -30,8 +30,9 @@ import torch
 
 from experiments.bench import command
 from experiments.bench.measure import is_out_of_memory, loglog_slope, peak_memory_mb
+from experiments.bench.options import BenchArgumentError, configured, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
-from experiments.bench.scaling import BenchArgumentError, configured, device_name, shared_arguments
+from experiments.bench.scaling import device_name
 from variants import ATTENTION, POSITION
 from variants.flex import SETTINGS
 
@@ -136,50 +137,43 @@ def flex_memory(args: argparse.Namespace) -> int:
             SETTINGS.compile_on_cpu = before
 
 
-def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> int:
-    step_kind = "forward" if device.type == "cpu" else "forward + backward"
-    print(
-        f"device {device_name(device)}, torch {torch.__version__}, {args.attention} + {args.position}, "
-        f"d_model={args.d_model}, heads={args.heads}, batch={args.batch}, causal={args.causal}, {step_kind}"
-    )
-    records: list[dict[str, Any]] = []
-    print(f"{'T':>7} {'path':6} {'peak MB':>10} {'ms':>9}")
-    for T in sorted(args.lengths):
-        for label, backend in PATHS.items():
-            rec: dict[str, Any] = {
-                "T": T,
-                "path": label,
-                "backend": backend,
-                "status": "ok",
-                "peak_mb": None,
-                "ms": None,
-            }
-            try:
-                call = make_call(backend, T, args, device, dtype)
-                call()  # compiles (flex) and fills first-call caches
-                peak = peak_memory_mb(call, device) if device.type == "cuda" else resident_peak_mb(call)
-                start = time.perf_counter()
-                call()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                rec.update(peak_mb=peak, ms=(time.perf_counter() - start) * 1000)
-            except Exception as err:  # noqa: BLE001  (a point that does not fit is recorded, not fatal)
-                rec.update(
-                    status="oom" if is_out_of_memory(err) else "error",
-                    error=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
-                )
-            finally:
-                call = None
-                gc.collect()
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-            records.append(rec)
-            shown = (
-                f"{rec['peak_mb']:10.1f} {rec['ms']:9.1f}"
-                if rec["status"] == "ok"
-                else f"  {rec['status']}: {rec.get('error')}"
-            )
-            print(f"{T:>7} {label:6} {shown}")
+def _point(
+    label: str, backend: str, T: int, args: argparse.Namespace, device: torch.device, dtype: torch.dtype
+) -> dict[str, Any]:
+    """One path at one length: its peak memory and time, or how it failed (a point that does not fit is
+    recorded, not fatal)."""
+    rec: dict[str, Any] = {
+        "T": T,
+        "path": label,
+        "backend": backend,
+        "status": "ok",
+        "peak_mb": None,
+        "ms": None,
+    }
+    try:
+        call = make_call(backend, T, args, device, dtype)
+        call()  # compiles (flex) and fills first-call caches
+        peak = peak_memory_mb(call, device) if device.type == "cuda" else resident_peak_mb(call)
+        start = time.perf_counter()
+        call()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        rec.update(peak_mb=peak, ms=(time.perf_counter() - start) * 1000)
+    except Exception as err:  # noqa: BLE001  (a point that does not fit is recorded, not fatal)
+        rec.update(
+            status="oom" if is_out_of_memory(err) else "error",
+            error=f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+        )
+    finally:
+        call = None
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rec
+
+
+def _memory_exponents(records: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Each path's log-log slope of peak memory against T, printed with the dense / flex ratio at each T."""
     exponents = {}
     for label in PATHS:
         ok = [
@@ -197,6 +191,28 @@ def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> 
     for T, paths in sorted(by_t.items()):
         if "dense" in paths and paths.get("flex"):
             print(f"T={T}: dense / flex peak memory {paths['dense'] / paths['flex']:.1f}x")
+    return exponents
+
+
+def _run(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> int:
+    step_kind = "forward" if device.type == "cpu" else "forward + backward"
+    print(
+        f"device {device_name(device)}, torch {torch.__version__}, {args.attention} + {args.position}, "
+        f"d_model={args.d_model}, heads={args.heads}, batch={args.batch}, causal={args.causal}, {step_kind}"
+    )
+    records: list[dict[str, Any]] = []
+    print(f"{'T':>7} {'path':6} {'peak MB':>10} {'ms':>9}")
+    for T in sorted(args.lengths):
+        for label, backend in PATHS.items():
+            rec = _point(label, backend, T, args, device, dtype)
+            records.append(rec)
+            shown = (
+                f"{rec['peak_mb']:10.1f} {rec['ms']:9.1f}"
+                if rec["status"] == "ok"
+                else f"  {rec['status']}: {rec.get('error')}"
+            )
+            print(f"{T:>7} {label:6} {shown}")
+    exponents = _memory_exponents(records)
     failed = nothing_measured(records)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from experiments.bench.kernel_only import kernel_steps
 from experiments.bench.measure import Measurement, side_by_side
-from experiments.bench.scaling import Shape, make_step
+from experiments.bench.point import Shape, make_step
 
 #: (label, attention, position, attention params) of every flex case whose memory is tracked
 FLEX_CASES = (
@@ -60,6 +60,93 @@ def skipped_reason(shape: Shape) -> str | None:
     return None
 
 
+def _ratio(a: Measurement, b: Measurement, field: str = "ms") -> float | None:
+    x, y = getattr(a, field), getattr(b, field)
+    return None if x is None or y is None or y == 0 else x / y
+
+
+def _steps(
+    cases: dict[str, tuple[str, str, str, dict]],
+    T: int,
+    gpu: Shape,
+    note: Callable[[str, int, int, Measurement], None],
+    rounds: dict[str, Any],
+) -> dict[str, Measurement]:
+    """Time ``cases`` (label -> attention, position, backend, parameters) side by side at length ``T``."""
+    built = {label: make_step(a, p, b, T, gpu, params, {})[0] for label, (a, p, b, params) in cases.items()}
+    for step in built.values():
+        step()  # compile (flex) and autotune before the memory run, which would otherwise count them
+    got = side_by_side(built, gpu.device, **rounds)
+    for label, m in got.items():
+        note(label, T, gpu.batch, m)
+    return got
+
+
+def _time_targets(
+    args: argparse.Namespace,
+    gpu: Shape,
+    lengths: tuple[int, int],
+    at_long: dict[str, Measurement],
+    at_short: dict[str, Measurement],
+    kernels: dict[str, Measurement],
+    target: Callable[..., Any],
+) -> list:
+    """The targets on time: the local window against flash, and the score biases on flex against their peers."""
+    short, long = lengths
+    head_dim = args.gpu_d_model // args.gpu_heads  # gpu.heads is args.gpu_heads, never None
+    found = [
+        target(
+            f"local w={args.gpu_window} flex / soft flash: time, T={long}",
+            _ratio(at_long["local/flex"], at_long["soft/sdpa (flash)"]),
+            "<= 0.2",
+            "both causal",
+        ),
+        target(
+            f"local w={args.gpu_window} flex / causal flash: the attention call alone, T={long}",
+            _ratio(kernels["local/flex kernel"], kernels["causal/flash kernel"]),
+            "<= 0.2",
+            f"(B, H, T, D) = ({gpu.batch}, {gpu.heads}, {long}, {head_dim}), no projections",
+        ),
+        target(
+            f"alibi on flex: flash ms / flex ms, T={short}",
+            _ratio(at_short["multihead/sdpa (flash)"], at_short["multihead+alibi/flex"]),
+            ">= 0.6",
+            "speed relative to plain causal flash",
+        ),
+    ]
+    for name in ("t5", "relative"):
+        found.append(
+            target(
+                f"{name}: dense-bias sdpa ms / flex ms, T={short}",
+                _ratio(at_short[f"multihead+{name}/sdpa (dense bias)"], at_short[f"multihead+{name}/flex"]),
+                ">= 1",
+                "learned table on flex vs today's dense bias",
+            )
+        )
+    return found
+
+
+def _memory_targets(
+    by_length: dict[str, tuple[Measurement, Measurement]], lengths: tuple[int, int], target: Callable[..., Any]
+) -> list:
+    """Each flex path's peak memory exponent between the two lengths: linear in T, not quadratic."""
+    short, long = lengths
+    found = []
+    for label, (small, big) in by_length.items():
+        exponent = None
+        if small.peak_mb and big.peak_mb:
+            exponent = math.log(big.peak_mb / small.peak_mb) / math.log(long / short)
+        found.append(
+            target(
+                f"{label}: peak memory exponent, T={short}..{long}",
+                exponent,
+                "<= 1.2",
+                f"peak {big.peak_mb if big.peak_mb is not None else 'n/a'} MB at T={long}",
+            )
+        )
+    return found
+
+
 def gpu_targets(
     args: argparse.Namespace,
     shape: Shape,
@@ -75,20 +162,14 @@ def gpu_targets(
         f"GPU targets: d_model={gpu.d_model}, heads={gpu.heads}, batch={gpu.batch}, causal, dtype={gpu.dtype}, "
         f"T={short} and {long}, window={args.gpu_window}"
     )
-
-    def steps(cases: dict[str, tuple[str, str, str, dict]], T: int) -> dict[str, Measurement]:
-        built = {label: make_step(a, p, b, T, gpu, params, {})[0] for label, (a, p, b, params) in cases.items()}
-        for step in built.values():
-            step()  # compile (flex) and autotune before the memory run, which would otherwise count them
-        got = side_by_side(built, gpu.device, **rounds)
-        for label, m in got.items():
-            note(label, T, gpu.batch, m)
-        return got
-
-    at_long = steps(
-        {"local/flex": ("local", "none", "flex", window), "soft/sdpa (flash)": ("soft", "none", "sdpa", {})}, long
+    at_long = _steps(
+        {"local/flex": ("local", "none", "flex", window), "soft/sdpa (flash)": ("soft", "none", "sdpa", {})},
+        long,
+        gpu,
+        note,
+        rounds,
     )
-    at_short = steps(
+    at_short = _steps(
         {
             "multihead/sdpa (flash)": ("multihead", "none", "sdpa", {}),
             "multihead+alibi/flex": ("multihead", "alibi", "flex", {}),
@@ -98,64 +179,23 @@ def gpu_targets(
             "multihead+relative/sdpa (dense bias)": ("multihead", "relative", "sdpa", {}),
         },
         short,
+        gpu,
+        note,
+        rounds,
     )
-    flex_long = steps({label: (a, p, "flex", params) for label, a, p, params in FLEX_CASES if a != "local"}, long)
-    local_short = steps({"local/flex": ("local", "none", "flex", window)}, short)
-    head_dim = gpu.d_model // gpu.heads
+    flex_cases = {label: (a, p, "flex", params) for label, a, p, params in FLEX_CASES if a != "local"}
+    flex_long = _steps(flex_cases, long, gpu, note, rounds)
+    local_short = _steps({"local/flex": ("local", "none", "flex", window)}, short, gpu, note, rounds)
+    head_dim = args.gpu_d_model // args.gpu_heads  # gpu.heads is args.gpu_heads, never None
     calls = kernel_steps(gpu.batch, gpu.heads, long, head_dim, args.gpu_window, gpu.device, gpu.dtype)
     for step in calls.values():
         step()  # compile flex before timing
     kernels = side_by_side(calls, gpu.device, **rounds)
     for label, m in kernels.items():
         note(label, long, gpu.batch, m)
-
-    def ratio(a: Measurement, b: Measurement, field: str = "ms") -> float | None:
-        x, y = getattr(a, field), getattr(b, field)
-        return None if x is None or y is None or y == 0 else x / y
-
-    found = [
-        target(
-            f"local w={args.gpu_window} flex / soft flash: time, T={long}",
-            ratio(at_long["local/flex"], at_long["soft/sdpa (flash)"]),
-            "<= 0.2",
-            "both causal",
-        ),
-        target(
-            f"local w={args.gpu_window} flex / causal flash: the attention call alone, T={long}",
-            ratio(kernels["local/flex kernel"], kernels["causal/flash kernel"]),
-            "<= 0.2",
-            f"(B, H, T, D) = ({gpu.batch}, {gpu.heads}, {long}, {head_dim}), no projections",
-        ),
-        target(
-            f"alibi on flex: flash ms / flex ms, T={short}",
-            ratio(at_short["multihead/sdpa (flash)"], at_short["multihead+alibi/flex"]),
-            ">= 0.6",
-            "speed relative to plain causal flash",
-        ),
-    ]
-    for name in ("t5", "relative"):
-        found.append(
-            target(
-                f"{name}: dense-bias sdpa ms / flex ms, T={short}",
-                ratio(at_short[f"multihead+{name}/sdpa (dense bias)"], at_short[f"multihead+{name}/flex"]),
-                ">= 1",
-                "learned table on flex vs today's dense bias",
-            )
-        )
     by_length = {
         **{k: (v, flex_long[k]) for k, v in at_short.items() if k in flex_long},
         "local/flex": (local_short["local/flex"], at_long["local/flex"]),
     }
-    for label, (small, big) in by_length.items():
-        exponent = None
-        if small.peak_mb and big.peak_mb:
-            exponent = math.log(big.peak_mb / small.peak_mb) / math.log(long / short)
-        found.append(
-            target(
-                f"{label}: peak memory exponent, T={short}..{long}",
-                exponent,
-                "<= 1.2",
-                f"peak {big.peak_mb if big.peak_mb is not None else 'n/a'} MB at T={long}",
-            )
-        )
-    return found
+    found = _time_targets(args, gpu, (short, long), at_long, at_short, kernels, target)
+    return found + _memory_targets(by_length, (short, long), target)

@@ -16,20 +16,17 @@ from dataclasses import asdict
 import torch
 
 from experiments.bench import command
-from experiments.bench.peers import (
-    TrainStep,
-    alternate,
-    attnlab_decoder,
+from experiments.bench.options import BenchArgumentError
+from experiments.bench.peers.models import Size, attnlab_decoder, lm_batches, to_device
+from experiments.bench.peers.options import (
     autocast_for,
     describe_device,
     device_options,
-    lm_batches,
     positive_options,
     setup_device,
     size_from,
-    to_device,
 )
-from experiments.bench.scaling import BenchArgumentError
+from experiments.bench.peers.step import TrainStep, alternate
 from experiments.model.compiling import compile_model
 from experiments.model.transformer import Transformer, count_parameters
 from experiments.record.result import environment, write_json_atomic
@@ -96,6 +93,54 @@ def mfu_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _report(
+    args: argparse.Namespace,
+    device: torch.device,
+    size: Size,
+    n: int,
+    per_token: float,
+    seconds: float,
+    final_loss: float,
+) -> None:
+    """Print the step's throughput and utilisation, and write them with the run's settings to ``--out``."""
+    tokens_per_second = size.batch * size.length / seconds
+    achieved = per_token * tokens_per_second / 1e12
+    peak = args.peak_tflops or (peak_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None)
+    utilisation = achieved / peak if peak else None
+    print(
+        f"  FLOPs/token = 6 N + 12 L T d = 6 * {n:,} + 12 * {size.layers} * {size.length} * {size.d_model} "
+        f"= {per_token:.4g}"
+    )
+    print(f"  step {seconds * 1000:.1f} ms, {tokens_per_second:,.0f} tokens/s, {achieved:.3g} TFLOP/s achieved")
+    if utilisation is None:
+        print("  MFU: unknown peak for this device; give --peak-tflops")
+    else:
+        print(f"  MFU = {achieved:.3g} / {peak:.4g} TFLOP/s = {100 * utilisation:.1f}%")
+    if args.out is not None:
+        write_json_atomic(
+            args.out,
+            {
+                "benchmark": "mfu",
+                "device": describe_device(device),
+                "torch": torch.__version__,
+                "size": asdict(size),
+                "bf16": args.bf16,
+                "compile": args.compile,
+                "step_ms": seconds * 1000,
+                "matmul_params": n,
+                "flops_per_token": per_token,
+                "formula": "6 N + 12 L T d",
+                "tokens_per_second": tokens_per_second,
+                "achieved_tflops": achieved,
+                "peak_tflops": peak,
+                "mfu": utilisation,
+                "final_loss": final_loss,
+                "env": environment(describe_device(device)),
+            },
+        )
+        print(f"wrote {args.out}")
+
+
 @command(
     "mfu",
     help="model FLOPs utilisation of the decoder training step (default: d 1024, 12 layers, T 2048)",
@@ -132,40 +177,5 @@ def mfu(args: argparse.Namespace) -> int:
             "step"
         ]
     )
-    tokens_per_second = size.batch * size.length / seconds
-    achieved = per_token * tokens_per_second / 1e12
-    peak = args.peak_tflops or (peak_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None)
-    utilisation = achieved / peak if peak else None
-    print(
-        f"  FLOPs/token = 6 N + 12 L T d = 6 * {n:,} + 12 * {size.layers} * {size.length} * {size.d_model} "
-        f"= {per_token:.4g}"
-    )
-    print(f"  step {seconds * 1000:.1f} ms, {tokens_per_second:,.0f} tokens/s, {achieved:.3g} TFLOP/s achieved")
-    if utilisation is None:
-        print("  MFU: unknown peak for this device; give --peak-tflops")
-    else:
-        print(f"  MFU = {achieved:.3g} / {peak:.4g} TFLOP/s = {100 * utilisation:.1f}%")
-    if args.out is not None:
-        write_json_atomic(
-            args.out,
-            {
-                "benchmark": "mfu",
-                "device": describe_device(device),
-                "torch": torch.__version__,
-                "size": asdict(size),
-                "bf16": args.bf16,
-                "compile": args.compile,
-                "step_ms": seconds * 1000,
-                "matmul_params": n,
-                "flops_per_token": per_token,
-                "formula": "6 N + 12 L T d",
-                "tokens_per_second": tokens_per_second,
-                "achieved_tflops": achieved,
-                "peak_tflops": peak,
-                "mfu": utilisation,
-                "final_loss": step.final_loss,
-                "env": environment(describe_device(device)),
-            },
-        )
-        print(f"wrote {args.out}")
+    _report(args, device, size, n, per_token, seconds, step.final_loss)
     return 0

@@ -15,122 +15,22 @@ is the least-squares slope of log time against log T over the last
 from __future__ import annotations
 
 import argparse
-import ast
-import contextlib
-import gc
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from experiments.bench import command
-from experiments.bench.measure import CLOCKS, Measurement, cpu_memory_limit, is_out_of_memory, loglog_slope, measure
+from experiments.bench.measure import Measurement, loglog_slope
+from experiments.bench.options import BenchArgumentError, check_names, configured, parse_params, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
+from experiments.bench.point import Shape, backends_for, measure_point
 from experiments.record.result import write_json_atomic
 from variants import ATTENTION, POSITION
-from variants.kernels import BACKENDS, xformers_available
+from variants.kernels import BACKENDS
 
 DEFAULT_LENGTHS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass(frozen=True)
-class Shape:
-    d_model: int
-    heads: int | None  # None: the attention type's own default, at most 4
-    batch: int
-    causal: bool
-    device: torch.device
-    dtype: torch.dtype
-    clock: str = "wall"
-
-
-# -- building one point -------------------------------------------------------------------------------------
-def heads_for(attention: str, heads: int | None) -> int:
-    return heads if heads is not None else min(ATTENTION.get(attention).default_heads, 4)
-
-
-def backends_for(attention: str, wanted: list[str], device: torch.device) -> list[str]:
-    """The backends of ``wanted`` that ``attention`` has and this device can run, ``all`` meaning every one."""
-    supported = [b for b in ATTENTION.get(attention).backends if b != "auto"]
-    chosen = supported if "all" in wanted else [b for b in wanted if b in supported or b == "auto"]
-    runnable = [b for b in chosen if b != "xformers" or (device.type == "cuda" and xformers_available())]
-    # scaling times forward + backward, and FlexAttention's backward has no CPU kernel (its forward on the CPU
-    # is measured by `bench flex-memory`)
-    runnable = [b for b in runnable if b != "flex" or device.type == "cuda"]
-    return list(dict.fromkeys(runnable))
-
-
-def only_accepted(registry, name: str, params: dict[str, Any]) -> dict[str, Any]:
-    accepted = registry.accepted_params(name)
-    return {k: v for k, v in params.items() if k in accepted}
-
-
-def make_step(
-    attention: str,
-    position: str,
-    backend: str,
-    T: int,
-    shape: Shape,
-    attention_params: dict[str, Any],
-    position_params: dict[str, Any],
-    *,
-    seed: int = 0,
-) -> tuple[Callable[[], None], str]:
-    """A closure running one forward + backward pass of the layer at length T, and the resolved backend."""
-    torch.manual_seed(seed)
-    heads = heads_for(attention, shape.heads)
-    layer = ATTENTION.build(
-        attention,
-        d_model=shape.d_model,
-        num_heads=heads,
-        backend=backend,
-        **only_accepted(ATTENTION, attention, attention_params),
-    )
-    pos_params = only_accepted(POSITION, position, position_params)
-    if "max_len" in POSITION.accepted_params(position):
-        pos_params.setdefault("max_len", T)
-    pos = POSITION.build(position, d_model=shape.d_model, num_heads=heads, **pos_params)
-    layer.to(shape.device, shape.dtype).train()
-    pos.to(shape.device, shape.dtype)
-    x = torch.randn(shape.batch, T, shape.d_model, device=shape.device, dtype=shape.dtype, requires_grad=True)
-    grad = torch.randn_like(x)
-    positions = torch.arange(T, device=shape.device)
-
-    def step() -> None:
-        layer.zero_grad(set_to_none=True)
-        pos.zero_grad(set_to_none=True)
-        x.grad = None
-        out, _ = layer(pos.embed(x, positions), causal=shape.causal, position=pos)  # (B, T, d_model)
-        out.backward(grad)
-
-    return step, layer.backend
-
-
-def measure_point(
-    attention: str,
-    position: str,
-    backend: str,
-    T: int,
-    shape: Shape,
-    attention_params: dict[str, Any],
-    position_params: dict[str, Any],
-    *,
-    warmup: int,
-    repeats: int,
-    max_seconds: float,
-) -> tuple[Measurement, str]:
-    try:
-        step, resolved = make_step(attention, position, backend, T, shape, attention_params, position_params)
-    except Exception as err:  # noqa: BLE001  (e.g. out of memory while allocating the inputs)
-        status = "oom" if is_out_of_memory(err) else "error"
-        return Measurement(status=status, error=f"{type(err).__name__}: {err}"), backend
-    result = measure(step, shape.device, warmup=warmup, repeats=repeats, max_seconds=max_seconds, clock=shape.clock)
-    del step
-    gc.collect()
-    return result, resolved
 
 
 # -- a series: one variant, growing T --------------------------------------------------------------------------
@@ -302,62 +202,6 @@ def plot(records: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-# -- the command ----------------------------------------------------------------------------------------------
-class BenchArgumentError(ValueError):
-    """A bad command-line value, named with what is allowed."""
-
-
-def parse_params(items: list[str], flag: str) -> dict[str, Any]:
-    """``["window=64", "mode=monotonic"]`` -> {"window": 64, "mode": "monotonic"}."""
-    params = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise BenchArgumentError(f"{flag}={item!r} is not allowed; write KEY=VALUE, e.g. window=64")
-        try:
-            params[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            params[key] = raw  # a bare word is a string
-    return params
-
-
-def shared_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options every command that times layers takes."""
-    parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument(
-        "--heads",
-        type=int,
-        default=None,
-        help="heads per layer (default: the type's own, at most 4: soft/local/hard 1, multihead 4)",
-    )
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--causal", action="store_true", help="causal self attention (default: full)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per point; the median is reported")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
-    parser.add_argument(
-        "--max-seconds",
-        type=float,
-        default=30.0,
-        help="time budget per point: memory run, warm-up and timed runs together",
-    )
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads on CPU (default: torch's)")
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="wall: elapsed time; cpu: CPU time of this process, steadier on a shared CPU machine",
-    )
-    parser.add_argument(
-        "--max-memory-mb",
-        type=float,
-        default=None,
-        help="CPU: fail allocations beyond this (default: 80%% of available memory) so an "
-        "oversized point is recorded as oom instead of killing the process",
-    )
-
-
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attention",
@@ -391,47 +235,14 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     shared_arguments(parser)
 
 
-@contextlib.contextmanager
-def configured(args: argparse.Namespace) -> Iterator[Shape]:
-    """Validate the shared options; within the block, use ``--threads`` and the memory limit."""
-    name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if name != "cpu" and not name.startswith("cuda"):
-        raise BenchArgumentError(f"--device={name!r} is not allowed; choose cpu, cuda or cuda:N")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise BenchArgumentError("--device='cuda' is not allowed here; no CUDA device is visible (use cpu)")
-    for flag in ("d_model", "batch", "repeats", "threads"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise BenchArgumentError(
-                f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1"
-            )
-    if args.clock == "cpu" and device.type == "cuda":
-        raise BenchArgumentError("--clock='cpu' is not allowed with --device='cuda'; GPU work needs 'wall'")
-    threads = torch.get_num_threads()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    try:
-        limit = cpu_memory_limit(args.max_memory_mb) if device.type == "cpu" else contextlib.nullcontext()
-        with limit as budget:
-            if budget:
-                print(f"CPU allocations are capped at {budget:,.0f} MB beyond what is in use now")
-            yield Shape(args.d_model, args.heads, args.batch, args.causal, device, DTYPES[args.dtype], args.clock)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def check_names(registry, names: list[str]) -> None:
-    for name in names:
-        registry.get(name)  # an unknown name lists the choices and the nearest one
-
-
 @command("scaling", help="time and peak memory of forward + backward vs sequence length", arguments=arguments)
 def scaling(args: argparse.Namespace) -> int:
     with configured(args) as shape:
         return _scaling(args, shape)
 
 
-def _scaling(args: argparse.Namespace, shape: Shape) -> int:
+def _checked_params(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(attention, position) constructor parameters, after every name and backend is checked."""
     check_names(ATTENTION, args.attention)
     check_names(POSITION, args.position)
     for b in args.backend:
@@ -442,8 +253,14 @@ def _scaling(args: argparse.Namespace, shape: Shape) -> int:
     unused = [k for k in attention_params if not any(k in ATTENTION.accepted_params(a) for a in args.attention)]
     if unused:
         raise BenchArgumentError(f"--attention-param {unused} is accepted by none of {args.attention}")
+    return attention_params, position_params
 
-    settings = {
+
+def _settings(
+    args: argparse.Namespace, shape: Shape, attention_params: dict[str, Any], position_params: dict[str, Any]
+) -> dict[str, Any]:
+    """What the JSON records of how every point was measured."""
+    return {
         "d_model": shape.d_model,
         "heads": args.heads,
         "batch": shape.batch,
@@ -461,6 +278,11 @@ def _scaling(args: argparse.Namespace, shape: Shape) -> int:
             else "peak bytes of live tensors created during forward + backward (TorchDispatchMode)"
         ),
     }
+
+
+def _scaling(args: argparse.Namespace, shape: Shape) -> int:
+    attention_params, position_params = _checked_params(args)
+    settings = _settings(args, shape, attention_params, position_params)
     records: list[dict[str, Any]] = []
     print(
         f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "

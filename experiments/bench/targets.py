@@ -41,17 +41,10 @@ from torch import nn
 from experiments.bench import command
 from experiments.bench.gpu_targets import gpu_arguments, gpu_targets, skipped_reason
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
+from experiments.bench.options import BenchArgumentError, configured, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
-from experiments.bench.scaling import (
-    BenchArgumentError,
-    Shape,
-    configured,
-    device_name,
-    heads_for,
-    make_step,
-    measure_point,
-    shared_arguments,
-)
+from experiments.bench.point import Shape, heads_for, make_step, measure_point
+from experiments.bench.scaling import device_name
 from experiments.record.result import write_json_atomic
 
 GLOBAL = ("soft", "multihead")
@@ -173,46 +166,13 @@ def targets(args: argparse.Namespace) -> int:
         return _targets(args, shape)
 
 
-def _targets(args: argparse.Namespace, shape: Shape) -> int:
-    timing = dict(warmup=args.warmup, repeats=args.repeats, max_seconds=args.max_seconds)
-    measured: list[dict[str, Any]] = []  # every point, with its batch (the two groups of targets differ)
-    found: list[Target] = []
-
-    def note(name: str, T: int, batch: int, m: Measurement) -> None:
-        print(f"  {name} T={T} B={batch}: {_show(m)}")
-        measured.append(
-            {"name": name, "T": T, "batch": batch, "status": m.status, "ms": m.ms, "peak_mb": m.peak_mb, "runs": m.runs}
-        )
-        if args.out is not None:  # as it goes, so an interrupted run keeps what it measured
-            write_json_atomic(
-                args.out,
-                {
-                    "device": device_name(shape.device),
-                    "torch": torch.__version__,
-                    "measurements": measured,
-                    "complete": False,
-                },
-            )
-
-    print(
-        f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
-        f"batch={shape.batch}, causal={shape.causal}, clock={args.clock}"
-    )
-
-    def layer(
-        attention: str, backend: str, T: int, params: dict[str, Any] | None = None, *, on: Shape = shape, **kw
-    ) -> Measurement:
-        m, resolved = measure_point(attention, "none", backend, T, on, params or {}, {}, **(timing | kw))
-        note(f"{attention}/{resolved}", T, on.batch, m)
-        return m
-
-    skipped = skipped_reason(shape)
-    if skipped is None:
-        return _report(args, shape, gpu_targets(args, shape, note, Target), measured, [], rate=None, skipped=None)
-
+def _global_targets(
+    args: argparse.Namespace, shape: Shape, rate: float, note: Callable[[str, int, int, Measurement], None]
+) -> tuple[list[Target], list[dict[str, Any]]]:
+    """Each global type's sdpa layer against the kernel alone and the math path at ``--length``, with the
+    matrix products' floor under the math path (``bounds``)."""
     T = args.length
-    rate = gemm_rate(args.gemm_size, shape, args.repeats, args.clock)
-    print(f"  matrix product {args.gemm_size}^2: {rate / 1e9:.1f} GFLOP/s")
+    found: list[Target] = []
     bounds: list[dict[str, Any]] = []
     for attention in GLOBAL:
         heads = heads_for(attention, shape.heads)
@@ -251,7 +211,11 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
             Target(f"{attention}: sdpa layer / projections + sdpa", _ratio(fused, inline), "<= 1.2", "like with like"),
             Target(f"{attention}: math / sdpa backend", _ratio(reference, fused), ">= 3", "speed-up of the fused path"),
         ]
+    return found, bounds
 
+
+def _local_targets(args: argparse.Namespace, shape: Shape, layer: Callable[..., Measurement]) -> list[Target]:
+    """The local window's peak memory against soft attention's at the longest length, and its time exponent."""
     long = replace(shape, batch=args.long_batch)
     lengths = sorted(args.long_lengths)
     local_params = {"window": args.window, "mode": "monotonic"}
@@ -262,7 +226,7 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
     soft_sdpa = layer("soft", "sdpa", longest, on=long, **one_run)
     ok = [(t, m.ms) for t, m in zip(lengths, local) if m.status == "ok"]
     exponent = loglog_slope(*map(list, zip(*ok))) if len(ok) >= 2 else None
-    found += [
+    found = [
         Target(
             f"local w={args.window} / soft math: peak memory, T={longest}",
             _ratio(local[-1], soft_math, "peak_mb"),
@@ -282,7 +246,51 @@ def _targets(args: argparse.Namespace, shape: Shape) -> int:
             "slope of log time vs log T",
         ),
     ]
-    return _report(args, shape, found, measured, bounds, rate=rate, skipped=skipped, T=T, long_batch=long.batch)
+    return found
+
+
+def _targets(args: argparse.Namespace, shape: Shape) -> int:
+    timing = dict(warmup=args.warmup, repeats=args.repeats, max_seconds=args.max_seconds)
+    measured: list[dict[str, Any]] = []  # every point, with its batch (the two groups of targets differ)
+
+    def note(name: str, T: int, batch: int, m: Measurement) -> None:
+        print(f"  {name} T={T} B={batch}: {_show(m)}")
+        measured.append(
+            {"name": name, "T": T, "batch": batch, "status": m.status, "ms": m.ms, "peak_mb": m.peak_mb, "runs": m.runs}
+        )
+        if args.out is not None:  # as it goes, so an interrupted run keeps what it measured
+            write_json_atomic(
+                args.out,
+                {
+                    "device": device_name(shape.device),
+                    "torch": torch.__version__,
+                    "measurements": measured,
+                    "complete": False,
+                },
+            )
+
+    print(
+        f"device {device_name(shape.device)}, torch {torch.__version__}, d_model={shape.d_model}, "
+        f"batch={shape.batch}, causal={shape.causal}, clock={args.clock}"
+    )
+
+    def layer(
+        attention: str, backend: str, T: int, params: dict[str, Any] | None = None, *, on: Shape = shape, **kw
+    ) -> Measurement:
+        m, resolved = measure_point(attention, "none", backend, T, on, params or {}, {}, **(timing | kw))
+        note(f"{attention}/{resolved}", T, on.batch, m)
+        return m
+
+    skipped = skipped_reason(shape)
+    if skipped is None:
+        return _report(args, shape, gpu_targets(args, shape, note, Target), measured, [], rate=None, skipped=None)
+
+    T = args.length
+    rate = gemm_rate(args.gemm_size, shape, args.repeats, args.clock)
+    print(f"  matrix product {args.gemm_size}^2: {rate / 1e9:.1f} GFLOP/s")
+    found, bounds = _global_targets(args, shape, rate, note)
+    found += _local_targets(args, shape, layer)
+    return _report(args, shape, found, measured, bounds, rate=rate, skipped=skipped, T=T, long_batch=args.long_batch)
 
 
 def _report(

@@ -24,7 +24,7 @@ POOLINGS = ("mean", "cls")
 # - "scaled" (Vaswani et al.): std d^-1/2, multiplied by sqrt(d) at the input (unit scale);
 # - "gpt2": std 0.02 and no input scale, like the learned position table. Under Adam a table
 #   that starts small is learned relatively faster; nanoGPT's recipes assume this one.
-# An absolute position term is matched to whichever is chosen (experiments.model.transformer.Stack).
+# An absolute position term is matched to whichever is chosen (experiments.model.layers.Stack).
 EMBEDDINGS = ("scaled", "gpt2")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
 # the learning-rate schedules experiments.training.module implements (optim.schedule)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from experiments.bench.measure import side_by_side
-from experiments.bench.scaling import Shape, make_step
+from experiments.bench.point import Shape, make_step
 
 CALLS = ("self", "causal", "cross")
 

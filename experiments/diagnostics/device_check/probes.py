@@ -106,7 +106,7 @@ def crossover(family: str) -> str:
     import torch
 
     from experiments.bench.measure import side_by_side
-    from experiments.bench.scaling import Shape, make_step
+    from experiments.bench.point import Shape, make_step
 
     device = torch.device("cuda", torch.cuda.current_device())
     shape = Shape(1024, 16, 4, True, device, torch.bfloat16, "wall")

@@ -14,7 +14,7 @@ from typing import Any
 
 from experiments.diagnostics.device_check.plan import Knobs, Section
 from experiments.diagnostics.device_check.summary import write_summary
-from experiments.diagnostics.gpu_check import stop_group
+from experiments.diagnostics.gpu_check.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 #: seconds kept back from the deadline for stopping a section and writing the summary
