@@ -168,7 +168,9 @@ def logged_rows(run_dir: Path) -> dict[tuple[int, str], float]:
     with open(run_dir / "csv" / "metrics.csv") as handle:
         for row in csv.DictReader(handle):
             for key, value in row.items():
-                if key != "step" and value not in ("", None):  # the epoch too: a curve may be drawn over it
+                # the epoch too: a curve may be drawn over it; not throughput/*, the timing of a process (the
+                # batched model's steps are not a member's own, and a separate run's are its own process's)
+                if key != "step" and not key.startswith("throughput/") and value not in ("", None):
                     rows[(int(row["step"]), key)] = float(value)
     return rows
 
