@@ -119,8 +119,8 @@ def intervals(values: Sequence[float], alpha: float, c: float = MIXTURE) -> list
 def unseen_rate(n: int, alpha: float) -> float:
     """The divergence rate a cell may have after n seeds none of which diverged, at every n at once with chance at
     least 1 − alpha: the beta-binomial mixture confidence sequence of a Bernoulli rate (Robbins 1970; Howard et al.
-    2021), uniform prior. Its martingale after n seeds without an event is (1/(n + 1)) / (1 − p)^n, below 1/alpha
-    exactly for p < 1 − (alpha / (n + 1))^(1/n)."""
+    2021; bibliography: robbins1970statistical), uniform prior. Its martingale after n seeds without an event is
+    (1/(n + 1)) / (1 − p)^n, below 1/alpha exactly for p < 1 − (alpha / (n + 1))^(1/n)."""
     return 1.0 if n < 1 else 1 - (alpha / (n + 1)) ** (1 / n)
 
 

@@ -6,7 +6,8 @@ diverging one time in ten shows 35% of the time (0.9^10), and a Gaussian rule on
 scored mean: the fixed-n Welch test erred 0.35 of the time at such a null (analysis.stats.simulate).
 
 The bound here treats each side's divergence rate as a nuisance parameter (Berger and Boos 1994, "P values maximized
-over a confidence set for the nuisance parameter", JASA 89): a one-sided Clopper–Pearson bound on each side's rate,
+over a confidence set for the nuisance parameter", JASA 89; bibliography: berger1994p, clopper1934use,
+welch1947generalization): a one-sided Clopper–Pearson bound on each side's rate,
 each at a quarter of the level, and Welch's test of the weighted difference (1 − p_a)·μ_a − (1 − p_b)·μ_b on the
 converged seeds at the remaining half, at every corner of the box the two bounds span. Welch's lower edge is concave
 in the weights (a linear term less a norm), so its smallest value over the box lies at a corner; the interval is the
