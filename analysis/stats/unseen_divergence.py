@@ -17,7 +17,7 @@ levels, rounded up: conservative).
 Working scale: v' = s·(v − w) with s = +1 where higher is better and −1 where lower is, so a diverged seed is 0 and a
 converged one lies in [0, R], R = |best − w|; the difference of the scored means is s times the difference of the
 primed ones. The price: the bound cannot exclude divergence that n seeds would rarely show (0 of 10 converged seeds
-leave a rate up to 0.41 at this level's quarter of 0.025), so a gap of a few points needs about a hundred seeds a side.
+leave a rate up to 0.40 at a quarter of 0.025), so a gap of a few points needs about a hundred seeds a side.
 """
 
 from __future__ import annotations
