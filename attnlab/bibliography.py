@@ -318,6 +318,34 @@ ENTRIES = (
   publisher = {Lawrence Erlbaum Associates},
   year      = {1988}
 }""",
+    # A bounded metric's mean over every divergence rate the seeds leave possible (analysis/stats/unseen_divergence.py)
+    r"""@article{clopper1934use,
+  author    = {Clopper, C. J. and Pearson, E. S.},
+  title     = {The Use of Confidence or Fiducial Limits Illustrated in the Case of the Binomial},
+  journal   = {Biometrika},
+  volume    = {26},
+  number    = {4},
+  pages     = {404--413},
+  year      = {1934}
+}""",
+    r"""@article{berger1994p,
+  author    = {Berger, Roger L. and Boos, Dennis D.},
+  title     = {{P} Values Maximized Over a Confidence Set for the Nuisance Parameter},
+  journal   = {Journal of the American Statistical Association},
+  volume    = {89},
+  number    = {427},
+  pages     = {1012--1016},
+  year      = {1994}
+}""",
+    r"""@article{robbins1970statistical,
+  author    = {Robbins, Herbert},
+  title     = {Statistical Methods Related to the Law of the Iterated Logarithm},
+  journal   = {The Annals of Mathematical Statistics},
+  volume    = {41},
+  number    = {5},
+  pages     = {1397--1409},
+  year      = {1970}
+}""",
     # Anytime-valid decisions: seeds added until a claim is decided (attnlab/sequential.py)
     r"""@article{lai1976confidence,
   author    = {Lai, Tze Leung},

@@ -24,7 +24,8 @@ PERCENTAGES = {"bleu", "chrf"}
 
 
 def _tokens(metric: str) -> set[str]:
-    return set(re.split(r"[/_.\-\s]+", metric.lower()))
+    # a claim's per-length metric (token_acc@32) is the metric token_acc, read at length 32
+    return set(re.split(r"[/_.\-\s]+", metric.lower().split("@")[0]))
 
 
 def metric_range(metric: str) -> tuple[float, float]:
@@ -57,3 +58,12 @@ def worst_value(metric: str, bounds: tuple[float, float] | None = None) -> float
         return None
     lo, hi = bounds if bounds is not None else metric_range(metric)
     return lo if better == "higher" else hi
+
+
+def span(metric: str) -> float | None:
+    """The width of a bounded metric's range, best minus worst (an accuracy's 1, a BLEU's 100); None where either
+    end is infinite (a loss) or the name says not which way is better: there a mean has no bounded worst case."""
+    lo, hi = metric_range(metric)
+    if direction(metric) is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return hi - lo

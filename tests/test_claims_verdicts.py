@@ -25,6 +25,9 @@ from analysis.claims.cli import main as claims_main
 from tests.test_analysis import result_dict
 
 METRIC = "test/token_acc"
+# a metric whose name gives no range: Welch's and the exact test as written (an accuracy is decided over the
+# divergence rates its seeds leave possible, tests/test_claims_unseen_divergence.py)
+UNRANGED = "test/score"
 SOFT = [0.912, 0.905, 0.921, 0.899, 0.915, 0.908, 0.918, 0.902, 0.911, 0.907]
 
 
@@ -105,8 +108,9 @@ def test_a_one_sided_p_of_0035_on_three_seeds_decides_nothing(tmp_path, capsys):
     a, b = np.array(WELCH_035["local"]), np.array(WELCH_035["soft"])
     one_sided = sps.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue
     assert 0.03 < one_sided < 0.04
-    folder = write_folder(tmp_path / "sweep", WELCH_035)
-    code, out = verdicts(capsys, folder, claims_file(tmp_path / "c.yaml", claim("local beats soft", "greater")))
+    folder = write_folder(tmp_path / "sweep", WELCH_035, UNRANGED)
+    said = claim("local beats soft", "greater", metric=UNRANGED)
+    code, out = verdicts(capsys, folder, claims_file(tmp_path / "c.yaml", said))
     assert code == 1 and "[INCONCLUSIVE] local beats soft (Holm over 1 claim, p_adj" in out, out
     # the interval that decided, at its level: Welch's 95% interval written out
     va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 3
@@ -118,8 +122,9 @@ def test_a_one_sided_p_of_0035_on_three_seeds_decides_nothing(tmp_path, capsys):
 
 def test_two_sides_without_spread_are_not_supported(tmp_path, capsys):
     """Before: t = inf, p < 0.001, [SUPPORTED]. Three seeds against three have 20 arrangements."""
-    folder = write_folder(tmp_path / "sweep", ZERO_SPREAD)
-    code, out = verdicts(capsys, folder, claims_file(tmp_path / "c.yaml", claim("local beats soft", "greater")))
+    folder = write_folder(tmp_path / "sweep", ZERO_SPREAD, UNRANGED)
+    said = claim("local beats soft", "greater", metric=UNRANGED)
+    code, out = verdicts(capsys, folder, claims_file(tmp_path / "c.yaml", said))
     assert code == 1 and "[INCONCLUSIVE]" in out and "t = ∞" not in out, out
     assert f"over the {math.comb(6, 3)} arrangements of 3 + 3 seeds cannot reach p below 0.1" in out
 

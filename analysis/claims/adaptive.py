@@ -37,7 +37,8 @@ SIMULATED = 2000  # comparisons simulated to price the fixed design of equal pow
 ASSUMPTION = (
     "assumes independent Gaussian per-seed differences (or ratios); simulated, its error rate stayed at or below "
     "alpha for skewed (log-normal), heavy-tailed (t, 3 dof) and bounded (Beta accuracy) metrics and exceeded it "
-    "when one cell's seeds sometimes diverge far from the rest (docs/adaptive_seeds.md): check the seeds for outliers"
+    "when one cell's seeds sometimes diverge far from the rest (docs/adaptive_seeds.md): check the seeds for outliers; "
+    "on a bounded metric its interval also spans the divergence rates its seeds have not excluded"
 )
 BETTING_ASSUMPTION = (
     "assumes only independent seeds whose metric lies within the bounds; valid for any distribution there, "

@@ -3,7 +3,9 @@ correction over the claims of one report (supported, contradicted, or inconclusi
 seeds that would decide it).
 
 A diverged seed is an outcome: it scores the metric's worst value (analysis.stats.inference.worst_value) where
-that value is finite, and a mean cannot decide without it where it is not (a loss's +inf). How often each side
+that value is finite, and a mean cannot decide without it where it is not (a loss's +inf). Where the metric is
+bounded (an accuracy in [0, 1]), a difference of means is decided over every divergence rate the seeds leave possible,
+not only the rate they show (analysis.stats.unseen_divergence). How often each side
 diverges is compared by Fisher's exact test, which can leave a claim undecided or contradict an equivalence.
 """
 
@@ -21,7 +23,8 @@ from analysis.claims.scope import gather_claims
 from analysis.claims.sides import Side, check_metric, metric_values, run_factors, select_side
 from analysis.report.document import fmt, fmt_p
 from analysis.stats import inference
-from analysis.stats.claims import Evidence, ratio_test, seeds_needed, two_sample_test
+from analysis.stats import unseen_divergence as unseen
+from analysis.stats.claims import BoundedSides, Evidence, ratio_test, seeds_needed, two_sample_test
 from attnlab.claims import Claim, ClaimError, split_metric
 
 ALPHA = inference.ALPHA
@@ -102,6 +105,15 @@ def _unscorable(sides: Sequence[tuple[str, Side]], metric: str, worst: float) ->
     )
 
 
+def bounded_scale(metric: str) -> unseen.Scale | None:
+    """The metric's worst value and direction where both ends of its range are finite (an accuracy, a BLEU), else
+    None: a loss's worst value +inf bounds no mean."""
+    worst, better = inference.worst_value(metric), inference.direction(metric)
+    if better is None or not all(math.isfinite(e) for e in inference.metric_range(metric)):
+        return None
+    return unseen.Scale(worst, 1.0 if better == "higher" else -1.0)
+
+
 def _divergence(a: Side, b: Side) -> dict[str, Any]:
     """Fisher's exact test of the two sides' divergence rates (over runs that trained to an outcome)."""
     (da, ca), (db, cb) = ((s.count("diverged"), s.count("completed")) for s in (a, b))
@@ -153,9 +165,13 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         b = select_side(frame, factors, claim, "b")
         if "cell" in frame.columns and len(a.runs) and len(b.runs) and a.runs["cell"].iloc[0] == b.runs["cell"].iloc[0]:
             raise ClaimError(f"{claim.origin}: a and b are the same cell ({a.label}); the sides must differ")
+        converged = []
         for side in (a, b):
             values = metric_values(side.runs, runs.by_length, claim.metric).to_numpy(float)
+            converged.append(unseen.Bounded(values, side.count("diverged")))
             side.values = _with_diverged(values, side, worst)
+        scale = bounded_scale(name)
+        boxed = BoundedSides(converged[0], converged[1], scale) if scale is not None else None
         row.update(b=b.label, **_divergence(a, b))
         sides = [("a", a), ("b", b)]
     for tag, side in sides:
@@ -179,7 +195,7 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         test = ratio_test(top, bottom, claim, alpha)
         row["a_mean"], row["a_ci"] = test.estimate, math.nan
     else:
-        test = two_sample_test(a.values, b.values, claim, alpha)
+        test = two_sample_test(a.values, b.values, claim, alpha, boxed)
     row.update(
         test=test.test,
         statistic=test.statistic,

@@ -102,7 +102,8 @@ METHOD = (
     f"Each claim: a test for it and one against it, each wrong at most α = {ALPHA} (Welch two-sided for a "
     f"direction, TOST with its {1 - 2 * ALPHA:.0%} interval for an equivalence, a delta-method t for a ratio of "
     "means, an exact permutation test where neither side has spread); Holm's correction over the claims. "
-    "A diverged seed scores the metric's worst value (no mean test where that is +∞); divergence rates are "
+    "A diverged seed scores the metric's worst value (no mean test where that is +∞); a bounded metric's means are "
+    "decided over every divergence rate the seeds leave possible (Clopper–Pearson box); divergence rates are "
     f"compared by Fisher's exact test. Means ± 95% t-intervals over scored seeds. Seeds needed: {POWER:.0%} power "
     "at α / claims, at the claim's margin or min_effect (docs/claims.md)."
 )

@@ -39,7 +39,7 @@ from scipy import stats
 
 from analysis.stats.equal_power import equal_power, region
 from attnlab import betting, median
-from attnlab.sequential import MIXTURE, radius_factor
+from attnlab.sequential import MIXTURE, SHARE, radius_factor, unseen_rate
 
 RULES = ("anytime", "naive", "betting", "median")
 
@@ -208,12 +208,15 @@ def run_rule(
     c: float = MIXTURE,
     support: tuple[float, float] | None = None,
     lost: np.ndarray | None = None,
+    width: float | None = None,
 ) -> Outcome:
     """Each comparison looked at after every seed pair until ``rule`` decides a − b against ``margin``, or stops
     undecided, as attnlab.sequential.replay does; the betting rule needs the differences' ``support``.
 
     ``lost`` (reps, budget) marks pairs with a diverged or failed seed, whose sides ``a`` and ``b`` already hold at
-    the metric's worst value: the t-mixture decides nothing from a row's first lost pair on. An empty running
+    the metric's worst value: the t-mixture decides nothing from a row's first lost pair on, and with ``width`` (a
+    bounded metric's best minus worst) its interval spans the divergence rates its seeds leave possible, as
+    attnlab.sequential.widened does. An empty running
     intersection stops a row undecided: exactly for the t-mixture (its interval is computed), and for the betting and
     median rules where it straddles the margin (both passes at once), the one case in which a verdict could be read
     from it (the simulation tracks those rules at the margin only, not their whole interval)."""
@@ -226,9 +229,12 @@ def run_rule(
         if lost is not None:
             stopped = np.logical_or.accumulate(lost, axis=1)
             d = np.where(stopped, 0.0, d)  # never looked at: the rule stopped before it
-        low, high = anytime_bounds(d, alpha, c)
-        above, below = low > margin, high < margin
+        low, high = anytime_bounds(d, alpha * (1 - SHARE) if width is not None else alpha, c)
         stopped = stopped | (low > high)
+        if width is not None:
+            slack = width * np.array([unseen_rate(n, alpha * SHARE / 2) for n in range(1, budget + 1)])
+            low, high = np.where(low > high, low, low - slack), np.where(low > high, high, high + slack)
+        above, below = low > margin, high < margin
     elif rule == "betting":
         if support is None:
             raise ValueError("rule='betting' needs the differences' support [lo, hi]")

@@ -8,6 +8,10 @@ intervals, analysis.stats.equal_power for the power.
   contradicted when the difference lies beyond either margin, each edge at alpha / 2.
 - ``ratio``: the ratio of means mean(a@L) / mean(a@over) over the runs of side a, a t-test of it against each
   bound with the delta-method standard error (TOST when both bounds are given).
+- A bounded metric with a finite worst value (an accuracy's 0), given ``bounded``: the difference of the scored
+  means, whatever each side's divergence rate, seen or not (analysis.stats.unseen_divergence: Welch's test of the
+  converged seeds over the Clopper–Pearson box of the two rates, Berger and Boos 1994). The same directions, edges
+  and interval levels as above.
 - Both sides without spread: no t exists; an exact test counts the arrangements of the seeds instead
   (3 against 3 seeds: 20 arrangements, so no p below 1/20 one-sided).
 """
@@ -22,12 +26,14 @@ from scipy import stats as sps
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind, ttost_ind
 
 from analysis.stats import equal_power
+from analysis.stats import unseen_divergence as unseen
 from analysis.stats.inference import ALPHA
 from attnlab.claims import Claim
 
 POWER = 0.8
 MAX_SEEDS = equal_power.MAX_SEEDS
 EXACT = "exact permutation"
+BOXED, BOXED_TOST = "Welch over the divergence-rate box", "TOST (Welch) over the divergence-rate box"
 RATIO, RATIO_TOST, TOST, WELCH = equal_power.RATIO, equal_power.RATIO_TOST, equal_power.TOST, equal_power.WELCH
 
 
@@ -96,11 +102,49 @@ def _exact(evidence: Evidence, a: np.ndarray, b: np.ndarray, claim: Claim, alpha
     return evidence
 
 
-def two_sample_test(a: np.ndarray, b: np.ndarray, claim: Claim, alpha: float = ALPHA) -> Evidence:
+@dataclass(frozen=True)
+class BoundedSides:
+    """Both sides of a claim on a bounded metric: converged values, diverged counts, and the metric's scale."""
+
+    a: unseen.Bounded
+    b: unseen.Bounded
+    scale: unseen.Scale
+
+
+def _boxed(evidence: Evidence, sides: BoundedSides, claim: Claim) -> Evidence:
+    """The claim decided on the scored means, whatever the divergence rates (analysis.stats.unseen_divergence)."""
+    a, b, scale = sides.a, sides.b, sides.scale
+    evidence.sd_a, evidence.sd_b = float(a.converged.std(ddof=1)), float(b.converged.std(ddof=1))
+    evidence.reason = unseen.unusable(a, b)
+    if evidence.reason:
+        evidence.test, evidence.level = BOXED, math.nan
+        return evidence
+    m = claim.margin
+    if claim.expect == "equivalent":
+        evidence.test = BOXED_TOST
+        low_edge, high_edge = unseen.one_sided(a, b, scale, -m), unseen.one_sided(a, b, scale, m)
+        evidence.p_for = max(low_edge.above, high_edge.below)
+        evidence.p_against = _both_edges(low_edge.below, high_edge.above)
+    else:
+        evidence.test = BOXED
+        edge = unseen.one_sided(a, b, scale, m if claim.expect == "greater" else -m)
+        for_, against = (edge.above, edge.below) if claim.expect == "greater" else (edge.below, edge.above)
+        evidence.p_for, evidence.p_against = _both_edges(for_, 1.0), _both_edges(against, 1.0)
+    evidence.low, evidence.high = unseen.interval(a, b, scale, evidence.level)
+    return evidence
+
+
+def two_sample_test(
+    a: np.ndarray, b: np.ndarray, claim: Claim, alpha: float = ALPHA, bounded: BoundedSides | None = None
+) -> Evidence:
+    """The claim's tests on the sides' scored values ``a`` and ``b``; with ``bounded`` (a metric with a finite worst
+    value), over every divergence rate the seeds leave possible."""
     d = float(a.mean() - b.mean())
     m = claim.margin
     level = 1 - 2 * alpha if claim.expect == "equivalent" else 1 - alpha
     evidence = Evidence("Welch", estimate=d, level=level, sd_a=float(a.std(ddof=1)), sd_b=float(b.std(ddof=1)))
+    if bounded is not None:
+        return _boxed(evidence, bounded, claim)
     if evidence.sd_a == 0 and evidence.sd_b == 0:
         return _exact(evidence, a, b, claim, alpha)
     if claim.expect == "equivalent":

@@ -7,11 +7,14 @@ The claim is a − b > 0. Each family (FAMILIES) draws the seeds of two cells un
 its edge) and under an alternative (cell a better), and every rule decides within each budget of seeds per side:
 
 - ``welch``: the fixed-n claims engine at n = budget (one look; a diverged seed of a bounded metric scored at its
-  worst value 0, as the engine scores it), through ``fixed_n_verdict``: the one place this module calls it.
+  worst value 0, as the engine scores it, and on the bounded families the difference of scored means bounded over
+  every divergence rate the seeds leave possible, analysis.stats.unseen_divergence), through ``fixed_n_verdict``:
+  the one place this module calls it.
 - ``t_mixture``, ``betting``, ``median``: the adaptive sweep's anytime-valid rules (attnlab.sequential, attnlab.betting,
   attnlab.median) looked at after every seed pair, vectorised in analysis.stats.anytime, with diverged seeds as the
   sweep treats them (attnlab.outcomes): scored at the accuracy's worst value 0 for the median and betting rules, a
-  stop for the t-mixture. Betting runs on the bounded (accuracy) families only.
+  stop for the t-mixture, whose interval on the bounded families also spans the divergence its seeds have not shown
+  (attnlab.sequential.widened). Betting runs on the bounded (accuracy) families only.
 
 A false verdict is any verdict at the null (supported or contradicted: at the edge neither is true). The null is each
 rule's own: equal means of the scored values for the mean-based rules (welch, t_mixture, betting), the true median
@@ -36,7 +39,8 @@ import pandas as pd
 
 from analysis.claims.evaluate import COLUMNS, decide
 from analysis.stats import anytime
-from analysis.stats.claims import two_sample_test
+from analysis.stats import unseen_divergence as unseen
+from analysis.stats.claims import BoundedSides, two_sample_test
 from attnlab.claims import Claim, parse_claim
 
 ALPHA = 0.05
@@ -117,6 +121,7 @@ FAMILIES: dict[str, Callable[[np.random.Generator, tuple[int, int], bool], Draw]
 }
 BOUNDED = {"accuracy, asymmetric divergence", "accuracy, symmetric divergence", "accuracy k/32, ties"}
 SUPPORT = (-1.0, 1.0)  # where a difference of two accuracies lies
+RANGE = (0.0, 1.0)  # where an accuracy lies: worst 0, best 1
 
 
 def draw(family: str, reps: int, budget: int, alternative: bool, seed: int) -> Draw:
@@ -131,13 +136,24 @@ def true_median(family: str) -> float:
     return float(np.median(pairs.a - pairs.b))
 
 
-def fixed_n_verdict(a: np.ndarray, b: np.ndarray, claim: Claim, alpha: float) -> int:
+def fixed_n_verdict(
+    a: np.ndarray,
+    b: np.ndarray,
+    claim: Claim,
+    alpha: float,
+    lost: tuple[np.ndarray, np.ndarray] | None = None,
+) -> int:
     """+1 supported, −1 contradicted, 0 inconclusive: the fixed-n claims engine (analysis.stats.claims'
     two_sample_test, analysis.claims.evaluate's decide over one claim) on each side's seeds, a diverged one already at
-    the metric's worst value as the engine scores it. The one call of the fixed-n engine here."""
+    the metric's worst value as the engine scores it. ``lost`` (which seeds of a and b diverged) marks an accuracy
+    in RANGE, decided as the engine decides a bounded metric. The one call of the fixed-n engine here."""
     if len(a) < 2 or len(b) < 2:
         return 0
-    test = two_sample_test(a, b, claim)
+    bounded = None
+    if lost is not None:
+        sides = [unseen.Bounded(x[~gone], int(gone.sum())) for x, gone in zip((a, b), lost)]
+        bounded = BoundedSides(sides[0], sides[1], unseen.Scale(RANGE[0], 1.0))
+    test = two_sample_test(a, b, claim, alpha, bounded)
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}
     row.update(lacked="", p_for=test.p_for, p_against=test.p_against, diff_low=test.low, diff_high=test.high)
     verdict = decide([row], [claim], alpha)["verdict"].iloc[0]
@@ -165,18 +181,28 @@ class Looks:
     seeds: dict[int, np.ndarray]
 
 
-def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: float) -> Looks:
-    """One rule on one draw, within each budget."""
+def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: float, bounded: bool = False) -> Looks:
+    """One rule on one draw, within each budget; ``bounded``: the draw is an accuracy in RANGE, decided as such."""
     if rule == "welch":
+        lost = zip(pairs.lost_a, pairs.lost_b) if bounded else None
+        rows = list(zip(pairs.a, pairs.b, lost or [None] * len(pairs.a)))
         with _collections_deferred():
             decision = {
-                n: np.array([fixed_n_verdict(a[:n] - margin, b[:n], CLAIM, alpha) for a, b in zip(pairs.a, pairs.b)])
+                n: np.array(
+                    [
+                        fixed_n_verdict(
+                            a[:n] - margin, b[:n], CLAIM, alpha, None if gone is None else (gone[0][:n], gone[1][:n])
+                        )
+                        for a, b, gone in rows
+                    ]
+                )
                 for n in budgets
             }
         return Looks(decision, {n: np.full(len(pairs.a), n) for n in budgets})
     name = {"t_mixture": "anytime"}.get(rule, rule)
     support = SUPPORT if rule == "betting" else None
-    out = anytime.run_rule(name, pairs.a, pairs.b, alpha, margin=margin, support=support, lost=pairs.lost)
+    width = RANGE[1] - RANGE[0] if bounded and rule == "t_mixture" else None
+    out = anytime.run_rule(name, pairs.a, pairs.b, alpha, margin=margin, support=support, lost=pairs.lost, width=width)
     return Looks(
         {n: np.where(out.seeds <= n, out.decision, 0) for n in budgets},
         {n: np.minimum(out.seeds, n) for n in budgets},
@@ -202,7 +228,9 @@ def simulate(
         median_edge = true_median(family)
         for rule in rules_for(family):
             margin = median_edge if rule == "median" else 0.0
-            wrong, right = run(rule, null, budgets, alpha, margin), run(rule, alternative, budgets, alpha, 0.0)
+            bounded = family in BOUNDED
+            wrong = run(rule, null, budgets, alpha, margin, bounded)
+            right = run(rule, alternative, budgets, alpha, 0.0, bounded)
             for n in budgets:
                 error = float((wrong.decision[n] != 0).mean())
                 power = float((right.decision[n] == 1).mean())
