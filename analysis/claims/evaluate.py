@@ -134,6 +134,23 @@ def _ratio_sides(runs, a: Side, claim: Claim, worst: float) -> tuple[np.ndarray,
     return (_with_diverged(joined[c].to_numpy(float), a, worst) for c in ("top", "bottom"))  # type: ignore[return-value]
 
 
+def _score_two_sides(
+    runs, frame: pd.DataFrame, factors, claim: Claim, a: Side, worst: float
+) -> tuple[Side, BoundedSides | None]:
+    """Side b selected, both sides' values scored (a diverged seed at ``worst``), and on a bounded metric the
+    converged values with their divergence counts, for the box over unseen divergence rates."""
+    b = select_side(frame, factors, claim, "b")
+    if "cell" in frame.columns and len(a.runs) and len(b.runs) and a.runs["cell"].iloc[0] == b.runs["cell"].iloc[0]:
+        raise ClaimError(f"{claim.origin}: a and b are the same cell ({a.label}); the sides must differ")
+    converged = []
+    for side in (a, b):
+        values = metric_values(side.runs, runs.by_length, claim.metric).to_numpy(float)
+        converged.append(unseen.Bounded(values, side.count("diverged")))
+        side.values = _with_diverged(values, side, worst)
+    scale = bounded_scale(split_metric(claim.metric)[0])
+    return b, BoundedSides(converged[0], converged[1], scale) if scale is not None else None
+
+
 def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = ALPHA) -> dict[str, Any]:
     """The claim's row before Holm's correction: both sides, the test, and p for and against."""
     frame = runs.runs if scope is None else runs.runs[runs.runs["run_id"].isin(scope)]
@@ -162,16 +179,7 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         a.values = top
         sides = [("a", a)]
     else:
-        b = select_side(frame, factors, claim, "b")
-        if "cell" in frame.columns and len(a.runs) and len(b.runs) and a.runs["cell"].iloc[0] == b.runs["cell"].iloc[0]:
-            raise ClaimError(f"{claim.origin}: a and b are the same cell ({a.label}); the sides must differ")
-        converged = []
-        for side in (a, b):
-            values = metric_values(side.runs, runs.by_length, claim.metric).to_numpy(float)
-            converged.append(unseen.Bounded(values, side.count("diverged")))
-            side.values = _with_diverged(values, side, worst)
-        scale = bounded_scale(name)
-        boxed = BoundedSides(converged[0], converged[1], scale) if scale is not None else None
+        b, boxed = _score_two_sides(runs, frame, factors, claim, a, worst)
         row.update(b=b.label, **_divergence(a, b))
         sides = [("a", a), ("b", b)]
     for tag, side in sides:

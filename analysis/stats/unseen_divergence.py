@@ -22,7 +22,6 @@ leave a rate up to 0.40 at a quarter of 0.025), so a gap of a few points needs a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,8 +137,3 @@ def unusable(a: Bounded, b: Bounded) -> str:
     if a.converged.std() == 0 and b.converged.std() == 0:
         return "no spread among either side's converged seeds: Welch's test of them has no standard error"
     return ""
-
-
-def rate_bound_at_zero(n: int, level: float) -> float:
-    """The divergence rate n converged seeds of n cannot exclude at ``level`` (Clopper–Pearson: 1 − level^(1/n))."""
-    return 1 - level ** (1 / n) if n else math.nan

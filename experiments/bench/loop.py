@@ -148,6 +148,19 @@ def _within(figures: dict[str, Any], limit: float) -> bool:
     return ratio is not None and ratio <= limit
 
 
+def _overrides(args: argparse.Namespace, data: Path, cuda: bool) -> list[str]:
+    """The preset's command line with the bench's data, threads, device and budget."""
+    return [
+        "experiment=shakespeare_char",
+        f"task.path={data}",
+        f"num_threads={args.threads}",
+        *(["trainer=gpu"] if cuda else []),
+        *([f"trainer.max_steps={args.steps}"] if args.steps else []),
+        *([f"trainer.val_check_interval={args.val_every}"] if args.val_every else []),
+        *args.overrides,
+    ]
+
+
 def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> dict[str, Any] | None:
     """One attnlab run beside one plain loop, taking turns; their figures (None: attnlab's run failed)."""
     import torch
@@ -161,15 +174,7 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
     from experiments.config.schema import OptimConf
     from experiments.training import build
 
-    overrides = [
-        "experiment=shakespeare_char",
-        f"task.path={data}",
-        f"num_threads={args.threads}",
-        *(["trainer=gpu"] if cuda else []),
-        *([f"trainer.max_steps={args.steps}"] if args.steps else []),
-        *([f"trainer.val_check_interval={args.val_every}"] if args.val_every else []),
-        *args.overrides,
-    ]
+    overrides = _overrides(args, data, cuda)
     cfg = api.compose(overrides)
     expand_roles(cfg)
     work.mkdir(parents=True, exist_ok=True)
