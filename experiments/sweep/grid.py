@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -197,17 +197,37 @@ def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
     yield from merged.values()
 
 
-def group_options(group: str) -> list[str]:
+def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:
     """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``), and the
     options Hydra finds on its search path besides: a user's own presets (``--config-dir DIR
-    experiment=mine``) are choices in a sweep as in a single run."""
+    experiment=mine``, or ``searchpath``: a command line's ``hydra.searchpath=[...]`` overrides) are choices in a
+    sweep as in a single run."""
+    return sorted({*own_options(group), *search_path_options(group, searchpath)})
+
+
+def own_options(group: str) -> set[str]:
+    """The options of attnlab's own conf/ folder for ``group``."""
+    root = CONF_DIR / group
+    return {p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")}
+
+
+def search_path_options(group: str, searchpath: Sequence[str] = ()) -> set[str]:
+    """The options Hydra finds for ``group`` on the sweep's search path: ``--config-dir``, and the folders of
+    ``searchpath`` (a command line's ``hydra.searchpath=[...]``, which Hydra applies per load, so it is passed)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    root = CONF_DIR / group
-    options = {p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")}
-    if GlobalHydra.instance().is_initialized():  # the sweep's own Hydra, with the user's search path
-        options.update(GlobalHydra.instance().config_loader().get_group_options(group))
-    return sorted(options)
+    if not GlobalHydra.instance().is_initialized():  # the sweep's own Hydra, with the user's search path
+        return set()
+    loader = GlobalHydra.instance().config_loader()
+    return set(
+        loader.get_group_options(group, config_name="config" if searchpath else None, overrides=list(searchpath))
+    )
+
+
+def searchpath_overrides(config: DictConfig) -> list[str]:
+    """The command line's ``hydra.searchpath=[...]`` overrides of a sweep's config."""
+    task = OmegaConf.select(config, "hydra.overrides.task") or []
+    return [str(o) for o in task if str(o).lstrip("+~").startswith("hydra.searchpath=")]
 
 
 def _unknown(key: str, value: str, choices: list[str]) -> SweepConfigError:
@@ -229,6 +249,7 @@ def check_grid(config: DictConfig) -> None:
 
     registries = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))} - {"hydra"}
+    searchpath = searchpath_overrides(config)
     for key, values in grid_values(config):
         repeated = sorted({v for v in values if values.count(v) > 1})
         if repeated:
@@ -238,9 +259,13 @@ def check_grid(config: DictConfig) -> None:
             )
         for value in values:
             if key in groups:
-                choices = group_options(key)
+                choices = group_options(key, searchpath)
                 if key in registries:
-                    choices = sorted(set(choices) & set(registries[key].names()))
+                    # attnlab's own files are one per registered variant; a folder the user adds
+                    # (hydra.searchpath, --config-dir) may hold presets of any name (attention=narrow: local,
+                    # window 3), whose variant name the cell's composed config checks
+                    own = set(own_options(key)) & set(registries[key].names())
+                    choices = sorted(own | (search_path_options(key, searchpath) - set(own_options(key))))
                 if value not in choices:
                     raise _unknown(key, value, choices)
             elif key in VARIANT_NAME_KEYS and value not in ("null", "None"):
