@@ -166,6 +166,12 @@ def test_less_by_a_margin_is_welch_against_minus_margin(tmp_path):
     assert row["p"] == pytest.approx(2 * expected.pvalue, rel=1e-10)
 
 
+def test_a_less_claim_at_margin_zero_names_the_margin_0(tmp_path):
+    row = evaluate(tmp_path, [claim(a={"position": "rope"}, expect="less")]).iloc[0]
+    assert row["verdict"] == "inconclusive"
+    assert "straddles the margin 0" in row["lacked"] and "margin -0" not in row["lacked"], row["lacked"]
+
+
 def test_no_difference_is_inconclusive_with_a_power_estimate(tmp_path):
     row = evaluate(tmp_path, [claim(a={"position": "rope"}, min_effect=0.05)]).iloc[0]
     expected = sps.ttest_ind(a("rope"), a("sinusoidal"), equal_var=False, alternative="two-sided")

@@ -226,7 +226,8 @@ def _straddle(row: Mapping[str, Any], claim: Claim) -> str:
     if claim.expect == "ratio":
         edges = " and ".join(_g(e) for e in claim.bounds if e is not None)
         return f"the {level} interval of the ratio of means {interval} reaches the bound {edges}"
-    edge = {"greater": _g(claim.margin), "less": _g(-claim.margin)}.get(claim.expect, f"±{_g(claim.margin)}")
+    # -margin or 0.0: a margin of 0 reads "0", not "-0"
+    edge = {"greater": _g(claim.margin), "less": _g(-claim.margin or 0.0)}.get(claim.expect, f"±{_g(claim.margin)}")
     return f"the {level} interval of a − b {interval} straddles the margin {edge}"
 
 
