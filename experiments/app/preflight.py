@@ -47,8 +47,9 @@ class AlreadyCompleted(Exception):
 def group_options(group: str, search_path: tuple[Path, ...] = ()) -> list[str]:
     """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``), in conf/ and in the
     config folders a ``hydra.searchpath`` adds."""
-    roots = [folder / group for folder in (CONF, *search_path)]
-    return sorted({p.relative_to(root).with_suffix("").as_posix() for root in roots for p in root.rglob("*.yaml")})
+    from experiments.config.yaml_files import yaml_options
+
+    return sorted(set().union(*(yaml_options(folder / group) for folder in (CONF, *search_path))))
 
 
 def search_path_folders(overrides: list) -> tuple[Path, ...]:

@@ -38,3 +38,8 @@ def check_config_dir(folder: str | Path, overrides: list[str]) -> None:
     for path in [*sorted(root.glob("*.yaml")), *named]:
         if path.is_file():
             load_yaml(path, str(path))
+
+
+def yaml_options(folder: Path) -> set[str]:
+    """The options a config group folder holds: every yaml under it, sub-folders too (``study/vaswani_pe``)."""
+    return {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")}

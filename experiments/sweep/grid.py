@@ -207,8 +207,9 @@ def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:
 
 def own_options(group: str) -> set[str]:
     """The options of attnlab's own conf/ folder for ``group``."""
-    root = CONF_DIR / group
-    return {p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml")}
+    from experiments.config.yaml_files import yaml_options
+
+    return yaml_options(CONF_DIR / group)
 
 
 def search_path_options(group: str, searchpath: Sequence[str] = ()) -> set[str]:
@@ -242,6 +243,17 @@ def variant_name(value: str) -> str:
     return match.group(1) if match else value
 
 
+def grid_choices(group: str, registry: Any, searchpath: Sequence[str]) -> list[str]:
+    """The values a grid may take for a config group, read once per key. attnlab's own files of a registry's group
+    are one per registered variant; a folder the user adds (hydra.searchpath, --config-dir) may hold presets of any
+    name (attention=narrow: local, window 3), whose variant name the cell's composed config checks."""
+    own = own_options(group)
+    theirs = search_path_options(group, searchpath) - own
+    if registry is not None:
+        own &= set(registry.names())
+    return sorted(own | theirs)
+
+
 def check_grid(config: DictConfig) -> None:
     """Every variant, task and group option the grid names exists, and SLURM is reachable if asked for."""
     from experiments.tasks import TASKS
@@ -257,15 +269,9 @@ def check_grid(config: DictConfig) -> None:
                 f"{key}={','.join(values)} in the sweep lists {repeated[0]!r} more than once; "
                 "those cells would be one run sharing one folder; list each value once"
             )
+        choices = grid_choices(key, registries.get(key), searchpath) if key in groups else []
         for value in values:
             if key in groups:
-                choices = group_options(key, searchpath)
-                if key in registries:
-                    # attnlab's own files are one per registered variant; a folder the user adds
-                    # (hydra.searchpath, --config-dir) may hold presets of any name (attention=narrow: local,
-                    # window 3), whose variant name the cell's composed config checks
-                    own = set(own_options(key)) & set(registries[key].names())
-                    choices = sorted(own | (search_path_options(key, searchpath) - set(own_options(key))))
                 if value not in choices:
                     raise _unknown(key, value, choices)
             elif key in VARIANT_NAME_KEYS and value not in ("null", "None"):
