@@ -45,8 +45,7 @@ class AlreadyCompleted(Exception):
 
 
 def group_options(group: str, search_path: tuple[Path, ...] = ()) -> list[str]:
-    """Every yaml under the group's folder, sub-folders too (``experiment=study/vaswani_pe``), in conf/ and in the
-    config folders a ``hydra.searchpath`` adds."""
+    """The group's options in conf/ and in the folders a ``hydra.searchpath`` adds (config.yaml_files.yaml_options)."""
     from experiments.config.yaml_files import yaml_options
 
     return sorted(set().union(*(yaml_options(folder / group) for folder in (CONF, *search_path))))
