@@ -85,6 +85,10 @@ def radius_factor(n: int, alpha: float, c: float = MIXTURE) -> float:
     return math.sqrt(r / (n - r)) if r < n else math.inf
 
 
+REFUTED = (
+    "the claim assumes no divergence, and {k} seed pair(s) diverged or failed: the assumption is refuted, and the "
+    "t-mixture does not decide on survivors"
+)
 NO_SPREAD = "no spread: all {n} observations are equal, and the t-mixture gives no interval without spread"
 EMPTY = (
     "model violation: the running intersection is empty after {n} observations (low {low:.4g} > high {high:.4g}); "
@@ -187,6 +191,7 @@ def replay(
     support: tuple[float, float] | None = None,
     lost: Sequence[bool] | None = None,
     metric: str = "the metric",
+    assumed: bool = False,
 ) -> Decision:
     """The first observation count at which the running CS decides the claim, or the last one if none does.
 
@@ -196,13 +201,17 @@ def replay(
     marks the pairs with a diverged or failed seed (attnlab.outcomes): their values are already at the worst value
     (NaN where ``metric`` has none). The claim stops undecided, with the reason, at the first lost pair under the
     t-mixture, at a lost pair without a worst value under any rule, and at an empty running intersection.
+    ``assumed``: the claim declares that no seed diverges (``assume: no_divergence``), so the t-mixture's interval is
+    not widened for unseen divergence and keeps all of alpha; a lost pair refutes the assumption (``REFUTED``). The
+    median and betting rules are valid without it, so it changes nothing there.
     """
     rule(boundary)
     lost = list(lost) if lost is not None else [False] * len(values)
     usable = len(values)
     reason = ""
     if boundary == "t_mixture" and any(lost):
-        usable, reason = lost.index(True), survivors_reason(sum(lost))
+        usable = lost.index(True)
+        reason = REFUTED.format(k=sum(lost)) if assumed else survivors_reason(sum(lost))
     gaps = [n for n, x in enumerate(values[:usable]) if math.isnan(x)]
     if gaps:
         usable, reason = gaps[0], no_worst_reason(metric)
@@ -214,7 +223,7 @@ def replay(
     elif boundary == "median":
         seq = median.intervals(values, alpha)
     else:
-        width = span(metric) if expect != "ratio" else None
+        width = span(metric) if expect != "ratio" and not assumed else None
         if width is None:
             seq = intervals(values, alpha, c)
         else:

@@ -92,8 +92,8 @@ def result_dict(
             "python": "3.11.7",
             "packages": {"torch": "2.13.0", "lightning": "2.5.0"},
         },
-        "started_at": f"2026-01-0{1 + seed}T10:00:00+00:00",
-        "finished_at": f"2026-01-0{1 + seed}T10:05:00+00:00",
+        "started_at": f"2026-01-{1 + seed:02d}T10:00:00+00:00",
+        "finished_at": f"2026-01-{1 + seed:02d}T10:05:00+00:00",
         "command": "python -m experiments.train " + " ".join(overrides),
         "train_lengths": train_lengths,
     }

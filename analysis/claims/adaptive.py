@@ -57,6 +57,17 @@ TESTS = {
 }
 
 
+def assumed(claim: Claim, boundary: str, lost: Sequence[bool]) -> str | None:
+    """The assumption an adaptive verdict rests on, as the claims table names it (None: none)."""
+    if claim.assume is None:
+        return None
+    if boundary != "t_mixture":
+        return f"{claim.assume} (declared; the {boundary} rule is valid without it, so it changes nothing)"
+    if any(lost):
+        return f"{claim.assume} (declared), refuted by {sum(lost)} lost seed pair(s)"
+    return f"{claim.assume} (declared): the t-mixture is not widened for divergence its seeds have not shown"
+
+
 def _boundary(plan: Mapping[str, Any]) -> tuple[str, tuple[float, float] | None]:
     """The plan's boundary and metric bounds; a state written before the choice used the t-mixture."""
     boundary = str(plan.get("boundary") or "t_mixture")
@@ -203,6 +214,7 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
             _support(bounds),
             lost=observed.lost,
             metric=claim.metric,
+            assumed=claim.assume is not None,
         )
         corrected = correction(len(claims), float(plan["alpha"]))
         row: dict[str, Any] = {c: math.nan for c in COLUMNS}
@@ -224,6 +236,7 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
             else decision.reason or f"undecided at the budget of {plan['budget']} seeds per cell",
             source=claim.source,
             paper=claim.paper,
+            assumption=assumed(claim, boundary, observed.lost),
         )
         for tag in ("a", "b"):
             if sides[f"{tag}_values"] is not None:

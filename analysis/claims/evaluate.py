@@ -25,7 +25,7 @@ from analysis.report.document import fmt, fmt_p
 from analysis.stats import inference
 from analysis.stats import unseen_divergence as unseen
 from analysis.stats.claims import BoundedSides, Evidence, ratio_test, seeds_needed, two_sample_test
-from attnlab.claims import Claim, ClaimError, split_metric
+from attnlab.claims import NO_DIVERGENCE, Claim, ClaimError, split_metric
 
 ALPHA = inference.ALPHA
 VERDICTS = ("supported", "contradicted", "inconclusive")
@@ -55,6 +55,7 @@ COLUMNS = [
     "correction",
     "divergence",
     "divergence_p",
+    "assumption",
     "verdict",
     "lacked",
     "seeds_needed",
@@ -151,6 +152,33 @@ def _score_two_sides(
     return b, BoundedSides(converged[0], converged[1], scale) if scale is not None else None
 
 
+def assumption(
+    claim: Claim, sides: Sequence[tuple[str, Side]], boxed: BoundedSides | None
+) -> tuple[BoundedSides | None, str | None]:
+    """The bound over unseen divergence the claim is decided with (None: its values as they are) and the assumption
+    its verdict rests on, as the verdict names it (None: none).
+
+    A declared ``assume: no_divergence`` sets the bound aside while no seed diverged, and is refuted by one that did.
+    A mean of a metric whose worst value is +inf (a loss) assumes no divergence whether declared or not: a cell that
+    diverges at any rate has an infinite mean."""
+    diverged = sum(side.count("diverged") for _, side in sides)
+    worst = inference.worst_value(split_metric(claim.metric)[0])
+    if claim.assume is not None and diverged:
+        return boxed, (
+            f"{NO_DIVERGENCE} (declared) is refuted by {diverged} diverged seed(s): decided over every divergence "
+            "rate the seeds leave possible"
+        )
+    if boxed is not None and claim.assume is not None:
+        return None, f"{NO_DIVERGENCE} (declared): the seeds' means are tested without the bound over unseen divergence"
+    if worst == math.inf and claim.expect != "ratio":
+        said = "declared" if claim.assume is not None else "implicit"
+        return (
+            boxed,
+            f"{NO_DIVERGENCE} ({said}): {claim.metric}'s worst value is +∞, so a cell that diverges has no mean",
+        )
+    return boxed, None
+
+
 def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = ALPHA) -> dict[str, Any]:
     """The claim's row before Holm's correction: both sides, the test, and p for and against."""
     frame = runs.runs if scope is None else runs.runs[runs.runs["run_id"].isin(scope)]
@@ -173,6 +201,7 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         seeds_needed=None,
         test=None,
         divergence=None,
+        assumption=None,
     )
     if claim.expect == "ratio":
         top, bottom = _ratio_sides(runs, a, claim, worst)
@@ -182,6 +211,7 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         b, boxed = _score_two_sides(runs, frame, factors, claim, a, worst)
         row.update(b=b.label, **_divergence(a, b))
         sides = [("a", a), ("b", b)]
+        boxed, row["assumption"] = assumption(claim, sides, boxed)
     for tag, side in sides:
         row[f"{tag}_runs"] = side.outcomes(f"scored {_g(worst)}" if math.isfinite(worst) else "not scored")
         row[f"{tag}_n"] = side.n

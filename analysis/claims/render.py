@@ -78,6 +78,8 @@ def claims_table(results: pd.DataFrame) -> Table:
     rows = []
     for r in results.to_dict("records"):
         verdict = _verdict_text(r) + (f": {r['lacked']}" if _str(r["lacked"]) != "—" else "")
+        if _str(r.get("assumption")) != "—":
+            verdict += f"; assumes {r['assumption']}"
         rows.append(
             [
                 r["claim"],
@@ -97,6 +99,7 @@ def claims_table(results: pd.DataFrame) -> Table:
     return Table(header, rows, caption=METHOD)
 
 
+ASSUMES = "assumes"  # the label of the assumption a verdict rests on (analysis.claims.evaluate.assumption)
 FIXED_HEADING = "Claims of {file}, decided by the fixed-n engine (not the sweep's anytime rule):"
 METHOD = (
     f"Each claim: a test for it and one against it, each wrong at most α = {ALPHA} (Welch two-sided for a "
@@ -104,7 +107,9 @@ METHOD = (
     "means, an exact permutation test where neither side has spread); Holm's correction over the claims. "
     "A diverged seed scores the metric's worst value (no mean test where that is +∞); a bounded metric's means are "
     "decided over every divergence rate the seeds leave possible (Clopper–Pearson box); divergence rates are "
-    f"compared by Fisher's exact test. Means ± 95% t-intervals over scored seeds. Seeds needed: {POWER:.0%} power "
+    "compared by Fisher's exact test. A verdict names the assumption it rests on: a claim's declared 'assume: "
+    "no_divergence' sets the bound aside until a seed diverges, and a loss's mean assumes it always. "
+    f"Means ± 95% t-intervals over scored seeds. Seeds needed: {POWER:.0%} power "
     "at α / claims, at the claim's margin or min_effect (docs/claims.md)."
 )
 
@@ -180,9 +185,9 @@ def format_text(results: pd.DataFrame) -> str:
                 f"    {r['test']}: {statistic}{_estimate_label(r['test'])} {fmt(r['diff'])}{comma} {_interval(r)}, "
                 f"p {fmt_p(r['p'])}, Holm {fmt_p(r['p_holm'])}"
             )
-        for label in ("divergence", "lacked", "source", "paper"):
-            if _str(r[label]) != "—":
-                lines.append(f"    {label}: {r[label]}")
+        for label in ("divergence", "assumption", "lacked", "source", "paper"):
+            if _str(r.get(label)) != "—":
+                lines.append(f"    {ASSUMES if label == 'assumption' else label}: {r[label]}")
     counts = results["verdict"].value_counts()
     lines.append(f"{len(results)} claim(s): " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts))
     return "\n".join(lines)

@@ -15,6 +15,9 @@ its edge) and under an alternative (cell a better), and every rule decides withi
   sweep treats them (attnlab.outcomes): scored at the accuracy's worst value 0 for the median and betting rules, a
   stop for the t-mixture, whose interval on the bounded families also spans the divergence its seeds have not shown
   (attnlab.sequential.widened). Betting runs on the bounded (accuracy) families only.
+- ``welch, assumed`` and ``t_mixture, assumed``: the same two rules for a claim that declares ``assume: no_divergence``
+  (the bound over unseen divergence set aside until a seed diverges). They keep alpha where the assumption is true
+  and show, on the families where seeds diverge (DIVERGING), what a false assumption costs.
 
 A false verdict is any verdict at the null (supported or contradicted: at the edge neither is true). The null is each
 rule's own: equal means of the scored values for the mean-based rules (welch, t_mixture, betting), the true median
@@ -47,6 +50,8 @@ ALPHA = 0.05
 REPS = 2000
 BUDGETS = (10, 30, 100)
 RULES = ("welch", "t_mixture", "betting", "median")
+# the mean-based rules under a claim's declared ``assume: no_divergence``: valid only where no seed diverges
+ASSUMED = ("welch, assumed", "t_mixture, assumed")
 SEEDED = 20_260_101
 DIVERGES = 0.1  # a seed of a diverging cell diverges with this chance (its metric: NaN, scored at the worst value 0)
 ACCURACY = anytime.ACCURACY  # 0.95: an accuracy near its ceiling
@@ -120,6 +125,7 @@ FAMILIES: dict[str, Callable[[np.random.Generator, tuple[int, int], bool], Draw]
     "accuracy k/32, ties": _ties,
 }
 BOUNDED = {"accuracy, asymmetric divergence", "accuracy, symmetric divergence", "accuracy k/32, ties"}
+DIVERGING = {"accuracy, asymmetric divergence", "accuracy, symmetric divergence"}  # where no_divergence is false
 SUPPORT = (-1.0, 1.0)  # where a difference of two accuracies lies
 RANGE = (0.0, 1.0)  # where an accuracy lies: worst 0, best 1
 
@@ -142,15 +148,18 @@ def fixed_n_verdict(
     claim: Claim,
     alpha: float,
     lost: tuple[np.ndarray, np.ndarray] | None = None,
+    assume: bool = False,
 ) -> int:
     """+1 supported, −1 contradicted, 0 inconclusive: the fixed-n claims engine (analysis.stats.claims'
     two_sample_test, analysis.claims.evaluate's decide over one claim) on each side's seeds, a diverged one already at
     the metric's worst value as the engine scores it. ``lost`` (which seeds of a and b diverged) marks an accuracy
-    in RANGE, decided as the engine decides a bounded metric. The one call of the fixed-n engine here."""
+    in RANGE, decided as the engine decides a bounded metric; ``assume``: the claim declares no divergence, which
+    sets that bound aside unless a seed diverged (analysis.claims.evaluate.assumption). The one call of the fixed-n
+    engine here."""
     if len(a) < 2 or len(b) < 2:
         return 0
     bounded = None
-    if lost is not None:
+    if lost is not None and not (assume and not (lost[0].any() or lost[1].any())):
         sides = [unseen.Bounded(x[~gone], int(gone.sum())) for x, gone in zip((a, b), lost)]
         bounded = BoundedSides(sides[0], sides[1], unseen.Scale(RANGE[0], 1.0))
     test = two_sample_test(a, b, claim, alpha, bounded)
@@ -183,6 +192,8 @@ class Looks:
 
 def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: float, bounded: bool = False) -> Looks:
     """One rule on one draw, within each budget; ``bounded``: the draw is an accuracy in RANGE, decided as such."""
+    assume = rule in ASSUMED
+    rule = rule.removesuffix(", assumed")
     if rule == "welch":
         lost = zip(pairs.lost_a, pairs.lost_b) if bounded else None
         rows = list(zip(pairs.a, pairs.b, lost or [None] * len(pairs.a)))
@@ -191,7 +202,12 @@ def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: fl
                 n: np.array(
                     [
                         fixed_n_verdict(
-                            a[:n] - margin, b[:n], CLAIM, alpha, None if gone is None else (gone[0][:n], gone[1][:n])
+                            a[:n] - margin,
+                            b[:n],
+                            CLAIM,
+                            alpha,
+                            None if gone is None else (gone[0][:n], gone[1][:n]),
+                            assume,
                         )
                         for a, b, gone in rows
                     ]
@@ -201,7 +217,7 @@ def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: fl
         return Looks(decision, {n: np.full(len(pairs.a), n) for n in budgets})
     name = {"t_mixture": "anytime"}.get(rule, rule)
     support = SUPPORT if rule == "betting" else None
-    width = RANGE[1] - RANGE[0] if bounded and rule == "t_mixture" else None
+    width = RANGE[1] - RANGE[0] if bounded and rule == "t_mixture" and not assume else None
     out = anytime.run_rule(name, pairs.a, pairs.b, alpha, margin=margin, support=support, lost=pairs.lost, width=width)
     return Looks(
         {n: np.where(out.seeds <= n, out.decision, 0) for n in budgets},
@@ -214,7 +230,9 @@ def standard_error(rate: float, reps: int, alpha: float) -> float:
 
 
 def rules_for(family: str) -> list[str]:
-    return [r for r in RULES if r != "betting" or family in BOUNDED]
+    """The rules simulated on ``family``: betting on the bounded families only, and the assumed rules on every family
+    (where seeds diverge, their rows show what a false assumption costs)."""
+    return [r for r in RULES if r != "betting" or family in BOUNDED] + list(ASSUMED)
 
 
 def simulate(
@@ -227,7 +245,7 @@ def simulate(
         alternative = draw(family, reps, max(budgets), True, seed + 2 * f + 1)
         median_edge = true_median(family)
         for rule in rules_for(family):
-            margin = median_edge if rule == "median" else 0.0
+            margin = median_edge if rule == "median" else 0.0  # the assumed rules are mean-based: edge 0
             bounded = family in BOUNDED
             wrong = run(rule, null, budgets, alpha, margin, bounded)
             right = run(rule, alternative, budgets, alpha, 0.0, bounded)
@@ -261,6 +279,8 @@ def table(found: pd.DataFrame, reps: int, alpha: float) -> str:
     ]
     for r in found.to_dict("records"):
         above = " (above alpha)" if r["type_one"] > alpha + 3 * r["type_one_se"] else ""
+        if above and r["rule"] in ASSUMED and r["family"] in DIVERGING:
+            above = " (above alpha: no_divergence is false here)"
         lines.append(
             f"| {r['family']} | {r['budget']} | {r['rule']} | {r['type_one']:.3f} ± {r['type_one_se']:.3f}{above} | "
             f"{r['power']:.3f} ± {r['power_se']:.3f} | {r['seeds_null']:.1f} / {r['seeds_alternative']:.1f} |"

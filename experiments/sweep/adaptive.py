@@ -278,6 +278,7 @@ def decide(claim: Claim, observed: Observations | Sequence[float], plan: Plan, c
         plan.support,
         lost=observed.lost,
         metric=claim.metric,
+        assumed=claim.assume is not None,
     )
 
 
@@ -291,7 +292,8 @@ def summary(claim: Claim, decision: Decision, observed: Observations, plan: Plan
         else f"undecided at the budget ({decision.n} seed pair(s))"
     )
     sides = "; ".join(f"{tag}: {outcomes.describe(tally)}" for tag, tally in observed.sides.items())
-    return f"Claim {claim.name!r}: {said} ({correction(claims, plan.alpha)}); {sides}"
+    assumes = f", assuming {claim.assume}" if claim.assume is not None and plan.boundary == "t_mixture" else ""
+    return f"Claim {claim.name!r}: {said} ({correction(claims, plan.alpha)}{assumes}); {sides}"
 
 
 def _content(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan, budget: bool) -> str:
