@@ -174,3 +174,14 @@ def test_the_claims_of_an_adaptive_folder_name_the_assumption_as_the_sweep_decla
     out = capsys.readouterr().out
     said = "assumes: no_divergence (declared): the t-mixture is not widened"
     assert (said in out) == (assume is not None), out
+
+
+def test_the_reports_claims_table_names_the_assumption_beside_the_verdict(tmp_path):
+    from analysis.report.build import build_report
+
+    folder = write_folder(tmp_path / "sweep", {"local": STRONG, "soft": SOFT})
+    file = claims_file(tmp_path / "c.yaml", claim("local beats soft", "greater", assume="no_divergence"))
+    build_report([folder], tmp_path / "report", metrics=["test/token_acc"], claims=file)
+    text = (tmp_path / "report" / "report.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| local beats soft"))
+    assert "supported (Holm over 1 claim, p_adj" in row and "; assumes no_divergence (declared)" in row, row
