@@ -149,6 +149,7 @@ def test_the_claims_of_an_adaptive_folder_name_the_assumption_as_the_sweep_decla
     out = capsys.readouterr().out
     said = "assumes: no_divergence (declared): the t-mixture is not widened"
     assert (said in out) == (assume is not None), out
+    assert ("alpha 0.05 each, assuming no_divergence)" in out) == (assume is not None), out  # the section's line
 
 
 def test_the_reports_claims_table_names_the_assumption_beside_the_verdict(tmp_path):

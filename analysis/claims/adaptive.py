@@ -38,7 +38,8 @@ ASSUMPTION = (
     "assumes independent Gaussian per-seed differences (or ratios); simulated, its error rate stayed at or below "
     "alpha for skewed (log-normal), heavy-tailed (t, 3 dof) and bounded (Beta accuracy) metrics and exceeded it "
     "when one cell's seeds sometimes diverge far from the rest (docs/adaptive_seeds.md): check the seeds for outliers; "
-    "on a bounded metric its interval also spans the divergence rates its seeds have not excluded"
+    "on a bounded metric its interval also spans the divergence rates its seeds have not excluded, unless the claim "
+    "declares assume: no_divergence"
 )
 BETTING_ASSUMPTION = (
     "assumes only independent seeds whose metric lies within the bounds; valid for any distribution there, "
@@ -307,6 +308,8 @@ def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mappin
         per = "seeds" if claim.expect == "ratio" else "seeds per side"
         seeds = "; ".join(f"{tag}: {outcomes.describe(tally)}" for tag, tally in (item.get("sides") or {}).items())
         corrected = item.get("correction") or correction(k, float(plan["alpha"]))
+        if claim.assume is not None and boundary == "t_mixture":  # as the sweep's own closing line names it
+            corrected += f", assuming {claim.assume}"
         lines.append(
             f"{claim.name}: {said} ({corrected}), interval {interval}; seeds {seeds}; "
             f"a fixed design of equal power: {item['fixed'].describe(per)}"
