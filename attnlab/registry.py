@@ -158,6 +158,7 @@ def import_modules(package: str) -> list[str]:
 HOMES = {
     "attention": "variants.registries:ATTENTION",
     "position": "variants.registries:POSITION",
+    "benchmark": "experiments.bench.registry:BENCHMARKS",
 }
 
 

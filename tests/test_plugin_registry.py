@@ -120,6 +120,7 @@ def test_entries_are_found_by_scanning_their_package(on_path):
     assert RULES.get("third") is abs
 
 
+@pytest.mark.slow  # imports every plugin of every kind (torch, Lightning, pandas)
 def test_every_kind_has_a_registry_of_that_kind():
     assert {"attention", "position"} <= set(kinds())
     for kind in kinds():
