@@ -159,6 +159,7 @@ HOMES = {
     "attention": "variants.registries:ATTENTION",
     "position": "variants.registries:POSITION",
     "benchmark": "experiments.bench.registry:BENCHMARKS",
+    "report section": "analysis.report.section_registry:SECTIONS",
 }
 
 
