@@ -158,6 +158,7 @@ def import_modules(package: str) -> list[str]:
 HOMES = {
     "attention": "variants.registries:ATTENTION",
     "position": "variants.registries:POSITION",
+    "task": "experiments.tasks.registry:TASKS",
     "benchmark": "experiments.bench.registry:BENCHMARKS",
     "report section": "analysis.report.section_registry:SECTIONS",
 }

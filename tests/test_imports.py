@@ -234,7 +234,6 @@ BACK_IMPORTS = frozenset(
     {
         "experiments.config.checks -> experiments.sweep.grid",
         "experiments.config.checks -> experiments.training.lightning_parts",
-        "experiments.config.metric_names -> experiments.training.task_adapters",
         "experiments.config.schema -> experiments.model.reinforce",
         "experiments.ensemble.run -> experiments.app.quiet",
         "experiments.sweep.grid -> experiments.app.summary",
