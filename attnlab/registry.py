@@ -154,13 +154,15 @@ def import_modules(package: str) -> list[str]:
 
 
 # kind -> "module:attribute" of its registry, imported only when that kind is asked for (this module stays
-# standard-library only). The sequential rules and the sweeper rules are not registries yet (docs/architecture.md).
+# standard-library only). The sequential rules, the claims' tests and the sweeper rules are not registries yet
+# (docs/architecture.md).
 HOMES = {
     "attention": "variants.registries:ATTENTION",
     "position": "variants.registries:POSITION",
     "task": "experiments.tasks.registry:TASKS",
     "benchmark": "experiments.bench.registry:BENCHMARKS",
     "report section": "analysis.report.section_registry:SECTIONS",
+    "statistical test": "analysis.stats.comparison_tests:TESTS",
 }
 
 
