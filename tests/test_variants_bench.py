@@ -9,6 +9,7 @@ import torch
 
 from experiments import bench
 from experiments.bench.measure import LiveTensorMemory, loglog_slope, peak_memory_mb
+from experiments.bench.registry import BENCHMARKS
 from experiments.bench.scaling import exponents
 from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
@@ -60,18 +61,18 @@ def test_a_new_subcommand_is_one_registered_function(capsys):
     def arguments(parser):
         parser.add_argument("--times", type=int, default=1)
 
-    @bench.command("echo_for_test", help="prints its argument", arguments=arguments)
+    @BENCHMARKS.register("echo_for_test", help="prints its argument", arguments=arguments)
     def echo(args) -> int:
         print("echo" * args.times)
         return 0
 
     try:
         with pytest.raises(ValueError, match="echo_for_test"):
-            bench.command("echo_for_test", help="again", arguments=arguments)(echo)
+            BENCHMARKS.register("echo_for_test", help="again", arguments=arguments)(echo)
         assert bench.main(["echo_for_test", "--times", "2"]) == 0
         assert capsys.readouterr().out == "echoecho\n"
     finally:
-        del bench.COMMANDS["echo_for_test"]
+        BENCHMARKS.unregister("echo_for_test")
 
 
 @pytest.mark.slow

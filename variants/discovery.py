@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from types import ModuleType
+
+from attnlab.registry import import_modules
 
 
 def import_submodules(package: ModuleType) -> None:
-    for info in pkgutil.iter_modules(package.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{package.__name__}.{info.name}")
+    """Every module of ``package`` not named ``_*`` (the shared core's scan, ``attnlab.registry``)."""
+    import_modules(package.__name__)
 
 
 def import_plugins(modules: list[str]) -> None:

@@ -10,5 +10,5 @@ if TYPE_CHECKING:
     from variants.attention.layer import AttentionLayer
     from variants.position.base import PositionEncoding
 
-ATTENTION: Registry["AttentionLayer"] = Registry("attention")
-POSITION: Registry["PositionEncoding"] = Registry("position")
+ATTENTION: Registry["AttentionLayer"] = Registry("attention", package="variants.attention")
+POSITION: Registry["PositionEncoding"] = Registry("position", package="variants.position")

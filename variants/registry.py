@@ -1,4 +1,4 @@
-"""A small typed registry: variants are chosen by an explicit string key.
+"""The variants' registry: the shared ``attnlab.registry.Registry``, plus construction by name.
 
 A registry entry is a class or factory registered with a decorator. ``get`` on an
 unknown name and ``build`` with an unknown parameter fail loudly, naming the key,
@@ -15,37 +15,45 @@ a run records their BibTeX in its result.json and a report cites them in ``refer
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import re
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from attnlab import registry as attnlab_registry
+from attnlab.registry import RegistryError
 
 T = TypeVar("T")
 # A BibTeX citation key: no white space and none of the characters that end or open one.
 CITATION_KEY = re.compile(r"[^\s,{}()@=\"#%']+")
 
-
-class RegistryError(ValueError):
-    """A bad name or parameter given to a registry (a user error, not a bug)."""
+__all__ = ["CITATION_KEY", "Registry", "RegistryError", "VariantFields", "keyword_parameters"]
 
 
-class Registry(Generic[T]):
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._entries: dict[str, Callable[..., T]] = {}
-        self._references: dict[str, tuple[str, ...]] = {}
+@dataclass(frozen=True)
+class VariantFields:
+    """What a variant, or a task, declares: the citation keys of the papers it implements."""
+
+    references: tuple[str, ...] = ()
+
+
+class Registry(attnlab_registry.Registry[Callable[..., T]]):
+    """A variant registry: the shared ``attnlab.registry.Registry`` whose entries declare their papers, with
+    construction by name (``build``) and the option sets a test or sweep covers (``variations``)."""
+
+    def __init__(self, kind: str, fields: type = VariantFields, package: str | None = None) -> None:
+        super().__init__(kind, fields, package)
 
     def register(
-        self, name: str, references: str | tuple[str, ...] | list[str] = ()
+        self, name: str, references: str | tuple[str, ...] | list[str] = (), **declared: Any
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """Decorator: ``@ATTENTION.register("soft", references=("bahdanau2015neural", ...))``. A duplicate name
         is an error.
 
         ``references``: the citation keys (into ``attnlab/bibliography.py``) of the papers the entry
-        implements, one or several.
+        implements, one or several; ``declared``: the other fields of the registry's ``fields`` (which has
+        ``references`` too).
         """
-        if not isinstance(name, str) or not name:
-            raise RegistryError(f"{self.kind}: a registry name must be a non-empty string, got {name!r}")
         refs = (references,) if isinstance(references, str) else tuple(references)
         for ref in refs:
             if not isinstance(ref, str) or not CITATION_KEY.fullmatch(ref):
@@ -53,50 +61,12 @@ class Registry(Generic[T]):
                     f"{self.kind}={name!r}: references are citation keys into attnlab/bibliography.py "
                     f"(e.g. 'vaswani2017attention'), got {str(ref)[:60]!r}"
                 )
-
-        def decorator(factory: Callable[..., T]) -> Callable[..., T]:
-            if name in self._entries:
-                raise RegistryError(
-                    f"{self.kind}={name!r} is already registered (by {self._entries[name]!r}); choose another name"
-                )
-            self._entries[name] = factory
-            self._references[name] = refs
-            return factory
-
-        return decorator
-
-    def unregister(self, name: str) -> None:
-        """Remove an entry (used by tests that register throw-away variants)."""
-        self.get(name)
-        del self._entries[name]
-        self._references.pop(name, None)
+        return super().register(name, references=refs, **declared)
 
     def references(self, name: str) -> tuple[str, ...]:
         """The citation keys the entry declared at registration (empty if none)."""
-        self.get(name)
-        return self._references.get(name, ())
-
-    def names(self) -> list[str]:
-        return sorted(self._entries)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, name: str) -> Callable[..., T]:
-        try:
-            return self._entries[name]
-        except (KeyError, TypeError):
-            pass
-        choices = self.names()
-        near = difflib.get_close_matches(str(name), choices, n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise RegistryError(f"{self.kind}={name!r} is unknown; choose one of {choices}{hint}")
+        refs: tuple[str, ...] = self.declared(name).references
+        return refs
 
     def accepted_params(self, name: str) -> list[str]:
         """The keyword parameters the entry's constructor accepts."""

@@ -12,6 +12,7 @@ import pandas as pd
 from analysis.command.errors import ReportError
 from analysis.report import figure_style, figures
 from analysis.report.document import Bullets, Cell, Figure, Section, Table, fmt
+from analysis.report.section_registry import SECTIONS
 
 RECORD_KEYS = ("attention", "position", "backend", "T", "status")
 
@@ -66,6 +67,12 @@ def _pivot_table(frame: pd.DataFrame, column: str, caption: str) -> Table:
                 row.append(Cell(fmt(value) if value is not None and math.isfinite(value) else "—"))
         rows.append(row)
     return Table(["variant (backend)", *[f"T={t}" for t in lengths]], rows, caption=caption)
+
+
+@SECTIONS.register("benchmarks", order=70, inputs=("bench", "figures_dir", "style"))
+def benchmarks(bench: dict[str, Any] | None, figures_dir: Path, style: figure_style.FigureStyle) -> Section | None:
+    """The benchmark section of a report given --bench (none without it)."""
+    return None if bench is None else bench_section(bench, figures_dir, style)
 
 
 def bench_section(bench: dict[str, Any], figures_dir: Path, style: figure_style.FigureStyle | None = None) -> Section:

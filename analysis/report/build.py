@@ -36,23 +36,18 @@ from analysis.data.runs import Runs
 from analysis.report import summary
 from analysis.report.baseline import DEFAULT_BASELINE, Baseline, resolve_baseline
 from analysis.report.bench_cells import measure_cells
-from analysis.report.benchmarks import bench_section
 from analysis.report.context import ReportContext
-from analysis.report.details import task_section
 from analysis.report.document import Document, Paragraph, Section, fold
-from analysis.report.evaluations_section import evaluations_section
 from analysis.report.exports import write_report
 from analysis.report.figure_style import FORMATS, report_style
-from analysis.report.front import confounds_section, lead, left_out, overview
-from analysis.report.frontier import quality_cost_section
+from analysis.report.front import confounds_section, lead, left_out
 from analysis.report.inputs import check_options, filtered, prepare_out, read_bench
 from analysis.report.layout import check_asked
 from analysis.report.plan import TaskPlan, choose_metrics
 from analysis.report.report_figures import MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget
-from analysis.report.sections import failures_table, provenance_section
+from analysis.report.section_registry import SectionInputs, build_sections
 from analysis.report.tuned import RECORD as TUNED_RECORD
 from analysis.report.tuned import lead_section as tuned_lead
-from analysis.report.tuned import tuned_section
 from analysis.stats import inference
 from attnlab.prog import prog_name
 
@@ -145,44 +140,20 @@ def _lead_blocks(ctx: ReportContext, doc: Document, claims_block: Section | None
 
 
 def _sections(ctx: ReportContext, doc: Document, task_summaries: dict, measured, bench_data) -> pd.DataFrame:
-    """The sections after the lead, in reading order; returns the confounds table for confounds.csv."""
-    frame, plans = ctx.frame, ctx.plans
-    first = overview(ctx)
-    doc.sections.append(first)
-    confounds, confound_table = confounds_section(plans, ctx.factors)
-    doc.sections.append(confounds)
-    by_cell = measured.by_cell if measured else None
-    grids = {p.task: p.grids for p in plans}
-    doc.sections.append(
-        quality_cost_section(
-            frame, ctx.runs.by_length, grids, task_summaries, ctx.style, ctx.figures_dir, ctx.budget, by_cell
-        )
-    )
-    for plan in plans:
-        doc.sections.append(task_section(ctx, plan, task_summaries.get(plan.task)))
+    """The registered sections after the lead, in reading order (analysis/report/section_registry.py); returns
+    the confounds table for confounds.csv."""
+    built = build_sections(SectionInputs(ctx, task_summaries, measured, bench_data))
     if ctx.budget.skipped:
-        first.add(
+        built["overview"][0].add(
             Paragraph(
                 f"{ctx.budget.skipped} more figures not drawn (cap of {MAX_FIGURES} per "
                 "report); narrow the report with --where KEY=VALUE.",
                 kind="note",
             )
         )
-    failures = failures_table(frame)
-    if failures is not None:
-        doc.sections.append(Section("Failed and diverged runs", [failures]))
-    evaluated = evaluations_section(ctx.paths)  # checkpoints tested again (python -m experiments.evaluate)
-    if evaluated is not None:
-        doc.sections.append(evaluated)
-    if bench_data is not None:
-        doc.sections.append(bench_section(bench_data, ctx.figures_dir, ctx.style))
-    # a tuned sweep (hparams_search=tuned): its cells at their own best settings against the shared defaults
-    for path in ctx.paths:
-        if (Path(path) / TUNED_RECORD).is_file():
-            doc.sections.append(tuned_section(path, ctx.figures_dir))
-    doc.sections.append(provenance_section(frame))
+    doc.sections.extend(section for sections in built.values() for section in sections)
     fold(doc.sections[1:])  # everything after the overview opens on demand in the HTML
-    return confound_table
+    return confounds_section(ctx.plans, ctx.factors)[1]
 
 
 def _build_report(

@@ -12,6 +12,7 @@ from analysis.report.document import Block, Paragraph, Section
 from analysis.report.layout import Grid
 from analysis.report.plan import TaskPlan, task_metrics
 from analysis.report.report_figures import curve_figure, length_figures, map_figures, parameter_figure
+from analysis.report.section_registry import SECTIONS
 from analysis.report.sections import comparisons_block, cost_table, effects_block, metric_table, status_table
 
 
@@ -71,6 +72,12 @@ def _grid_blocks(
     if cost is not None:
         blocks.append(Section(f"Cost — {task}{suffix}", [cost], level=level))
     return blocks
+
+
+@SECTIONS.register("task details", order=40, inputs=("ctx", "task_summaries"))
+def task_sections(ctx: ReportContext, task_summaries: dict[str, summary.TaskSummary]) -> list[Section]:
+    """One folded "Details" section per task."""
+    return [task_section(ctx, plan, task_summaries.get(plan.task)) for plan in ctx.plans]
 
 
 def task_section(ctx: ReportContext, plan: TaskPlan, task_summary: summary.TaskSummary | None = None) -> Section:

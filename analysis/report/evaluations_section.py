@@ -15,11 +15,13 @@ from typing import Sequence
 
 from analysis.data.evaluations import collect_evaluations
 from analysis.report.document import Cell, Paragraph, Section, Table, fmt
+from analysis.report.section_registry import SECTIONS
 
 # the per-length metric a table shows: the first of these the task's evaluations report
 HEADLINE = ("seq_acc", "acc", "token_acc", "bpc")
 
 
+@SECTIONS.register("evaluations", order=60, inputs=("paths",))
 def evaluations_section(paths: Sequence[str | Path]) -> Section | None:
     """The section, or None when no evaluation lies under ``paths``."""
     found = collect_evaluations(paths)

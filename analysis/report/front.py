@@ -15,6 +15,7 @@ from analysis.report.context import ReportContext
 from analysis.report.document import Bullets, Document, Paragraph, Section, Table
 from analysis.report.plan import TaskPlan
 from analysis.report.report_figures import safe_name
+from analysis.report.section_registry import SECTIONS
 from analysis.report.sections import ONE_SEED_NOTICE
 from analysis.report.summary_text import summary_section
 
@@ -52,6 +53,13 @@ def confounds_section(plans: list[TaskPlan], asked: Sequence[str] | None) -> tup
     return section, table
 
 
+@SECTIONS.register("confounds", order=20, inputs=("plans", "factors"))
+def confounds(plans: list[TaskPlan], factors: Sequence[str] | None) -> Section:
+    """The report's "Confounds" section (its table also goes to confounds.csv, ``confounds_section``)."""
+    return confounds_section(plans, factors)[0]
+
+
+@SECTIONS.register("overview", order=10, inputs=("ctx",))
 def overview(ctx: ReportContext) -> Section:
     """What was read, what is reported and how the statistics are made; the notes a reader needs first."""
     runs, metrics, baseline, where = ctx.runs, ctx.metrics, ctx.baseline, ctx.where

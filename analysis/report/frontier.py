@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pandas as pd
 
@@ -47,7 +47,13 @@ from analysis.report.frontier_data import (
 from analysis.report.frontier_figure import MARKERS, draw_frontier
 from analysis.report.layout import Grid
 from analysis.report.report_figures import FigureBudget, roles, safe_name
+from analysis.report.section_registry import SECTIONS
 from analysis.report.summary import TaskSummary
+
+if TYPE_CHECKING:
+    from analysis.data.runs import Runs
+    from analysis.report.bench_cells import CellBench
+    from analysis.report.plan import TaskPlan
 
 INTRO = (
     "Each point is one cell: its quality (the summary's main metric, mean over seeds, bars 95% CI) "
@@ -118,6 +124,27 @@ def quality_cost_section(
             ]
             section.add(_grid_block(grid, summary, layout, colors, figures_dir, budget))
     return section
+
+
+@SECTIONS.register(
+    "quality and cost",
+    order=30,
+    inputs=("frame", "runs", "plans", "task_summaries", "style", "figures_dir", "budget", "measured"),
+)
+def quality_and_cost(
+    frame: pd.DataFrame,
+    runs: Runs,
+    plans: Sequence[TaskPlan],
+    task_summaries: Mapping[str, TaskSummary],
+    style: figure_style.FigureStyle,
+    figures_dir: Path,
+    budget: FigureBudget,
+    measured: CellBench | None,
+) -> Section:
+    """The report's "Quality and cost" section, over every task's tables."""
+    grids = {p.task: p.grids for p in plans}
+    by_cell = measured.by_cell if measured else None
+    return quality_cost_section(frame, runs.by_length, grids, task_summaries, style, figures_dir, budget, by_cell)
 
 
 def _run_sources(frame: pd.DataFrame, task: str, section: Section) -> list[CostSource]:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.report.document import Bullets, Cell, Code, Paragraph, Section, Table, fmt, fmt_p
 from analysis.report.layout import Grid
+from analysis.report.section_registry import SECTIONS
 from analysis.stats import inference
 
 ONE_SEED_NOTICE = "no significance can be claimed with one seed"
@@ -348,17 +349,6 @@ def cost_table(runs: pd.DataFrame, grid: Grid) -> Table | None:
     )
 
 
-def failures_table(runs: pd.DataFrame) -> Table | None:
-    bad = runs[runs["status"] != "completed"]
-    if bad.empty:
-        return None
-    rows = [
-        [r.run_id, r.task, r.cell_label, Cell(str(r.seed)), Cell(r.status, kind=r.status), str(r.error or "")]
-        for r in bad.itertuples(index=False)
-    ]
-    return Table(["run", "task", "cell", "seed", "status", "error"], rows, caption="Runs that did not complete")
-
-
 def _counted(values: pd.Series) -> str:
     counts = Counter(str(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v)))
     if not counts:
@@ -377,25 +367,26 @@ def _when(value: object) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def provenance_section(runs: pd.DataFrame) -> Section:
+@SECTIONS.register("provenance", order=90, inputs=("frame",))
+def provenance_section(frame: pd.DataFrame) -> Section:
     """Where the numbers come from: code versions, packages, dates, and the command of every run."""
     section = Section("Provenance")
-    started = sorted(_when(v) for v in runs["started_at"].dropna())
-    finished = sorted(_when(v) for v in runs["finished_at"].dropna())
+    started = sorted(_when(v) for v in frame["started_at"].dropna())
+    finished = sorted(_when(v) for v in frame["finished_at"].dropna())
     section.add(
         Bullets(
             [
-                f"sweeps: {_counted(runs['sweep'])}",
-                f"runs: {len(runs)} ({', '.join(f'{n} {s}' for s, n in sorted(Counter(runs['status']).items()))})",
+                f"sweeps: {_counted(frame['sweep'])}",
+                f"runs: {len(frame)} ({', '.join(f'{n} {s}' for s, n in sorted(Counter(frame['status']).items()))})",
                 f"started {started[0] if started else 'unknown'} — finished {finished[-1] if finished else 'unknown'}",
-                f"git SHA: {_counted(_column(runs, 'env.git_sha'))}",
-                f"torch: {_counted(_column(runs, 'env.torch'))}; python: {_counted(_column(runs, 'env.python'))}",
-                f"device: {_counted(_column(runs, 'env.device'))}; host: {_counted(_column(runs, 'env.host'))}",
+                f"git SHA: {_counted(_column(frame, 'env.git_sha'))}",
+                f"torch: {_counted(_column(frame, 'env.torch'))}; python: {_counted(_column(frame, 'env.python'))}",
+                f"device: {_counted(_column(frame, 'env.device'))}; host: {_counted(_column(frame, 'env.host'))}",
             ]
         )
     )
     packages: dict[str, Counter] = {}
-    for versions in _column(runs, "env.packages"):
+    for versions in _column(frame, "env.packages"):
         for name, version in (versions if isinstance(versions, dict) else {}).items():
             packages.setdefault(name, Counter())[str(version)] += 1
     if packages:
@@ -405,7 +396,7 @@ def provenance_section(runs: pd.DataFrame) -> Section:
         ]
         section.add(Table(["package", "version"], rows, caption="Package versions (run counts where they differ)"))
     rows = []
-    for r in runs.to_dict("records"):  # records, not tuples: "env.git_sha" is no attribute name
+    for r in frame.to_dict("records"):  # records, not tuples: "env.git_sha" is no attribute name
         sha = str(r.get("env.git_sha") or "")[:10]
         given = r["overrides"]
         overrides = " ".join(map(str, given)) if isinstance(given, list) else str(given or "")
@@ -428,7 +419,7 @@ def provenance_section(runs: pd.DataFrame) -> Section:
             caption="Every run and the overrides that made it",
         )
     )
-    commands = sorted({str(c) for c in runs["command"].dropna()})
+    commands = sorted({str(c) for c in frame["command"].dropna()})
     if commands:
         shown = commands[:MAX_COMMANDS]
         more = f"\n… {len(commands) - MAX_COMMANDS} more" if len(commands) > MAX_COMMANDS else ""

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, stdev
-from typing import Any
+from typing import Any, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
@@ -25,6 +25,7 @@ from analysis.command.errors import ReportError
 from analysis.report.document import Cell, Code, Figure, Paragraph, Section, Table, fmt
 from analysis.report.figure_canvas import DPI, finish, given_axes
 from analysis.report.report_figures import safe_name
+from analysis.report.section_registry import SECTIONS
 from analysis.report.study_plots import dashboard_command, load_study, storage_of, study_plots
 from analysis.report.summary import ALPHA, welch_p
 from analysis.stats.expected_max import expected_best, expected_best_curve
@@ -345,6 +346,12 @@ def tuned_section(sweep_dir: str | Path, out: str | Path) -> Section:
             studies_section(Path(sweep_dir), record, Path(out)),
         ],
     )
+
+
+@SECTIONS.register("tuned", order=80, inputs=("paths", "figures_dir"))
+def tuned_sections(paths: Sequence[str | Path], figures_dir: Path) -> list[Section]:
+    """A tuned sweep's cells at their own best settings against the shared defaults (hparams_search=tuned)."""
+    return [tuned_section(path, figures_dir) for path in paths if (Path(path) / RECORD).is_file()]
 
 
 def main(argv: list[str] | None = None) -> None:

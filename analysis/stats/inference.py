@@ -23,6 +23,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind
 
+from analysis.stats.comparison_tests import TESTS, comparison_test
 from attnlab import metric_scale
 from attnlab.metric_scale import direction, metric_range  # noqa: F401  (direction: the report reads it here)
 
@@ -141,6 +142,7 @@ def cohens_d(a: Sequence[float], b: Sequence[float]) -> float:
     return diff / pooled
 
 
+@TESTS.register("welch", estimand="difference of means")
 def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> dict[str, float]:
     """Welch's t-test of a vs b: t, p, and the CI of mean(a) − mean(b) on Welch's degrees of freedom."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -195,12 +197,15 @@ def compare_cells(
     cells: Sequence[str],
     alpha: float = ALPHA,
     confidence: float = CONFIDENCE,
+    test: str = "welch",
 ) -> pd.DataFrame:
-    """Each of ``cells`` against ``baseline_cell`` (cell ids of one task): Welch over seeds, Holm over this family.
+    """Each of ``cells`` against ``baseline_cell`` (cell ids of one task): ``test`` over seeds (a name in
+    ``analysis.stats.comparison_tests.TESTS``, Welch's by default), Holm over this family.
 
     A side with fewer than two completed seeds gets no test (p NaN, verdict "untested").
     """
     better = direction(metric)
+    compare = comparison_test(test, metric)
     done = completed(runs, metric)
     by_cell = {c: g for c, g in done.groupby("cell", sort=False)}
     if baseline_cell not in by_cell:
@@ -224,7 +229,7 @@ def compare_cells(
                 "baseline_n": len(base),
                 "mean": float(values.mean()),
                 "baseline_mean": float(base.mean()),
-                **welch(values, base, confidence),
+                **compare(values, base, confidence),
                 "d": cohens_d(values, base),
                 "cell": cell,
                 "cell_label": first.get("cell_label"),

@@ -1,78 +1,32 @@
 """Benchmarks of what each variant costs: ``python -m experiments.bench <command> [options]``.
 
-A command is a module (or a sub-package, like ``peers``) of this package that registers a function:
-
-    from experiments.bench import command
-
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024])
-
-    @command("peers", help="compare with other implementations", arguments=arguments)
-    def peers(args: argparse.Namespace) -> int:
-        ...  # the exit status
-
-The CLI imports every module in this package before parsing, so a new file is a
-new subcommand with no other edit; import optional dependencies inside the
-command function so that a missing one breaks only that command.
+A command is one entry of ``experiments.bench.registry.BENCHMARKS``: a module (or a sub-package, like ``peers``)
+of this package that registers a function; the registry finds it by scanning the package, so a new file is a
+new subcommand with no other edit. Import optional dependencies inside the command function so that a missing
+one breaks only that command.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
-import pkgutil
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
+from experiments.bench.registry import BENCHMARKS, BenchEntry
 from experiments.record.files import OutputError
-
-Handler = Callable[[argparse.Namespace], int]
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
-    run: Handler
-
-
-COMMANDS: dict[str, Command] = {}
-
-
-def command(
-    name: str, *, help: str, arguments: Callable[[argparse.ArgumentParser], None]
-) -> Callable[[Handler], Handler]:
-    """Register ``run`` as the subcommand ``name``; a duplicate name is an error."""
-
-    def decorator(run: Handler) -> Handler:
-        if name in COMMANDS:
-            raise ValueError(f"bench command {name!r} is already registered by {COMMANDS[name].run.__module__}")
-        COMMANDS[name] = Command(name, help, arguments, run)
-        return run
-
-    return decorator
-
-
-def _load_commands() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from attnlab.prog import prog_name
 
-    _load_commands()
     parser = argparse.ArgumentParser(
         prog=prog_name("experiments.bench"),
         description="Benchmarks of attention variants (time, memory, scaling with sequence length).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in sorted(COMMANDS):
-        cmd = COMMANDS[name]
-        cmd.arguments(sub.add_parser(name, help=cmd.help, description=cmd.help))
+    for name in BENCHMARKS.names():
+        entry: BenchEntry = BENCHMARKS.declared(name)
+        entry.arguments(sub.add_parser(name, help=entry.help, description=entry.help))
     return parser
 
 
@@ -84,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         check_arguments(args)
-        return COMMANDS[args.command].run(args)
+        return BENCHMARKS.get(args.command)(args)
     except ValueError as err:  # user errors are ValueError subclasses naming the option and what is allowed
         parser.exit(2, f"{parser.prog} {args.command}: error: {err}\n")
     except OutputError as err:  # an output written as results come in could not be (disk full)

@@ -21,10 +21,10 @@ from typing import Any
 
 import torch
 
-from experiments.bench import command
 from experiments.bench.generation import generation_model, random_prompt
 from experiments.bench.measure import CLOCKS, side_by_side
 from experiments.bench.options import BenchArgumentError, parse_params
+from experiments.bench.registry import BENCHMARKS
 from experiments.record.result import write_json_atomic
 from variants import ATTENTION, KVCache
 
@@ -67,7 +67,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None)
 
 
-@command("decode", help="cached decoding vs recomputing the prefix, per variant and prompt length", arguments=arguments)
+@BENCHMARKS.register(
+    "decode", help="cached decoding vs recomputing the prefix, per variant and prompt length", arguments=arguments
+)
 def decode(args: argparse.Namespace) -> int:
     for flag in ("tokens", "d_model", "heads", "layers", "rounds"):
         if getattr(args, flag) < 1:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.bench import command
+from experiments.bench.registry import BENCHMARKS
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -179,7 +179,7 @@ def _print_table(args: argparse.Namespace, cell: list[str], rows: list[dict[str,
         )
 
 
-@command(
+@BENCHMARKS.register(
     "ensemble", help="seeds batched in one process vs separate runs in sequence and in parallel", arguments=arguments
 )
 def ensemble(args: argparse.Namespace) -> int:

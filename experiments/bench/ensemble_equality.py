@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.bench import command
+from experiments.bench.registry import BENCHMARKS
 
 # The quick cell's model, a short budget over two epochs (a member's batch order changes per epoch),
 # a clip small enough to act on every step (a clip over all members at once would change each).
@@ -125,7 +125,7 @@ def compare(
     return row
 
 
-@command(
+@BENCHMARKS.register(
     "ensemble-equality",
     help="each ensemble member against its separate run, per attention type and encoding",
     arguments=arguments,

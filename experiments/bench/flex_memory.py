@@ -28,10 +28,10 @@ from typing import Any, Callable
 
 import torch
 
-from experiments.bench import command
 from experiments.bench.measure import is_out_of_memory, loglog_slope, peak_memory_mb
 from experiments.bench.options import BenchArgumentError, configured, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
+from experiments.bench.registry import BENCHMARKS
 from experiments.bench.scaling import device_name
 from variants import ATTENTION, POSITION
 from variants.flex import SETTINGS
@@ -113,7 +113,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(heads=1, d_model=64)
 
 
-@command(
+@BENCHMARKS.register(
     "flex-memory",
     help="peak memory of a score bias on flex (linear in T) vs the dense path (quadratic)",
     arguments=arguments,

@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, cast
 
-from experiments.bench import command
+from experiments.bench.registry import BENCHMARKS
 
 # beside the repository, where the bench runs from (as conf/experiment/shakespeare_char.yaml is given it)
 SHAKESPEARE = Path("../shared/data/tinyshakespeare/input.txt")
@@ -105,7 +105,7 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--max-step-ratio={args.max_step_ratio} is not allowed; it must be > 0")
 
 
-@command(
+@BENCHMARKS.register(
     "loop", help="attnlab's whole training loop against a plain torch loop, ratios in one process", arguments=arguments
 )
 def loop(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from dataclasses import asdict
 
 import torch
 
-from experiments.bench import command
 from experiments.bench.options import BenchArgumentError
 from experiments.bench.peers.models import Size, attnlab_decoder, lm_batches, to_device
 from experiments.bench.peers.options import (
@@ -27,6 +26,7 @@ from experiments.bench.peers.options import (
     size_from,
 )
 from experiments.bench.peers.step import TrainStep, alternate
+from experiments.bench.registry import BENCHMARKS
 from experiments.model.compiling import compile_model
 from experiments.model.transformer import Transformer, count_parameters
 from experiments.record.result import environment, write_json_atomic
@@ -141,7 +141,7 @@ def _report(
         print(f"wrote {args.out}")
 
 
-@command(
+@BENCHMARKS.register(
     "mfu",
     help="model FLOPs utilisation of the decoder training step (default: d 1024, 12 layers, T 2048)",
     arguments=mfu_arguments,

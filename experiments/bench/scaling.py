@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 import torch
 
-from experiments.bench import command
 from experiments.bench.measure import Measurement, loglog_slope
 from experiments.bench.options import BenchArgumentError, check_names, configured, parse_params, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.bench.point import Shape, backends_for, measure_point
+from experiments.bench.registry import BENCHMARKS
 from experiments.record.result import write_json_atomic
 from variants import ATTENTION, POSITION
 from variants.kernels import BACKENDS
@@ -235,7 +235,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     shared_arguments(parser)
 
 
-@command("scaling", help="time and peak memory of forward + backward vs sequence length", arguments=arguments)
+@BENCHMARKS.register(
+    "scaling", help="time and peak memory of forward + backward vs sequence length", arguments=arguments
+)
 def scaling(args: argparse.Namespace) -> int:
     with configured(args) as shape:
         return _scaling(args, shape)

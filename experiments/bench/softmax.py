@@ -16,7 +16,7 @@ import argparse
 import statistics
 import time
 
-from experiments.bench import command
+from experiments.bench.registry import BENCHMARKS
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def _reference(scores, allowed):
     return weights.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
 
 
-@command(
+@BENCHMARKS.register(
     "softmax", help="the math path's CPU softmax vs torch's softmax kernel, forward and backward", arguments=arguments
 )
 def softmax(args: argparse.Namespace) -> int:

@@ -38,12 +38,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments.bench import command
 from experiments.bench.gpu_targets import gpu_arguments, gpu_targets, skipped_reason
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
 from experiments.bench.options import BenchArgumentError, configured, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.bench.point import Shape, heads_for, make_step, measure_point
+from experiments.bench.registry import BENCHMARKS
 from experiments.bench.scaling import device_name
 from experiments.record.result import write_json_atomic
 
@@ -153,7 +153,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(batch=4, repeats=15)
 
 
-@command(
+@BENCHMARKS.register(
     "targets", help="the cost targets (fused overhead, sdpa vs math, local memory and scaling)", arguments=arguments
 )
 def targets(args: argparse.Namespace) -> int:

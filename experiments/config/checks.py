@@ -12,8 +12,6 @@ from experiments.config.errors import require as _require
 from experiments.config.metric_names import logged_metrics
 from experiments.config.schema import COMPILE_MODES, EVAL_CHECKPOINTS, validate_model_options, validate_optim
 
-ARCH_FOR_KIND = {"seq2seq": ("seq2seq", "decoder"), "lm": ("decoder",), "classify": ("encoder",)}
-
 
 def check_logger(cfg: DictConfig) -> None:
     """W&B takes another mode with a multi-line warning and then trains without logging: refuse it here
@@ -307,8 +305,10 @@ def longest_sequence(cfg: DictConfig, datamodule) -> int:
 
 
 def check_task_fit(cfg: DictConfig, datamodule) -> None:
+    from experiments.tasks import TASKS
+
     kind, arch = datamodule.kind, cfg.model.arch
-    allowed = ARCH_FOR_KIND[kind]
+    allowed = TASKS.declared(cfg.task.name).architectures
     _require(
         arch in allowed,
         f"model.arch={arch} does not fit task={cfg.task.name} (a {kind} task); allowed: {list(allowed)}",

@@ -1,4 +1,4 @@
-"""Task datamodules, chosen by registry name; importing this package registers every built-in task.
+"""Task datamodules, chosen by registry name; the registry finds every task module of this package by scanning it.
 
     from experiments.tasks import TASKS
     data = TASKS.build("reverse", seed=0, batch_size=32, train_lengths=[2, 12], eval_lengths=[16, 24])
@@ -8,7 +8,6 @@
 See ``base`` for the interface and batch formats every task shares.
 """
 
-from experiments.tasks import addition, charlm, listops, parity, recall, sequences, translation  # noqa: E402,F401
 from experiments.tasks.base import TaskConfigError, TaskDataModule
 from experiments.tasks.registry import TASKS
 

@@ -28,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from experiments.tasks.batching import Example, ExampleDataset, batches_by_length, pad_collate
+from experiments.tasks.kinds import TASK_KINDS, task_kind
 from experiments.tasks.sampling import (
     RankBatches,
     ResumableLoader,
@@ -37,7 +38,7 @@ from experiments.tasks.sampling import (
     trainer_shard,
 )
 
-KINDS = ("seq2seq", "lm", "classify")
+KINDS = tuple(TASK_KINDS)
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>")
 PAD_ID, BOS_ID, EOS_ID, SEP_ID = 0, 1, 2, 3
 FIRST_SYMBOL_ID = len(SPECIALS)
@@ -156,8 +157,7 @@ class TaskDataModule(L.LightningDataModule):
 
     def __init__(self, *, seed: int, batch_size: int, num_workers: int = 0) -> None:
         super().__init__()
-        if self.kind not in KINDS:
-            raise TypeError(f"{type(self).__name__}.kind={self.kind!r}; choose one of {list(KINDS)}")
+        task_kind(self.kind, type(self).__name__)
         self.seed = integer("seed", seed, minimum=0)
         self.batch_size = integer("batch_size", batch_size)
         self.num_workers = integer("num_workers", num_workers, minimum=0)

@@ -9,7 +9,6 @@ from typing import Any
 
 import torch
 
-from experiments.bench import command
 from experiments.bench.options import BenchArgumentError
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
 from experiments.bench.peers.compare import check_targets, decoder_comparison, generation_comparison, seq2seq_comparison
@@ -22,11 +21,12 @@ from experiments.bench.peers.options import (
     setup_device,
     size_from,
 )
+from experiments.bench.registry import BENCHMARKS
 from experiments.record.result import environment, write_json_atomic
 
 
 # -- the commands --------------------------------------------------------------------------------------------
-@command(
+@BENCHMARKS.register(
     "peers",
     help="training step and generation speed against torch.nn.Transformer and x-transformers",
     arguments=peers_arguments,
