@@ -20,6 +20,7 @@ import pandas as pd
 from analysis.paper.bibliography import ARCHITECTURE, Bibliography, variant_origin
 from analysis.paper.latex import tex_escape
 from analysis.stats import inference
+from attnlab.roles import ROLES
 
 
 class Cite:
@@ -130,11 +131,7 @@ def _setup(done: pd.DataFrame, bib: Bibliography) -> list[Part]:
         setup += [("" if i == 0 else "; ") + task, Cite(bib.keys_of(variant_origin("task", task))), detail]
     setup += [". We compare "]
     setup += _variants(done, "attention", "attention", bib, "attention types")
-    roles = [
-        r
-        for r in ("encoder_attention", "decoder_attention", "cross_attention")
-        if r in done.columns and done[r].notna().any()
-    ]
+    roles = [r for r in ROLES if r in done.columns and done[r].notna().any()]
     if roles:
         setup += [f" (per role: {', '.join(f'{r} ' + _text(sorted(done[r].dropna().unique())) for r in roles)})"]
     setup += ["; and "]

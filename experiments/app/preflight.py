@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from attnlab.roles import ROLES
+
 CONF = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = (
     "task",
@@ -128,15 +130,8 @@ def check_names(key: str, values: list[str], search_path: tuple[Path, ...] = ())
 
 
 def _registry_for(key: str):
-    if key in (
-        "attention.name",
-        "model.encoder_attention",
-        "model.decoder_attention",
-        "model.cross_attention",
-        "model.encoder_attention.name",
-        "model.decoder_attention.name",
-        "model.cross_attention.name",
-    ):
+    roles = {f"model.{role}{suffix}" for role in ROLES for suffix in ("", ".name")}
+    if key == "attention.name" or key in roles:
         from variants import ATTENTION
 
         return ATTENTION
@@ -494,7 +489,7 @@ def _compose(overrides: list[str]):
 def _role_parameter_error(overrides: list[str]) -> PreflightError | None:
     """A role parameter Hydra refused: ``model.cross_attention.window=4`` where the role has no
     attention type of its own, or where its type has no such parameter."""
-    from experiments.config.roles import ROLES, attention_defaults
+    from experiments.config.roles import attention_defaults
 
     for line in overrides:
         key, _, value = line.partition("=")
@@ -557,14 +552,11 @@ def _build_variants(cfg) -> None:
     check_pair(attention_name, layer, position_name, encoding)
     # A self-attention role of a stack the architecture builds takes the same encoding
     # (cross attention gets no position hooks): its pair is checked too, named by the role.
+    from attnlab.roles import SELF_ROLES, built
     from experiments.config.roles import role_variants
 
-    built = {
-        "encoder_attention": cfg.model.arch in ("seq2seq", "encoder"),
-        "decoder_attention": cfg.model.arch in ("seq2seq", "decoder"),
-    }
     for role, node in role_variants(cfg).items():
-        if node is None or not built.get(role, False):
+        if node is None or role not in SELF_ROLES or not built(role, cfg.model.arch):
             continue
         params = {k: v for k, v in node.items() if k != "name"}
         role_layer = ATTENTION.build(node["name"], d_model=d_model, backend=cfg.backend, **params)

@@ -19,10 +19,10 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from attnlab.roles import ROLES
 from experiments.config.errors import ConfigError
 from experiments.config.variant_node import variant_node
 
-ROLES = ("encoder_attention", "decoder_attention", "cross_attention")
 ATTENTION_CONF = Path(__file__).resolve().parents[2] / "conf" / "attention"
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from attnlab.roles import ROLES
 from experiments.config.schema import ModelOptions
 from experiments.config.variant_node import variant_node
 from variants.checks import positive
@@ -70,7 +71,7 @@ class ModelSpec(ModelOptions):
         """The spec from plain data (``dataclasses.asdict`` of a spec: a checkpoint's hyperparameters), with each
         variant given as ``{"name": ..., "params": {...}}``."""
         data = dict(fields_)
-        for key in ("attention", "position", "encoder_attention", "decoder_attention", "cross_attention"):
+        for key in ("attention", "position", *ROLES):
             value = data.get(key)
             if isinstance(value, Mapping):
                 data[key] = VariantSpec(value["name"], dict(value.get("params", {})))

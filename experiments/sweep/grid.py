@@ -31,6 +31,8 @@ from typing import Any, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from attnlab.roles import ROLES
+
 log = logging.getLogger("attnlab")
 _LAST: dict[str, Any] = {"failed": 0, "ran": False}
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -52,9 +54,7 @@ VARIANT_NAME_KEYS = {
     "attention.name": "attention",
     "position.name": "position",
     "task.name": "task",
-    "model.encoder_attention": "attention",
-    "model.decoder_attention": "attention",
-    "model.cross_attention": "attention",
+    **{f"model.{role}": "attention" for role in ROLES},
 }
 
 

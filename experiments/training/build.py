@@ -14,6 +14,7 @@ import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from omegaconf import DictConfig, OmegaConf
 
+from attnlab.roles import ROLES
 from experiments.config import checks
 from experiments.config.roles import role_labels
 from experiments.model.compiling import compile_model
@@ -50,10 +51,7 @@ def build_datamodule(cfg: DictConfig, run_dir: Path):
 def model_spec(cfg: DictConfig, datamodule) -> ModelSpec:
     """The Transformer's spec: ``cfg.model`` as its typed schema object, plus what the task decides."""
     chosen = OmegaConf.to_object(cfg.model)  # a ModelConf (experiments/config/schema.py), defaults filled in
-    roles = {
-        role: None if getattr(chosen, role) is None else VariantSpec.of(getattr(chosen, role))
-        for role in ("encoder_attention", "decoder_attention", "cross_attention")
-    }
+    roles = {role: None if getattr(chosen, role) is None else VariantSpec.of(getattr(chosen, role)) for role in ROLES}
     return ModelSpec.of(
         chosen,
         **roles,
