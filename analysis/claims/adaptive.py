@@ -185,21 +185,34 @@ def fixed_equivalent(
     return equal_power(found.power, mean, edges, sd_a, sd_b, alpha)
 
 
+def refuse_ratio(claims: Sequence[Claim], boundary: str, origin: str) -> None:
+    """A rule that declares why it refuses ratio claims refuses them when the claims are read back, as the sweep
+    did before its first seed."""
+    why = RULES.declared(boundary).ratio
+    for claim in claims:
+        if why and claim.expect == "ratio":
+            raise ClaimError(f"{origin}: ratio claim {claim.name!r} under the {boundary} boundary, which {why}")
+
+
+def expectation(claim: Claim, estimand: str) -> str:
+    """The claim as the table states it: of the mean difference (plain), else of the rule's estimand."""
+    said = _expectation(claim)
+    return said if estimand == "mean" else f"{estimand} of paired differences {said}"
+
+
 def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The claims table of an adaptive sweep (COLUMNS, the verdicts of its confidence sequences) and per claim
     what the section reports."""
     claims = parse_claims(state.get("claims_raw"), f"{origin}: claims")
     plan = state["plan"]
     boundary, bounds = _boundary(plan)
-    estimand = RULES.declared(boundary).estimand
+    declared = RULES.declared(boundary)
+    refuse_ratio(claims, boundary, origin)
     rows, details = [], []
     for claim in claims:
-        why = RULES.declared(boundary).ratio
-        if why and claim.expect == "ratio":
-            raise ClaimError(f"{origin}: ratio claim {claim.name!r} under the {boundary} boundary, which {why}")
         observed, sides = observations(runs, claim, bounds)
         values = observed.values
-        if RULES.declared(boundary).bounds and bounds is not None:
+        if declared.bounds and bounds is not None:
             check_observed(claim, sides, bounds)
         alpha = float(plan["alpha_per_claim"])
         decision = replay(
@@ -220,9 +233,7 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
         row.update(
             claim=claim.name,
             metric=claim.metric,
-            expect=_expectation(claim)
-            if estimand == "mean"
-            else f"{estimand} of paired differences {_expectation(claim)}",
+            expect=expectation(claim, declared.estimand),
             a=sides["a"],
             b=sides["b"],
             diff=decision.mean,

@@ -215,6 +215,16 @@ class Outcome:
     seeds: np.ndarray
 
 
+def naive_passes(a: np.ndarray, b: np.ndarray, alpha: float, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Welch's two-sided test of a − b against ``margin`` re-run after each column from the second: whether it finds
+    a − b above (p < alpha, t > 0), and below, each (reps, budget)."""
+    above, below = np.zeros(a.shape, bool), np.zeros(a.shape, bool)
+    for n in range(2, a.shape[1] + 1):
+        t, p = stats.ttest_ind(a[:, :n] - margin, b[:, :n], axis=1, equal_var=False)
+        above[:, n - 1], below[:, n - 1] = (p < alpha) & (t > 0), (p < alpha) & (t < 0)
+    return above, below
+
+
 def run_rule(
     rule: str,
     a: np.ndarray,
@@ -262,11 +272,7 @@ def run_rule(
         above, below = median_passes(d, alpha, margin)
         stopped = above & below
     elif rule == "naive":
-        above = np.zeros((reps, budget), bool)
-        below = np.zeros((reps, budget), bool)
-        for n in range(2, budget + 1):
-            t, p = stats.ttest_ind(a[:, :n] - margin, b[:, :n], axis=1, equal_var=False)
-            above[:, n - 1], below[:, n - 1] = (p < alpha) & (t > 0), (p < alpha) & (t < 0)
+        above, below = naive_passes(a, b, alpha, margin)
     else:
         low, high = replayed_bounds(rule, d, alpha, c, support)
         stopped = stopped | (low > high)
