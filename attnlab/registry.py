@@ -154,8 +154,7 @@ def import_modules(package: str) -> list[str]:
 
 
 # kind -> "module:attribute" of its registry, imported only when that kind is asked for (this module stays
-# standard-library only). The sequential rules, the claims' tests and the sweeper rules are not registries yet
-# (docs/architecture.md).
+# standard-library only). The claims' tests and the sweeper rules are not registries (docs/architecture.md).
 HOMES = {
     "attention": "variants.registries:ATTENTION",
     "position": "variants.registries:POSITION",
@@ -163,6 +162,7 @@ HOMES = {
     "benchmark": "experiments.bench.registry:BENCHMARKS",
     "report section": "analysis.report.section_registry:SECTIONS",
     "statistical test": "analysis.stats.comparison_tests:TESTS",
+    "sequential rule": "attnlab.rules:RULES",
 }
 
 

@@ -57,13 +57,10 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from attnlab import betting, median
-from attnlab.metric_scale import span
 from attnlab.outcomes import no_worst_reason, survivors_reason
+from attnlab.rules import DEFAULT, MIXTURE, RULES, Look, ordered
 
 RULE = "Lai (1976) t-mixture confidence sequence, running intersection, Bonferroni over claims"
-MIXTURE = 1.0  # c: the prior precision of the standardised effect; 1 puts the prior's spread at Cohen's d = 1
-BOUNDARIES = ("t_mixture", "betting", "median")
 SHARE = 0.5  # for a bounded metric: the part of alpha spent on the two sides' divergence-rate bounds
 EXPECTS = ("greater", "less", "equivalent", "ratio")
 VERDICTS = ("supported", "contradicted")
@@ -171,13 +168,17 @@ class Decision:
     reason: str = ""  # why it stopped undecided before the end of the seeds (a lost seed, a model violation), if so
 
 
+def __getattr__(name: str) -> tuple[str, ...]:
+    # BOUNDARIES is read from the registry when asked: the rules' modules import this one, and a rule registered
+    # after this module was imported is one of them
+    if name == "BOUNDARIES":
+        return tuple(ordered())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def rule(boundary: str) -> str:
-    """The rule's name as a report states it."""
-    if boundary not in BOUNDARIES:
-        raise ValueError(f"boundary={boundary!r} is not allowed; choose one of {list(BOUNDARIES)}")
-    if boundary == "median":
-        return median.RULE
-    return RULE if boundary == "t_mixture" else f"{betting.RULE}, running intersection, Bonferroni over claims"
+    """The rule's name as a report states it; an unknown one is a one-line error naming the rules."""
+    return str(RULES.declared(boundary).text)
 
 
 def replay(
@@ -187,7 +188,7 @@ def replay(
     bounds,
     alpha: float,
     c: float = MIXTURE,
-    boundary: str = "t_mixture",
+    boundary: str = DEFAULT,
     support: tuple[float, float] | None = None,
     lost: Sequence[bool] | None = None,
     metric: str = "the metric",
@@ -195,51 +196,35 @@ def replay(
 ) -> Decision:
     """The first observation count at which the running CS decides the claim, or the last one if none does.
 
-    ``boundary`` "t_mixture" (Lai), "betting" (attnlab.betting, which needs the observations' ``support``) or
-    "median" (attnlab.median: the interval, and so the decision, is about the median of the observations). Under the
-    t-mixture a difference of a bounded ``metric`` is decided on the scored means (``widened``). ``lost``
-    marks the pairs with a diverged or failed seed (attnlab.outcomes): their values are already at the worst value
-    (NaN where ``metric`` has none). The claim stops undecided, with the reason, at the first lost pair under the
-    t-mixture, at a lost pair without a worst value under any rule, and at an empty running intersection.
+    ``boundary`` names a rule of attnlab.rules ("t_mixture": Lai; "betting": attnlab.betting, which needs the
+    observations' ``support``; "median": attnlab.median, whose interval, and so the decision, is about the median of
+    the observations; or any other registered); its entry says what it decides on. Under the t-mixture a difference of
+    a bounded ``metric`` is decided on the scored means (``widened``). ``lost`` marks the pairs with a diverged or
+    failed seed (attnlab.outcomes): their values are already at the worst value (NaN where ``metric`` has none). The
+    claim stops undecided, with the reason, at the first lost pair under a rule that decides on survivors only (the
+    t-mixture), at a lost pair without a worst value under any rule, and at an empty running intersection.
     ``assumed``: the claim declares that no seed diverges (``assume: no_divergence``), so the t-mixture's interval is
-    not widened for unseen divergence and keeps all of alpha; a lost pair refutes the assumption (``REFUTED``). The
-    median and betting rules are valid without it, so it changes nothing there.
+    not widened for unseen divergence and keeps all of alpha; a lost pair refutes the assumption (``REFUTED``). A rule
+    valid without it (median, betting) does the same with and without it.
     """
-    rule(boundary)
+    entry = RULES.entry(boundary)
+    method, survivors = entry.target, entry.declared.survivors
     lost = list(lost) if lost is not None else [False] * len(values)
     usable = len(values)
     reason = ""
-    if boundary == "t_mixture" and any(lost):
+    if survivors and any(lost):
         usable = lost.index(True)
         reason = REFUTED.format(k=sum(lost)) if assumed else survivors_reason(sum(lost))
     gaps = [n for n, x in enumerate(values[:usable]) if math.isnan(x)]
     if gaps:
         usable, reason = gaps[0], no_worst_reason(metric)
     values = list(values[:usable])
-    if boundary == "betting":
-        if support is None:
-            raise ValueError("boundary=betting needs the observations' bounds [lo, hi]; none were given")
-        seq = betting.intervals(values, alpha, *support)
-    elif boundary == "median":
-        seq = median.intervals(values, alpha)
-    else:
-        width = span(metric) if expect != "ratio" and not assumed else None
-        if width is None:
-            seq = intervals(values, alpha, c)
-        else:
-            seq = widened(intervals(values, alpha * (1 - SHARE), c), alpha, width)
-    center = median.sample_median if boundary == "median" else _mean
+    seq = method.intervals(values, alpha, Look(c, support, metric, expect, assumed))
     for n, (low, high) in enumerate(seq, start=1):
         if low > high:
-            return Decision(None, n, low, high, center(values[:n]), EMPTY.format(n=n, low=low, high=high))
+            return Decision(None, n, low, high, method.center(values[:n]), EMPTY.format(n=n, low=low, high=high))
         found = verdict(low, high, expect, margin, bounds)
         if found is not None:
-            return Decision(found, n, low, high, center(values[:n]))
+            return Decision(found, n, low, high, method.center(values[:n]))
     low, high = seq[-1] if seq else (-math.inf, math.inf)
-    if not reason and boundary == "t_mixture" and len(values) > 1 and len(set(values)) == 1:
-        reason = NO_SPREAD.format(n=len(values))
-    return Decision(None, len(seq), low, high, center(values), reason)
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
+    return Decision(None, len(seq), low, high, method.center(values), reason or method.undecided(values))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,43 +26,40 @@ from analysis.claims.sides import check_metric, metric_values, run_factors, sele
 from analysis.report.document import fmt
 from analysis.stats import anytime, inference
 from analysis.stats.equal_power import Design, equal_power, fixed_test, region, unpriced
-from attnlab import median, outcomes
+from attnlab import outcomes
 from attnlab.claims import Claim, ClaimError, parse_claims, split_metric
 from attnlab.metric_scale import worst_value
+from attnlab.rules import DEFAULT, RULES, ordered
 from attnlab.sequential import correction, replay, rule
 
 STATE = "adaptive.json"  # written by experiments/sweep/adaptive.py; analysis reads files only
 SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power
-# What the rule's guarantee rests on, and where simulation found it broken (analysis.stats.anytime's families).
-ASSUMPTION = (
-    "assumes independent Gaussian per-seed differences (or ratios); simulated, its error rate stayed at or below "
-    "alpha for skewed (log-normal), heavy-tailed (t, 3 dof) and bounded (Beta accuracy) metrics and exceeded it "
-    "when one cell's seeds sometimes diverge far from the rest (docs/adaptive_seeds.md): check the seeds for outliers; "
-    "on a bounded metric its interval also spans the divergence rates its seeds have not excluded, unless the claim "
-    "declares assume: no_divergence"
-)
-BETTING_ASSUMPTION = (
-    "assumes only independent seeds whose metric lies within the bounds; valid for any distribution there, "
-    "diverged seeds included (simulated: docs/adaptive_seeds.md), at the price of a width set by the bounds"
-)
-MEDIAN_ASSUMPTION = (
-    "decides on the median paired difference, not the mean; assumes only independent seeds, valid for any "
-    "distribution, ties and diverged seeds included (simulated: docs/adaptive_seeds.md); the interval and the "
-    "estimate are of the median"
-)
-# The claims table's test column per boundary.
-TESTS = {
-    "t_mixture": "anytime CS (Lai t-mixture)",
-    "betting": "anytime CS (betting)",
-    "median": "anytime CS (median, Howard-Ramdas)",
-}
+
+
+class _Labels(Mapping[str, str]):
+    """The claims table's test column per rule (its entry's ``label``), read from attnlab.rules when asked, so a
+    rule registered after this module was imported has one."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in RULES:
+            raise KeyError(name)
+        return str(RULES.declared(name).label)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ordered())
+
+    def __len__(self) -> int:
+        return len(RULES)
+
+
+TESTS: Mapping[str, str] = _Labels()
 
 
 def assumed(claim: Claim, boundary: str, lost: Sequence[bool]) -> str | None:
     """The assumption an adaptive verdict rests on, as the claims table names it (None: none)."""
     if claim.assume is None:
         return None
-    if boundary != "t_mixture":
+    if not RULES.declared(boundary).survivors:
         return f"{claim.assume} (declared; the {boundary} rule is valid without it, so it changes nothing)"
     if any(lost):
         return f"{claim.assume} (declared), refuted by {sum(lost)} lost seed pair(s)"
@@ -70,8 +67,8 @@ def assumed(claim: Claim, boundary: str, lost: Sequence[bool]) -> str | None:
 
 
 def _boundary(plan: Mapping[str, Any]) -> tuple[str, tuple[float, float] | None]:
-    """The plan's boundary and metric bounds; a state written before the choice used the t-mixture."""
-    boundary = str(plan.get("boundary") or "t_mixture")
+    """The plan's boundary and metric bounds; a state written before the choice used the default (the t-mixture)."""
+    boundary = str(plan.get("boundary") or DEFAULT)
     bounds = plan.get("bounds")
     return boundary, None if bounds is None else (float(bounds[0]), float(bounds[1]))
 
@@ -81,14 +78,14 @@ def _support(bounds: tuple[float, float] | None) -> tuple[float, float] | None:
 
 
 def check_observed(claim: Claim, sides: Mapping[str, Any], bounds: tuple[float, float]) -> None:
-    """Under the betting boundary each seed's metric must lie in the sweep's bounds, as the sweep required."""
+    """Under a rule that declares bounds each seed's metric must lie in the sweep's bounds, as the sweep required."""
     lo, hi = bounds
     for tag in ("a", "b"):
         for value in sides[f"{tag}_values"] or ():
             if not lo <= value <= hi:
                 raise ClaimError(
                     f"claim {claim.name!r}: {claim.metric}={value!r} (side {tag}) lies outside the bounds "
-                    f"[{lo:g}, {hi:g}] the sweep's betting boundary assumes"
+                    f"[{lo:g}, {hi:g}] the sweep's boundary assumes"
                 )
 
 
@@ -188,20 +185,34 @@ def fixed_equivalent(
     return equal_power(found.power, mean, edges, sd_a, sd_b, alpha)
 
 
+def refuse_ratio(claims: Sequence[Claim], boundary: str, origin: str) -> None:
+    """A rule that declares why it refuses ratio claims refuses them when the claims are read back, as the sweep
+    did before its first seed."""
+    why = RULES.declared(boundary).ratio
+    for claim in claims:
+        if why and claim.expect == "ratio":
+            raise ClaimError(f"{origin}: ratio claim {claim.name!r} under the {boundary} boundary, which {why}")
+
+
+def expectation(claim: Claim, estimand: str) -> str:
+    """The claim as the table states it: of the mean difference (plain), else of the rule's estimand."""
+    said = _expectation(claim)
+    return said if estimand == "mean" else f"{estimand} of paired differences {said}"
+
+
 def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The claims table of an adaptive sweep (COLUMNS, the verdicts of its confidence sequences) and per claim
     what the section reports."""
     claims = parse_claims(state.get("claims_raw"), f"{origin}: claims")
     plan = state["plan"]
     boundary, bounds = _boundary(plan)
+    declared = RULES.declared(boundary)
+    refuse_ratio(claims, boundary, origin)
     rows, details = [], []
     for claim in claims:
-        if boundary in ("betting", "median") and claim.expect == "ratio":
-            why = "bounds differences" if boundary == "betting" else "decides on the median paired difference"
-            raise ClaimError(f"{origin}: ratio claim {claim.name!r} under the {boundary} boundary, which {why}")
         observed, sides = observations(runs, claim, bounds)
         values = observed.values
-        if boundary == "betting" and bounds is not None:
+        if declared.bounds and bounds is not None:
             check_observed(claim, sides, bounds)
         alpha = float(plan["alpha_per_claim"])
         decision = replay(
@@ -222,9 +233,7 @@ def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.D
         row.update(
             claim=claim.name,
             metric=claim.metric,
-            expect=_expectation(claim)
-            if boundary != "median"
-            else f"median of paired differences {_expectation(claim)}",
+            expect=expectation(claim, declared.estimand),
             a=sides["a"],
             b=sides["b"],
             diff=decision.mean,
@@ -268,16 +277,9 @@ def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mappin
     plan = state["plan"]
     boundary, bounds = _boundary(plan)
     k = len(details)
-    if boundary == "betting" and bounds is not None:
-        lo, hi = bounds
-        named = f"boundary betting, metric bounds [{lo:g}, {hi:g}] (paired differences in [{lo - hi:g}, {hi - lo:g}])"
-        assumption = BETTING_ASSUMPTION
-    elif boundary == "median":
-        prior = f"Beta({median.PRIOR:g}, {median.PRIOR:g})"
-        named = f"boundary median (claims on the median paired difference), {prior} mixture"
-        assumption = MEDIAN_ASSUMPTION
-    else:
-        named, assumption = f"boundary t_mixture, mixture c = {plan['mixture']:g}", ASSUMPTION
+    entry = RULES.entry(boundary)
+    named, assumption = entry.target.settings(float(plan["mixture"]), bounds), entry.declared.assumption
+    estimand = entry.declared.estimand
     lines = [
         f"Adaptive seeds ({path}): {state.get('rule') or rule(boundary)}",
         f"the rule {assumption}",
@@ -297,8 +299,10 @@ def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mappin
     for item in details:
         decision, claim = item["decision"], item["claim"]
         interval = f"[{fmt(decision.low)}, {fmt(decision.high)}]"
-        if boundary == "median":  # the claim is about the median of the paired differences: the interval says so
-            interval = f"of the median of paired differences a − b {interval} (sample median {fmt(decision.mean)})"
+        if estimand != "mean":  # the claim is about the median of the paired differences: the interval says so
+            interval = (
+                f"of the {estimand} of paired differences a − b {interval} (sample {estimand} {fmt(decision.mean)})"
+            )
         if decision.verdict:
             said = f"{decision.verdict} after {decision.n} seed pair(s)"
         elif decision.reason:
@@ -308,7 +312,7 @@ def section_lines(path: Path, state: Mapping[str, Any], details: Sequence[Mappin
         per = "seeds" if claim.expect == "ratio" else "seeds per side"
         seeds = "; ".join(f"{tag}: {outcomes.describe(tally)}" for tag, tally in (item.get("sides") or {}).items())
         corrected = item.get("correction") or correction(k, float(plan["alpha"]))
-        if claim.assume is not None and boundary == "t_mixture":  # as the sweep's own closing line names it
+        if claim.assume is not None and entry.declared.survivors:  # as the sweep's own closing line names it
             corrected += f", assuming {claim.assume}"
         lines.append(
             f"{claim.name}: {said} ({corrected}), interval {interval}; seeds {seeds}; "

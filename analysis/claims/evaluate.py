@@ -179,6 +179,16 @@ def assumption(
     return boxed, None
 
 
+def _lacking(sides: Sequence[tuple[str, Side]], metric: str, worst: float) -> str:
+    """Why the sides cannot be tested (a lost seed with nothing to score it at, fewer than 2 seeds on a side), or ""."""
+    short = [(tag, side) for tag, side in sides if side.n < 2]
+    return _unscorable(sides, metric, worst) or "; ".join(
+        f"fewer than 2 seeds on side {tag} ({side.n} with a value of {len(side.runs)} runs"
+        f"{': ' + side.missing() if side.missing() else ''})"
+        for tag, side in short
+    )
+
+
 def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = ALPHA) -> dict[str, Any]:
     """The claim's row before Holm's correction: both sides, the test, and p for and against."""
     frame = runs.runs if scope is None else runs.runs[runs.runs["run_id"].isin(scope)]
@@ -216,15 +226,9 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         row[f"{tag}_runs"] = side.outcomes(f"scored {_g(worst)}" if math.isfinite(worst) else "not scored")
         row[f"{tag}_n"] = side.n
         row[f"{tag}_mean"], row[f"{tag}_ci"] = _mean_ci(side.values)
-    refused = _unscorable(sides, claim.metric, worst)
-    short = [(tag, side) for tag, side in sides if side.n < 2]
-    if refused or short:
-        row["test"] = "—"
-        row["lacked"] = refused or "; ".join(
-            f"fewer than 2 seeds on side {tag} ({side.n} with a value of {len(side.runs)} runs"
-            f"{': ' + side.missing() if side.missing() else ''})"
-            for tag, side in short
-        )
+    lacked = _lacking(sides, claim.metric, worst)
+    if lacked:
+        row.update(test="—", lacked=lacked)
         return row
     if claim.expect == "ratio":
         if bottom.mean() == 0:

@@ -1,7 +1,9 @@
 """Simulations of seeds added until decided: the error rate of a stopping rule under the null, and the seeds
 it spends against the fixed design of equal power. Vectorised over thousands of simulated comparisons.
 
-Four rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision:
+Four rules look after every seed pair (n = 2, 3, ..., budget) and stop at their first decision (``RULES``, the rows
+of the error-rate tables; ``run_rule`` also takes any rule of attnlab.rules by its name, replayed through its own
+``intervals`` row by row where it has no vectorised twin here):
 
 - ``anytime``: the confidence sequence of attnlab.sequential (Lai's t-mixture, running intersection) on the
   paired differences; its type-I error stays at or below alpha however often it is looked at, when the
@@ -39,9 +41,12 @@ from scipy import stats
 
 from analysis.stats.equal_power import equal_power, region
 from attnlab import betting, median
+from attnlab.rules import RULES as SEQUENTIAL
+from attnlab.rules import Look
 from attnlab.sequential import MIXTURE, SHARE, radius_factor, unseen_rate
 
-RULES = ("anytime", "naive", "betting", "median")
+RULES = ("anytime", "naive", "betting", "median")  # the error-rate tables' rows (analysis.stats.anytime_tables)
+ALIASES = {"anytime": "t_mixture"}  # the tables' name of a rule of attnlab.rules
 
 Sampler = Callable[[np.random.Generator, tuple[int, int], float], np.ndarray]
 
@@ -186,6 +191,17 @@ def true_median(family: str, sd_a: float, sd_b: float, effect: float = 0.0) -> f
     return float(np.median(a - b))
 
 
+def replayed_bounds(
+    rule: str, d: np.ndarray, alpha: float, c: float = MIXTURE, support: tuple[float, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The running interval of a rule of attnlab.rules after each column, row by row through the rule's own
+    ``intervals``: (low, high), each (reps, budget). The slow, obvious twin of the vectorised rules above, and the
+    simulation of a rule that has no vectorised one."""
+    method, look = SEQUENTIAL.get(rule), Look(mixture=c, support=support)
+    found = np.array([method.intervals(row, alpha, look) for row in d.tolist()], float).reshape(*d.shape, 2)
+    return found[..., 0], found[..., 1]
+
+
 def _first(hit: np.ndarray) -> np.ndarray:
     """The first column where each row is True, or −1."""
     return np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
@@ -197,6 +213,16 @@ class Outcome:
 
     decision: np.ndarray
     seeds: np.ndarray
+
+
+def naive_passes(a: np.ndarray, b: np.ndarray, alpha: float, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Welch's two-sided test of a − b against ``margin`` re-run after each column from the second: whether it finds
+    a − b above (p < alpha, t > 0), and below, each (reps, budget)."""
+    above, below = np.zeros(a.shape, bool), np.zeros(a.shape, bool)
+    for n in range(2, a.shape[1] + 1):
+        t, p = stats.ttest_ind(a[:, :n] - margin, b[:, :n], axis=1, equal_var=False)
+        above[:, n - 1], below[:, n - 1] = (p < alpha) & (t > 0), (p < alpha) & (t < 0)
+    return above, below
 
 
 def run_rule(
@@ -220,15 +246,17 @@ def run_rule(
     intersection stops a row undecided: exactly for the t-mixture (its interval is computed), and for the betting and
     median rules where it straddles the margin (both passes at once), the one case in which a verdict could be read
     from it (the simulation tracks those rules at the margin only, not their whole interval)."""
-    if rule not in RULES:
-        raise ValueError(f"rule={rule!r} is not allowed; choose one of {list(RULES)}")
+    rule = ALIASES.get(rule, rule)
+    if rule != "naive" and rule not in SEQUENTIAL:
+        choices = ["naive", *ALIASES, *SEQUENTIAL.names()]
+        raise ValueError(f"rule={rule!r} is not allowed; choose one of {choices}")
     reps, budget = a.shape
     d = a - b
     stopped = np.zeros((reps, budget), bool)
-    if rule == "anytime":
-        if lost is not None:
-            stopped = np.logical_or.accumulate(lost, axis=1)
-            d = np.where(stopped, 0.0, d)  # never looked at: the rule stopped before it
+    if rule != "naive" and SEQUENTIAL.declared(rule).survivors and lost is not None:
+        stopped = np.logical_or.accumulate(lost, axis=1)
+        d = np.where(stopped, 0.0, d)  # never looked at: the rule stopped before it
+    if rule == "t_mixture":
         low, high = anytime_bounds(d, alpha * (1 - SHARE) if width is not None else alpha, c)
         stopped = stopped | (low > high)
         if width is not None:
@@ -243,12 +271,12 @@ def run_rule(
     elif rule == "median":
         above, below = median_passes(d, alpha, margin)
         stopped = above & below
+    elif rule == "naive":
+        above, below = naive_passes(a, b, alpha, margin)
     else:
-        above = np.zeros((reps, budget), bool)
-        below = np.zeros((reps, budget), bool)
-        for n in range(2, budget + 1):
-            t, p = stats.ttest_ind(a[:, :n] - margin, b[:, :n], axis=1, equal_var=False)
-            above[:, n - 1], below[:, n - 1] = (p < alpha) & (t > 0), (p < alpha) & (t < 0)
+        low, high = replayed_bounds(rule, d, alpha, c, support)
+        stopped = stopped | (low > high)
+        above, below = low > margin, high < margin
     at = _first(above | below | stopped)
     rows = np.arange(reps)
     at_col = np.maximum(at, 0)
@@ -261,15 +289,17 @@ def type_one_error(
     rule: str, alpha: float, reps: int, budget: int, seed: int = 0, family: str = "gaussian"
 ) -> tuple[float, float]:
     """The share of null comparisons (equal means, spreads 1 and 1.5) a rule ever decides, and its Monte-Carlo s.e.
-    The betting rule is run only on the bounded families (SUPPORT). The median rule's null is the family's true
-    median difference (true_median): the share whose CS ever leaves it out."""
+    A rule that needs bounds (betting) is run only on the bounded families (SUPPORT). A median rule's null is the
+    family's true median difference (true_median): the share whose CS ever leaves it out."""
+    name = ALIASES.get(rule, rule)
+    declared = SEQUENTIAL.declared(name) if name in SEQUENTIAL else None
     support = None
-    if rule == "betting":
+    if declared is not None and declared.bounds:
         if family not in SUPPORT:
-            raise ValueError(f"family={family!r} is unbounded; the betting rule needs one of {list(SUPPORT)}")
+            raise ValueError(f"family={family!r} is unbounded; the {rule} rule needs one of {list(SUPPORT)}")
         support = (-SUPPORT[family], SUPPORT[family])
     a, b = draw(reps, budget, 0.0, 1.0, 1.5, seed, family)
-    margin = true_median(family, 1.0, 1.5) if rule == "median" else 0.0
+    margin = true_median(family, 1.0, 1.5) if declared is not None and declared.estimand == "median" else 0.0
     rate = float((run_rule(rule, a, b, alpha, margin=margin, support=support).decision != 0).mean())
     return rate, math.sqrt(max(rate * (1 - rate), alpha * (1 - alpha)) / reps)
 
@@ -298,13 +328,15 @@ def decided_share(
     """The anytime rule replayed on ``reps`` simulated sequences of Gaussian observations (paired differences or
     ratios) of this mean and sd, deciding the claim whose region is ``edges`` as attnlab.sequential.verdict does.
     ``boundary="betting"`` replays the betting CS instead, on the Gaussian draws clipped to its ``support``;
-    ``boundary="median"`` the median CS (a Gaussian's median is its mean)."""
+    ``boundary="median"`` the median CS (a Gaussian's median is its mean); any other rule of attnlab.rules its own
+    intervals, row by row (``replayed_bounds``)."""
     d = np.random.default_rng(seed).normal(mean, sd, (reps, budget))
     lo, hi = edges
-    if boundary == "betting":
+    if SEQUENTIAL.declared(boundary).bounds:
         if support is None:
-            raise ValueError("boundary='betting' needs the observations' support [lo, hi]")
+            raise ValueError(f"boundary={boundary!r} needs the observations' support [lo, hi]")
         d = np.clip(d, *support)
+    if boundary == "betting" and support is not None:
         above_lo, below_lo = betting_passes(d, alpha, support, lo)
         above_hi, below_hi = betting_passes(d, alpha, support, hi)
         supported, contradicted = above_lo & below_hi, below_lo | above_hi
@@ -313,7 +345,9 @@ def decided_share(
         above_hi, below_hi = median_passes(d, alpha, hi)
         supported, contradicted = above_lo & below_hi, below_lo | above_hi
     else:
-        low, high = anytime_bounds(d, alpha, c)
+        low, high = (
+            anytime_bounds(d, alpha, c) if boundary == "t_mixture" else replayed_bounds(boundary, d, alpha, c, support)
+        )
         supported = (low > lo) & (high < hi)
         contradicted = (high < lo) | (low > hi)
     at = _first(supported | contradicted)

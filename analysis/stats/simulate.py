@@ -45,13 +45,37 @@ from analysis.stats import anytime
 from analysis.stats import unseen_divergence as unseen
 from analysis.stats.claims import BoundedSides, two_sample_test
 from attnlab.claims import Claim, parse_claim
+from attnlab.rules import RULES as SEQUENTIAL
+from attnlab.rules import ordered
 
 ALPHA = 0.05
 REPS = 2000
 BUDGETS = (10, 30, 100)
-RULES = ("welch", "t_mixture", "betting", "median")
-# the mean-based rules under a claim's declared ``assume: no_divergence``: valid only where no seed diverges
-ASSUMED = ("welch, assumed", "t_mixture, assumed")
+FIXED = "welch"  # the fixed-n claims engine, beside the sequential rules of attnlab.rules
+ASSUMING = ", assumed"  # a rule's name under a claim's declared ``assume: no_divergence``
+
+
+def rules() -> tuple[str, ...]:
+    """The fixed-n engine and every sequential rule of attnlab.rules, the default first; read when asked, so a rule
+    registered after this module was imported is simulated too."""
+    return (FIXED, *ordered())
+
+
+def assumed_rules() -> tuple[str, ...]:
+    """The rules that decide on survivors (the fixed-n engine, the t-mixture) under a claim's declared
+    ``assume: no_divergence``: valid only where no seed diverges."""
+    return tuple(f"{r}{ASSUMING}" for r in rules() if r == FIXED or SEQUENTIAL.declared(r).survivors)
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    # RULES and ASSUMED, as the tests and docs name them, read when asked
+    if name == "RULES":
+        return rules()
+    if name == "ASSUMED":
+        return assumed_rules()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 SEEDED = 20_260_101
 DIVERGES = 0.1  # a seed of a diverging cell diverges with this chance (its metric: NaN, scored at the worst value 0)
 ACCURACY = anytime.ACCURACY  # 0.95: an accuracy near its ceiling
@@ -192,9 +216,9 @@ class Looks:
 
 def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: float, bounded: bool = False) -> Looks:
     """One rule on one draw, within each budget; ``bounded``: the draw is an accuracy in RANGE, decided as such."""
-    assume = rule in ASSUMED
-    rule = rule.removesuffix(", assumed")
-    if rule == "welch":
+    assume = rule.endswith(ASSUMING)
+    rule = rule.removesuffix(ASSUMING)
+    if rule == FIXED:
         lost = zip(pairs.lost_a, pairs.lost_b) if bounded else None
         rows = list(zip(pairs.a, pairs.b, lost or [None] * len(pairs.a)))
         with _collections_deferred():
@@ -215,10 +239,10 @@ def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: fl
                 for n in budgets
             }
         return Looks(decision, {n: np.full(len(pairs.a), n) for n in budgets})
-    name = {"t_mixture": "anytime"}.get(rule, rule)
-    support = SUPPORT if rule == "betting" else None
-    width = RANGE[1] - RANGE[0] if bounded and rule == "t_mixture" and not assume else None
-    out = anytime.run_rule(name, pairs.a, pairs.b, alpha, margin=margin, support=support, lost=pairs.lost, width=width)
+    declared = SEQUENTIAL.declared(rule)
+    support = SUPPORT if declared.bounds else None
+    width = RANGE[1] - RANGE[0] if bounded and declared.survivors and not assume else None
+    out = anytime.run_rule(rule, pairs.a, pairs.b, alpha, margin=margin, support=support, lost=pairs.lost, width=width)
     return Looks(
         {n: np.where(out.seeds <= n, out.decision, 0) for n in budgets},
         {n: np.minimum(out.seeds, n) for n in budgets},
@@ -230,9 +254,10 @@ def standard_error(rate: float, reps: int, alpha: float) -> float:
 
 
 def rules_for(family: str) -> list[str]:
-    """The rules simulated on ``family``: betting on the bounded families only, and the assumed rules on every family
-    (where seeds diverge, their rows show what a false assumption costs)."""
-    return [r for r in RULES if r != "betting" or family in BOUNDED] + list(ASSUMED)
+    """The rules simulated on ``family``: a rule that needs bounds (betting) on the bounded families only, and the
+    assumed rules on every family (where seeds diverge, their rows show what a false assumption costs)."""
+    found = [r for r in rules() if r == FIXED or not SEQUENTIAL.declared(r).bounds or family in BOUNDED]
+    return found + list(assumed_rules())
 
 
 def simulate(
@@ -246,10 +271,11 @@ def simulate(
         median_edge = true_median(family)
         done: dict[str, tuple[Looks, Looks]] = {}
         for rule in rules_for(family):
-            margin = median_edge if rule == "median" else 0.0  # the assumed rules are mean-based: edge 0
+            on_median = rule in SEQUENTIAL and SEQUENTIAL.declared(rule).estimand == "median"
+            margin = median_edge if on_median else 0.0  # the assumed rules are mean-based: edge 0
             bounded = family in BOUNDED
-            if rule in ASSUMED and not bounded:  # no bound to set aside: the rule's own looks, not run twice
-                wrong, right = done[rule.removesuffix(", assumed")]
+            if rule.endswith(ASSUMING) and not bounded:  # no bound to set aside: the rule's own looks, not run twice
+                wrong, right = done[rule.removesuffix(ASSUMING)]
             else:
                 wrong = run(rule, null, budgets, alpha, margin, bounded)
                 right = run(rule, alternative, budgets, alpha, 0.0, bounded)
@@ -284,7 +310,7 @@ def table(found: pd.DataFrame, reps: int, alpha: float) -> str:
     ]
     for r in found.to_dict("records"):
         above = " (above alpha)" if r["type_one"] > alpha + 3 * r["type_one_se"] else ""
-        if above and r["rule"] in ASSUMED and r["family"] in DIVERGING:
+        if above and r["rule"].endswith(ASSUMING) and r["family"] in DIVERGING:
             above = " (above alpha: no_divergence is false here)"
         lines.append(
             f"| {r['family']} | {r['budget']} | {r['rule']} | {r['type_one']:.3f} ± {r['type_one_se']:.3f}{above} | "

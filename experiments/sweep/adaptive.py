@@ -31,7 +31,8 @@ from attnlab import outcomes
 from attnlab.claims import Claim, split_metric
 from attnlab.metric_scale import worst_value
 from attnlab.outcomes import Observations
-from attnlab.sequential import BOUNDARIES, MIXTURE, Decision, correction, replay, rule
+from attnlab.rules import DEFAULT, MIXTURE, RULES, ordered
+from attnlab.sequential import Decision, correction, replay, rule
 
 STATE = "adaptive.json"
 SCHEMA = 1
@@ -50,8 +51,8 @@ class Plan:
     budget: int
     alpha: float
     mixture: float = MIXTURE
-    boundary: str = "t_mixture"  # attnlab.sequential.BOUNDARIES
-    bounds: tuple[float, float] | None = None  # the claim metrics' range, which the betting boundary needs
+    boundary: str = DEFAULT  # a rule of attnlab.rules
+    bounds: tuple[float, float] | None = None  # the claim metrics' range, which a rule declaring bounds needs
 
     def check(self) -> None:
         if not self.first:
@@ -74,19 +75,19 @@ class Plan:
             raise AdaptiveError(
                 f"hydra.sweeper.mixture={self.mixture!r} is not allowed; the mixture's precision c must be > 0"
             )
-        if self.boundary not in BOUNDARIES:
+        if self.boundary not in RULES:
             raise AdaptiveError(
-                f"hydra.sweeper.boundary={self.boundary!r} is not allowed; choose one of {', '.join(BOUNDARIES)}"
+                f"hydra.sweeper.boundary={self.boundary!r} is not allowed; choose one of {', '.join(ordered())}"
             )
-        if self.boundary == "betting" or self.bounds is not None:
+        if RULES.declared(self.boundary).bounds or self.bounds is not None:
             self._check_bounds()
 
     def _check_bounds(self) -> None:
         bounds = self.bounds
         if bounds is None:
             raise AdaptiveError(
-                "hydra.sweeper.bounds=null is not allowed with boundary=betting; give the claim metrics' range, "
-                "e.g. hydra.sweeper.bounds=[0,1] for an accuracy"
+                f"hydra.sweeper.bounds=null is not allowed with boundary={self.boundary}; give the claim metrics' "
+                "range, e.g. hydra.sweeper.bounds=[0,1] for an accuracy"
             )
         numbers = len(bounds) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bounds
@@ -226,30 +227,24 @@ def claim_values(
     return outcomes.paired(top, _side(claim, b, claim.metric, "b"), worst_value(name, bounds))
 
 
-# Why each boundary other than the t-mixture refuses a ratio claim, as its one line says.
-RATIO_REFUSED = {
-    "betting": "which bounds paired differences",
-    "median": "which decides on the median paired difference of two cells",
-}
-
-
 def check_boundary(claims: Sequence[Claim], plan: Plan) -> None:
-    """The betting boundary bounds paired differences (a ratio of two bounded values is not bounded by them); the
-    median boundary's claims are about the median of paired differences. Both refuse ratio claims."""
-    why = RATIO_REFUSED.get(plan.boundary)
-    if why is None:
+    """A rule that declares why it refuses ratio claims (betting bounds paired differences, and a ratio of two
+    bounded values is not bounded by them; median decides on the median paired difference) refuses them here."""
+    why = RULES.declared(plan.boundary).ratio
+    if not why:
         return
+    takes = " or ".join(name for name in ordered() if not RULES.declared(name).ratio)
     for claim in claims:
         if claim.expect == "ratio":
             raise AdaptiveError(
                 f"{claim.origin}: a ratio claim ({claim.name}) is not allowed with "
-                f"hydra.sweeper.boundary={plan.boundary}, {why}; use boundary=t_mixture"
+                f"hydra.sweeper.boundary={plan.boundary}, which {why}; use boundary={takes}"
             )
 
 
 def check_observed(claim: Claim, sides: Sequence[Mapping[int, Mapping] | None], plan: Plan) -> None:
-    """Under the betting boundary each seed's metric must lie in the bounds; its validity rests on them."""
-    if plan.boundary != "betting" or plan.bounds is None:
+    """Under a rule that declares bounds each seed's metric must lie in them; its validity rests on them."""
+    if not RULES.declared(plan.boundary).bounds or plan.bounds is None:
         return
     lo, hi = plan.bounds
     for side, results in zip("ab", sides):
@@ -258,7 +253,7 @@ def check_observed(claim: Claim, sides: Sequence[Mapping[int, Mapping] | None], 
             if value is not None and not lo <= value <= hi:
                 raise AdaptiveError(
                     f"claim {claim.name!r}: {claim.metric}={value!r} (side {side}, seed {seed}) lies outside "
-                    f"hydra.sweeper.bounds=[{lo:g}, {hi:g}] the betting boundary assumes; widen the bounds"
+                    f"hydra.sweeper.bounds=[{lo:g}, {hi:g}] the {plan.boundary} boundary assumes; widen the bounds"
                 )
 
 
@@ -292,13 +287,15 @@ def summary(claim: Claim, decision: Decision, observed: Observations, plan: Plan
         else f"undecided at the budget ({decision.n} seed pair(s))"
     )
     sides = "; ".join(f"{tag}: {outcomes.describe(tally)}" for tag, tally in observed.sides.items())
-    assumes = f", assuming {claim.assume}" if claim.assume is not None and plan.boundary == "t_mixture" else ""
+    assumes = (
+        f", assuming {claim.assume}" if claim.assume is not None and RULES.declared(plan.boundary).survivors else ""
+    )
     return f"Claim {claim.name!r}: {said} ({correction(claims, plan.alpha)}{assumes}); {sides}"
 
 
 def _content(cells: Sequence[Cell], claims: Sequence[Claim], plan: Plan, budget: bool) -> str:
     settings = asdict(plan)
-    if plan.boundary == "t_mixture" and plan.bounds is None:
+    if plan.boundary == DEFAULT and plan.bounds is None:
         del settings["boundary"], settings["bounds"]  # the default rule: states written before the choice still resume
     if not budget:
         del settings["budget"]  # a confidence sequence may be extended: a larger budget continues the sweep

@@ -60,7 +60,8 @@ class AdaptiveSeedSweeperConf:
     # the confidence sequence: t_mixture (Lai; assumes Gaussian per-seed differences; a diverged or failed seed
     # stops its claim undecided), betting (Waudby-Smith and Ramdas; valid for any distribution within bounds; needs
     # bounds; a diverged seed counts at the bound on the metric's bad side) or median (Howard and Ramdas; claims on
-    # the median paired difference, valid for any distribution; a diverged seed counts at the metric's worst value)
+    # the median paired difference, valid for any distribution; a diverged seed counts at the metric's worst value);
+    # each is a module of attnlab/rules/, and any rule registered there is a value
     boundary: Any = "t_mixture"
     # the claim metrics' range [lo, hi], e.g. [0, 1] for an accuracy; betting needs it
     bounds: Any = None
