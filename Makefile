@@ -44,8 +44,11 @@ venv: $(VENV)/.installed
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
 
+# The slow tier is dealt a whole file at a time (--dist loadfile, after PYTEST_ARGS' --dist), longest files
+# first: each worker takes the next file when it is free, so the two end together, and a module fixture
+# (a sweep several tests read) is built once.
 test-slow: venv
-	$(PY) -m pytest $(PYTEST_ARGS) -m slow
+	$(PY) -m pytest $(PYTEST_ARGS) --dist loadfile -m slow
 
 test-all: test test-slow
 
