@@ -354,11 +354,12 @@ def test_optuna_studies_are_per_variant_seeded_and_tune_lr_and_warmup() -> None:
 
 
 # -- bad input ------------------------------------------------------------------------------------------
-def test_unknown_variant_in_a_grid_fails_before_any_cell(tmp_path: Path, monkeypatch, capfd) -> None:
-    code, stderr, _ = refused_in_process(tmp_path, monkeypatch, capfd, *QUIET, "attention=soft,sofft")
-    assert code == 2
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "sofft" in lines[0] and "did you mean 'soft'" in lines[0], stderr
+@pytest.mark.slow
+def test_unknown_variant_in_a_grid_fails_before_any_cell(tmp_path: Path) -> None:
+    proc, sweep_dir = multirun(tmp_path, *QUIET, "attention=soft,sofft", timeout=120)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "sofft" in lines[0] and "did you mean 'soft'" in lines[0], proc.stderr
     assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("run_state.json"))
 
 
