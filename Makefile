@@ -11,7 +11,8 @@ PIP := $(PY) -m pip
 CPU_TORCH ?= torch==2.13.0
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 # worksteal: a worker that runs out of tests takes half of the other's queue, so the suite does not
-# end on one worker's tail of long end-to-end tests
+# end on one worker's tail of long end-to-end tests; tests/conftest.py runs the files whose tests took
+# longest first (tests/durations.py, from tests/durations.json), so what is left at the end is short
 PYTEST_ARGS ?= -n 2 -q --dist worksteal
 export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
@@ -43,8 +44,11 @@ venv: $(VENV)/.installed
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
 
+# The slow tier is dealt a whole file at a time (--dist loadfile, after PYTEST_ARGS' --dist), longest files
+# first: each worker takes the next file when it is free, so the two end together, and a module fixture
+# (a sweep several tests read) is built once.
 test-slow: venv
-	$(PY) -m pytest $(PYTEST_ARGS) -m slow
+	$(PY) -m pytest $(PYTEST_ARGS) --dist loadfile -m slow
 
 test-all: test test-slow
 

@@ -76,3 +76,12 @@ def pytest_configure(config) -> None:
         import torch
 
         torch.set_num_threads(1)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """The longest files first (tests/durations.py): the two xdist workers end together instead of one running a
+    long test alone at the end. After pytest's own ordering, which this keeps within each file."""
+    from tests.durations import longest_files_first, recorded
+
+    items[:] = longest_files_first(items, recorded())

@@ -375,7 +375,7 @@ def classify(keys: dict[str, list[Path]], tmp_path: Path) -> tuple[dict[str, str
         if reason is not None:
             inert[key] = reason
             continue
-        context = [*group_choice(key, files), *CONTEXT.get(key, [])]
+        context = probe_context(key, files)
         base = probe(context)
         try:
             alt = probe(changed_overrides(key, base.cfg, context))
@@ -390,18 +390,67 @@ def classify(keys: dict[str, list[Path]], tmp_path: Path) -> tuple[dict[str, str
     return changed, inert, neither
 
 
-@pytest.mark.slow
-def test_every_key_under_conf_changes_the_computation_or_is_declared_inert(tmp_path: Path) -> None:
+def all_keys() -> dict[str, list[Path]]:
+    """{key: the yaml files that set it} for every key under conf/ and of the composed schema."""
     keys = conf_keys()
     for key in schema_keys():
         keys.setdefault(key, [])
-    changed, inert, neither = classify(keys, tmp_path)
-    print(f"{len(keys)} keys: {len(changed)} change the computation, {len(inert)} declared inert")
-    assert neither == [], (
-        f"keys that change nothing a tiny run computes and are not declared in /config/inert_keys.py: {neither}"
-    )
+    return keys
+
+
+def probe_context(key: str, files: list[Path]) -> list[str]:
+    """The overrides a key's unchanged and changed runs share: its group option, then its CONTEXT."""
+    return [*group_choice(key, files), *CONTEXT.get(key, [])]
+
+
+# the probes run in parts, so that the slow tier's two workers share them
+PARTS = 4
+
+
+def parts(keys: dict[str, list[Path]]) -> list[dict[str, list[Path]]]:
+    """The keys that need a probe, in PARTS parts of about equal work; the keys probed in one context stay in
+    one part, whose unchanged run they share (the largest context first, each into the lightest part)."""
+    by_context: dict[tuple[str, ...], dict[str, list[Path]]] = {}
+    for key, files in sorted(keys.items()):
+        if key not in TESTED_ELSEWHERE and inert_reason(key) is None:
+            by_context.setdefault(tuple(probe_context(key, files)), {})[key] = files
+    split: list[dict[str, list[Path]]] = [{} for _ in range(PARTS)]
+    work = [0] * PARTS  # runs built: one per changed key, one per shared unchanged run
+    for _, group in sorted(by_context.items(), key=lambda item: (-len(item[1]), item[0])):
+        lightest = work.index(min(work))
+        split[lightest].update(group)
+        work[lightest] += len(group) + 1
+    return split
+
+
+def test_the_parts_hold_every_probed_key_once() -> None:
+    keys = all_keys()
+    split = parts(keys)
+    probed = sorted(k for k in keys if k not in TESTED_ELSEWHERE and inert_reason(k) is None)
+    assert sorted(k for part in split for k in part) == probed  # each key in one part, none left out
+    assert all(split), "a part without keys"
+    for part in split:  # a context's keys share their part: no unchanged run is built twice
+        contexts = {tuple(probe_context(k, f)) for k, f in part.items()}
+        others = [k for other in split if other is not part for k in other]
+        assert not [k for k in others if tuple(probe_context(k, keys[k])) in contexts]
+
+
+def test_every_key_declared_inert_is_a_key_under_conf() -> None:
+    keys = all_keys()
     stale = sorted(p for p in INERT if not any(fnmatchcase(k, p) for k in keys))
     assert stale == [], f"experiments/config/inert_keys.py declares keys no yaml under conf/ has: {stale}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part", range(PARTS))
+def test_every_key_under_conf_changes_the_computation_or_is_declared_inert(part: int, tmp_path: Path) -> None:
+    keys = parts(all_keys())[part]
+    changed, _, neither = classify(keys, tmp_path)
+    print(f"part {part}: {len(keys)} keys, {len(changed)} change the computation")
+    assert neither == [], (
+        "keys that change nothing a tiny run computes and are not declared in experiments/config/inert_keys.py: "
+        f"{neither}"
+    )
 
 
 @pytest.mark.parametrize("key", ["optim.lr", "task.train_size", "attention.num_heads"])

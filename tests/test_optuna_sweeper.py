@@ -100,13 +100,15 @@ def test_the_search_space_reads_hydras_sweep_syntax() -> None:
     assert set(search_space(params, ["optim.lr=0.001"])[0]) == {"optim.warmup_steps"}
 
 
-@pytest.mark.slow
-def test_an_objective_the_task_never_logs_stops_the_sweep_in_one_line(tmp_path: Path) -> None:
-    proc = sweep(tmp_path, tmp_path / "s", "objective=val/bleu", "hydra.sweeper.n_trials=2")
-    assert proc.returncode == 2
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "objective='val/bleu'" in lines[0] and "val/token_acc" in lines[0], proc.stderr
-    assert not list((tmp_path / "s").rglob("result.json")), "no trial ran"
+def test_an_objective_the_task_never_logs_stops_the_sweep_in_one_line(tmp_path: Path, monkeypatch, capfd) -> None:
+    from tests.test_sweeps import refused_in_process
+
+    args = ["hparams_search=optuna", *QUICK, "objective=val/bleu", "hydra.sweeper.n_trials=2"]
+    code, stderr, _ = refused_in_process(tmp_path, monkeypatch, capfd, *args)
+    assert code == 2
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "objective='val/bleu'" in lines[0] and "val/token_acc" in lines[0], stderr
+    assert not list(tmp_path.rglob("result.json")), "no trial ran"
 
 
 # -- resume ----------------------------------------------------------------------------------------

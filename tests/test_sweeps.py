@@ -189,9 +189,15 @@ def test_joblib_cells_get_their_own_wandb_run_group_tags_and_thread_share(tmp_pa
 
 
 # -- survive and resume --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def failing_grid(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """A grid of two cells, the second failing (a negative learning rate): run once for the tests that read it."""
+    return multirun(tmp_path_factory.mktemp("failing_grid"), *QUIET, "optim.lr=1e-3,-1")
+
+
 @pytest.mark.slow
-def test_a_failing_cell_is_recorded_and_the_others_complete(tmp_path: Path) -> None:
-    proc, sweep_dir = multirun(tmp_path, *QUIET, "optim.lr=1e-3,-1")
+def test_a_failing_cell_is_recorded_and_the_others_complete(failing_grid) -> None:
+    proc, sweep_dir = failing_grid
     assert proc.returncode == 1, "the exit code says a cell failed"
     by_lr = {r["config"]["optim.lr"]: r for r in results(sweep_dir).values()}
     assert set(by_lr) == {1e-3, -1}
@@ -203,8 +209,8 @@ LIGHTNING_BANNERS = ("GPU available", "TPU available", "litlogger", "`Trainer.fi
 
 
 @pytest.mark.slow
-def test_a_multirun_is_quiet_and_ends_with_one_line_per_cell_and_the_report_command(tmp_path: Path) -> None:
-    proc, sweep_dir = multirun(tmp_path, *QUIET, "optim.lr=1e-3,-1")
+def test_a_multirun_is_quiet_and_ends_with_one_line_per_cell_and_the_report_command(failing_grid) -> None:
+    proc, sweep_dir = failing_grid
     out = proc.stdout + proc.stderr
     assert not [line for line in out.splitlines() if any(b in line for b in LIGHTNING_BANNERS)]
     by_lr = {r["config"]["optim.lr"]: (folder, r) for folder, r in results(sweep_dir).items()}
