@@ -160,7 +160,7 @@ HOMES = {
     "position": "variants.registries:POSITION",
     "task": "experiments.tasks.registry:TASKS",
     "benchmark": "experiments.bench.registry:BENCHMARKS",
-    "report section": "analysis.report.section_registry:SECTIONS",
+    "report section": "analysis.report.sections.registry:SECTIONS",
     "statistical test": "analysis.stats.comparison_tests:TESTS",
     "sequential rule": "attnlab.rules:RULES",
 }

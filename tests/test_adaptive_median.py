@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis.claims.adaptive import SIMULATED, evaluate_adaptive, fixed_equivalent, section_lines
-from analysis.report.document import fmt
+from analysis.report.document.model import fmt
 from analysis.stats import anytime
 from attnlab import median
 from attnlab.claims import ClaimError, parse_claims

@@ -25,8 +25,8 @@ from analysis.data.collect import collect, collect_wandb_api, collect_wandb_offl
 from analysis.data.curves import learning_curves
 from analysis.data.wandb_offline import read_wandb_offline_run
 from analysis.report.build import ReportError, build_report, main
-from analysis.report.document import fmt
-from analysis.report.sections import ONE_SEED_NOTICE, mean_text
+from analysis.report.document.model import fmt
+from analysis.report.sections.tables import ONE_SEED_NOTICE, mean_text
 from analysis.stats import inference
 from tests import grid_effects
 from tests.cell_fixtures import md_table

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from analysis.data.collect import collect
-from analysis.report.attention_section import attention_frame, attention_section, best_cross_layer, cell_labels
 from analysis.report.build import build_report
-from analysis.report.document import fmt
+from analysis.report.document.model import fmt
+from analysis.report.sections.attention_section import attention_frame, attention_section, best_cross_layer, cell_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = [4, 8, 16]

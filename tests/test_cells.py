@@ -7,7 +7,7 @@ import pytest
 
 from analysis.data.cells import assign_cells
 from analysis.data.collect import collect
-from analysis.report.layout import asked_factors
+from analysis.report.plan.layout import asked_factors
 from tests.cell_fixtures import flat_config, result, write
 
 # What this test takes as not changing the computation, spelled out independently of analysis.data.cells.

@@ -109,8 +109,8 @@ def _brute_expected_min(scores: list[float], n: int) -> float:
 
 
 def test_pruned_trials_are_drawn_in_the_expected_best_curve(tmp_path):
-    from analysis.report.document import Table, fmt
-    from analysis.report.tuned import tuned_section
+    from analysis.report.document.model import Table, fmt
+    from analysis.report.sections.tuned import tuned_section
     from tests.test_tuned import _tuned_sweep
 
     sweep = _tuned_sweep(tmp_path, {"multihead": {"tuned": [1.0, 1.1], "default": [1.2, 1.3]}})

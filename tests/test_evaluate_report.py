@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from analysis.collect import collect, collect_evaluations
-from analysis.report.evaluations_section import evaluations_section
+from analysis.report.sections.evaluations_section import evaluations_section
 
 
 def evaluation(run_id: str, attention: str, seed: int, by_length: dict, overrides: list[str]) -> dict:

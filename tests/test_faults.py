@@ -178,7 +178,7 @@ def test_under_a_file_size_limit_hydras_config_is_whole_or_absent(tmp_path: Path
 def test_a_report_file_cut_by_a_file_size_limit_is_whole_or_absent(tmp_path: Path, previous: bytes | None) -> None:
     import errno
 
-    from analysis.report.figure_canvas import save
+    from analysis.report.figures.figure_canvas import save
 
     class CutFigure:
         """A figure whose write stops part-way, as the kernel stops one at ``ulimit -f`` (EFBIG)."""

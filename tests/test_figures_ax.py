@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from analysis.report import figures
+from analysis.report.figures import plots as figures
 
 # two panels (attention), two lines (position), three seeds at three lengths: unequal values per seed
 DATA = pd.DataFrame(

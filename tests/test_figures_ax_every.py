@@ -32,15 +32,16 @@ NO_AX = {
 
 def figure_functions() -> dict[str, Callable]:
     found = {}
-    for info in pkgutil.iter_modules(analysis.report.__path__):
-        if info.name.startswith("_") or info.name == "figure_canvas":  # __main__ runs; the canvas is the helpers
+    for info in pkgutil.walk_packages(analysis.report.__path__, "analysis.report."):
+        short = info.name.rpartition(".")[2]
+        if short.startswith("_") or short == "figure_canvas":  # __main__ runs; the canvas is the helpers
             continue
-        module = importlib.import_module(f"analysis.report.{info.name}")
+        module = importlib.import_module(info.name)
         for name, function in vars(module).items():
             if name.startswith("_") or not inspect.isfunction(function) or function.__module__ != module.__name__:
                 continue
             if DRAWS.search(inspect.getsource(function)):
-                found[f"{info.name}.{name}"] = function
+                found[f"{short}.{name}"] = function
     return found
 
 
@@ -64,20 +65,20 @@ ROPE_MEANS = [mean([0.9, 0.8]), mean([0.5, 0.3]), mean([0.2, 0.1])]
 
 
 def _length_generalisation(ax: Any) -> Any:
-    from analysis.report.figures import length_generalisation
+    from analysis.report.figures.plots import length_generalisation
 
     return length_generalisation(LENGTHS, "seq_acc", [8, 16], {"rope": "C0", "alibi": "C1"}, "t", ax=ax)
 
 
 def _learning_curves(ax: Any) -> Any:
-    from analysis.report.figures import learning_curves
+    from analysis.report.figures.plots import learning_curves
 
     curves = LENGTHS.rename(columns={"length": "step"})
     return learning_curves(curves, "val/loss", {"rope": "C0", "alibi": "C1"}, "t", ax=ax)
 
 
 def _parameter_curve(ax: Any) -> Any:
-    from analysis.report.figures import parameter_curve
+    from analysis.report.figures.plots import parameter_curve
 
     summary = pd.DataFrame({"x": [1, 2, 4], "mean": [0.2, 0.5, 0.9], "ci_half": [0.1, 0.05, np.nan]})
     return parameter_curve(summary, "seq_acc", "window", {}, "t", ax=ax)
@@ -89,7 +90,7 @@ WEIGHTS = np.array(
 
 
 def _attention_maps(ax: Any) -> Any:
-    from analysis.report.figures import attention_maps
+    from analysis.report.figures.plots import attention_maps
 
     return attention_maps({"encoder_self/0": WEIGHTS}, {}, "t", ax=ax)  # one layer, two heads
 
@@ -106,13 +107,13 @@ BENCH = pd.DataFrame(
 
 
 def _bench_scaling(ax: Any) -> Any:
-    from analysis.report.figures import bench_scaling
+    from analysis.report.figures.plots import bench_scaling
 
     return bench_scaling(BENCH, {"soft": "C0"}, ax=ax)
 
 
 def _metric_vs_length(ax: Any) -> Any:
-    from analysis.report.summary_figure import metric_vs_length
+    from analysis.report.figures.summary_figure import metric_vs_length
 
     data = LENGTHS[LENGTHS["position"] == "rope"].assign(label="a")[["label", "length", "value"]]
     return metric_vs_length(data, ["a"], "seq_acc", None, "t", ax=ax)
@@ -134,8 +135,8 @@ POINTS = pd.DataFrame(
 
 
 def _draw_frontier(ax: Any) -> Any:
-    from analysis.report.frontier_data import CostSource, Panel
-    from analysis.report.frontier_figure import draw_frontier
+    from analysis.report.figures.frontier_figure import draw_frontier
+    from analysis.report.plan.frontier_data import CostSource, Panel
 
     panel = Panel("at length 16", "seq_acc", "higher", pd.Series(dtype=float))
     source = CostSource("runs", "ms per step", pd.DataFrame())
@@ -156,7 +157,7 @@ STATS = pd.DataFrame(
 
 
 def _curves_figure(ax: Any) -> Any:
-    from analysis.report.attention_section import curves_figure
+    from analysis.report.sections.attention_section import curves_figure
 
     return curves_figure(STATS, "copy", None, ax=ax)  # panels: entropy ratio, distance (encoder_self)
 
@@ -168,7 +169,7 @@ TRIALS = [
 
 
 def _sensitivity_figure(ax: Any) -> Any:
-    from analysis.report.tuned import CellResult, sensitivity_figure
+    from analysis.report.sections.tuned import CellResult, sensitivity_figure
 
     cell = CellResult("attention=soft", {"optim.lr": 3e-3}, TRIALS, [], [], [], [])
     return sensitivity_figure({"direction": "minimize", "objective": "val/loss"}, [cell], ax=ax)
@@ -223,11 +224,11 @@ def _check_sensitivity(axes: list) -> None:
 
 
 CASES: dict[str, tuple[Callable, int, Callable]] = {
-    "figures.length_generalisation": (_length_generalisation, 1, _check_length),
-    "figures.learning_curves": (_learning_curves, 1, _check_curves),
-    "figures.parameter_curve": (_parameter_curve, 1, _check_parameter),
-    "figures.attention_maps": (_attention_maps, 2, _check_maps),
-    "figures.bench_scaling": (_bench_scaling, 2, _check_bench),
+    "plots.length_generalisation": (_length_generalisation, 1, _check_length),
+    "plots.learning_curves": (_learning_curves, 1, _check_curves),
+    "plots.parameter_curve": (_parameter_curve, 1, _check_parameter),
+    "plots.attention_maps": (_attention_maps, 2, _check_maps),
+    "plots.bench_scaling": (_bench_scaling, 2, _check_bench),
     "summary_figure.metric_vs_length": (_metric_vs_length, 1, _check_summary),
     "frontier_figure.draw_frontier": (_draw_frontier, 1, _check_frontier),
     "attention_section.curves_figure": (_curves_figure, 2, _check_attends),

@@ -77,7 +77,7 @@ def test_parquet_round_trip_keeps_values_and_dtypes(tmp_path: Path) -> None:
 
 
 def test_results_csv_writes_the_times_as_iso_8601(tmp_path: Path) -> None:
-    from analysis.report.sections import results_frame_for_csv
+    from analysis.report.sections.tables import results_frame_for_csv
 
     runs = collect([_sweep(tmp_path)]).runs.sort_values("seed")
     expected = [datetime.fromisoformat(s).astimezone(timezone.utc).isoformat() for *_, s in RUNS]

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from analysis.data.collect import collect
-from analysis.report.bench_cells import CACHE_FILE, measure_cells
 from analysis.report.build import build_report
-from analysis.report.frontier_data import pareto_mask
+from analysis.report.plan.bench_cells import CACHE_FILE, measure_cells
+from analysis.report.plan.frontier_data import pareto_mask
 from experiments.training.callbacks import StepTimer, step_time_summary
 from tests.cell_fixtures import flat_config, result, write
 
@@ -249,7 +249,7 @@ def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> Non
     assert all(r["ms"] > 0 and r["peak_mb"] > 0 for r in records)
     assert measured.bench["settings"]["lengths"] == [16, 32] and measured.measured == 1
     # the runs' parameters reach the benchmark as literals it reads back (ast.literal_eval)
-    from analysis.report.bench_cells import bench_command, cell_configurations
+    from analysis.report.plan.bench_cells import bench_command, cell_configurations
 
     config = next(iter(cell_configurations(local_rope).values()))
     command = bench_command(config, measured.bench["settings"], tmp_path / "b.json")
@@ -260,7 +260,7 @@ def test_bench_runs_experiments_bench_scaling_per_configuration(tmp_path) -> Non
 
 @pytest.mark.slow
 def test_a_benchmark_that_cannot_run_is_an_error_record_and_is_not_cached(tmp_path) -> None:
-    from analysis.report.bench_cells import Configuration, _environment, _measure
+    from analysis.report.plan.bench_cells import Configuration, _environment, _measure
 
     broken = Configuration("nosuchattention", (), "none", (), 16, None, False, "auto")
     records = _measure(broken, _environment((16,)))

@@ -18,9 +18,10 @@ from matplotlib.collections import PolyCollection
 
 from analysis.claims.cli import main as claims_main
 from analysis.data.collect import collect
-from analysis.report import figure_canvas, figures, summary_figure
 from analysis.report.build import build_report
 from analysis.report.build import main as report_main
+from analysis.report.figures import figure_canvas, summary_figure
+from analysis.report.figures import plots as figures
 from tests.cell_fixtures import flat_config, result, write
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.report.document import Code, Document, Figure, Paragraph, Section, to_html
-from analysis.report.tuned import tuned_section
+from analysis.report.document.model import Code, Document, Figure, Paragraph, Section, to_html
+from analysis.report.sections.tuned import tuned_section
 from tests.test_tuned import _tuned_sweep
 
 optuna = pytest.importorskip("optuna")

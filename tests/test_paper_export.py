@@ -21,7 +21,7 @@ import yaml
 
 from analysis.command.errors import ReportError
 from analysis.report.build import build_report
-from analysis.report.figure_style import OKABE_ITO
+from analysis.report.figures.figure_style import OKABE_ITO
 from attnlab.bibliography import BIBLIOGRAPHY
 from experiments.record.result import variant_references
 from experiments.tasks import TASKS

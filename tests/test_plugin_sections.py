@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from analysis.report import build_report
-from analysis.report.document import Paragraph, Section
-from analysis.report.section_registry import SECTIONS, in_order, input_names
+from analysis.report.document.model import Paragraph, Section
+from analysis.report.sections.registry import SECTIONS, in_order, input_names
 from attnlab.registry import registry
 from tests.cell_fixtures import flat_config, result, write
 

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats as sps
 
 from analysis.report.build import build_report, main
-from analysis.report.document import fmt
+from analysis.report.document.model import fmt
 from analysis.stats import inference
 from tests import grid_effects
 from tests.cell_fixtures import flat_config, md_table, result, write

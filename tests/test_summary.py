@@ -19,8 +19,8 @@ from statsmodels.stats.multitest import multipletests
 
 from analysis.data.collect import collect
 from analysis.report.build import build_report
-from analysis.report.summary import summarise_task
-from analysis.report.summary_text import summary_section
+from analysis.report.front.summary_text import summary_section
+from analysis.report.plan.summary import summarise_task
 from tests.test_analysis import result_dict, write_result
 
 TRAIN = [2, 12]

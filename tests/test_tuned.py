@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from analysis.report.tuned import TunedError, load, ranking_sentence, tuned_section
+from analysis.report.sections.tuned import TunedError, load, ranking_sentence, tuned_section
 from experiments.sweep.optuna_study import StudyError
 from experiments.sweep.tuned_study import check_seeds, split_cells
 from tests.test_optuna_sweeper import ENV, QUICK

@@ -23,7 +23,7 @@ import pandas as pd
 
 from analysis.claims.evaluate import COLUMNS, _expectation
 from analysis.claims.sides import check_metric, metric_values, run_factors, select_side
-from analysis.report.document import fmt
+from analysis.report.document.model import fmt
 from analysis.stats import anytime, inference
 from analysis.stats.equal_power import Design, equal_power, fixed_test, region, unpriced
 from attnlab import outcomes

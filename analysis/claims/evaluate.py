@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from analysis.claims.scope import gather_claims
 from analysis.claims.sides import Side, check_metric, metric_values, run_factors, select_side
-from analysis.report.document import fmt, fmt_p
+from analysis.report.document.model import fmt, fmt_p
 from analysis.stats import inference
 from analysis.stats import unseen_divergence as unseen
 from analysis.stats.claims import BoundedSides, Evidence, ratio_test, seeds_needed, two_sample_test

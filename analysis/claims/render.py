@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims.evaluate import ALPHA, VERDICTS, evaluate
-from analysis.report.document import Bullets, Paragraph, Section, Table, fmt, fmt_p
+from analysis.report.document.model import Bullets, Paragraph, Section, Table, fmt, fmt_p
 from analysis.stats.claims import EXACT, POWER
 from attnlab.claims import ClaimError
 

@@ -33,7 +33,7 @@ clipping factors and relabel every cell). A setting the built model did not use 
 and kernel choices) are never factors the user asked for unless named with
 ``--factors``: they still separate cells (never pooled) but the report flags
 them as confounds; the report also requires a controlled comparison
-(``analysis.report.layout.asked_factors``, rule in ``analysis.data.confounds``).
+(``analysis.report.plan.layout.asked_factors``, rule in ``analysis.data.confounds``).
 
 Two folders holding the same run (same cell and seed, different run ids) count
 once: ``drop_duplicate_runs`` keeps one and reports the others.

@@ -4,7 +4,7 @@ The rule (also in docs/sweeps.md, Ablations over any parameter):
 
 - The factors the user asked for are the ``--factors`` given, else every
   varying config key in which two cells differ alone (a controlled comparison:
-  ``analysis.report.layout.asked_factors``), except budget and provenance keys
+  ``analysis.report.plan.layout.asked_factors``), except budget and provenance keys
   (``analysis.data.cells.BUDGET_KEYS``, ``PROVENANCE_KEYS``: training steps, data
   sizes, device, kernels).
 - Any other config key that varies within a task is a confound: a budget or

@@ -91,7 +91,7 @@ def statistics_used(
 ) -> list[str]:
     """The names in STATISTICS of the procedures whose results the report shows.
 
-    ``summaries``: the per-task rankings (``analysis.report.summary.TaskSummary``); ``comparisons``:
+    ``summaries``: the per-task rankings (``analysis.report.plan.summary.TaskSummary``); ``comparisons``:
     the frames of tests against the baseline; ``claims``: the claims' results; ``cells``: the
     per-cell summaries (an interval exists where a cell has two seeds or more).
     """

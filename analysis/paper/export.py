@@ -9,7 +9,7 @@
   (``analysis.paper.methods``);
 - ``claims.csv``: the numbers behind the claims table, when there are claims.
 
-The figures' PDF and SVG copies are written with the figures (``analysis.report.figure_canvas.save``).
+The figures' PDF and SVG copies are written with the figures (``analysis.report.figures.figure_canvas.save``).
 """
 
 from __future__ import annotations

@@ -199,8 +199,9 @@ VALUE_NOTE = "mean $\\pm$ half-width of its 95\\% t-interval over seeds (number 
 
 
 def summary_table(summary) -> tuple[str, pd.DataFrame]:
-    """The task's summary (``analysis.report.summary.TaskSummary``): cells ranked in and beyond the training range."""
-    from analysis.report.summary import by_key
+    """The task's summary (``analysis.report.plan.summary.TaskSummary``): cells ranked in and beyond the training
+    range."""
+    from analysis.report.plan.summary import by_key
 
     labels = summary.labels()
     columns = [

@@ -1,8 +1,10 @@
-"""The report of a sweep (``python -m analysis.report``): a document model (document), the grid of cells (layout,
-baseline), sections, summary, figures, the attention and cost sections, put together by build.
+"""The report of a sweep (``python -m analysis.report``), in rooms, lowest first: ``document`` (the document model
+and its renderers), ``plan`` (the cells laid out in tables, the baseline, the ranking), ``figures``, ``sections``
+(one module a section, registered) and ``front`` (the lead); at the top ``build`` puts them together, ``exports``
+writes the files and ``tuned`` and ``timing`` are commands of their own. A room imports only the rooms below it.
 
 ``from analysis.report import build_report`` and ``main`` stay the public import; they load ``build`` on first use,
-so that a module of this package (``document``, ``figures``) can be imported without the whole report.
+so that a module of this package (``document.model``, ``figures.plots``) can be imported without the whole report.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Reads result files only (result.json, CSV logs, attention_maps.npz, an optional
 benchmark JSON) and writes report.md, a self-contained report.html, results.csv
 (one row per run), summary.csv, cells.csv, comparisons.csv and confounds.csv (the
 numbers behind the tables) and the figures under DIR/figures/ (PNG, PDF and SVG). The report
-opens with the summary (analysis.report.summary); the details follow, folded in the HTML. For a
+opens with the summary (analysis.report.plan.summary); the details follow, folded in the HTML. For a
 paper (analysis.paper) it also writes DIR/latex/ (a .tex per table and tables.tex),
 references.bib and methods.md / methods.tex; ``--figure-width`` sizes the figures for a
 one- or two-column layout.
@@ -33,21 +33,22 @@ from analysis.command.outputs import check_out_dir, writing
 from analysis.data.collect import collect
 from analysis.data.curves import learning_curves
 from analysis.data.runs import Runs
-from analysis.report import summary
-from analysis.report.baseline import DEFAULT_BASELINE, Baseline, resolve_baseline
-from analysis.report.bench_cells import measure_cells
-from analysis.report.context import ReportContext
-from analysis.report.document import Document, Paragraph, Section, fold
+from analysis.report.document.model import Document, Paragraph, Section, fold
 from analysis.report.exports import write_report
-from analysis.report.figure_style import FORMATS, report_style
-from analysis.report.front import confounds_section, lead, left_out
+from analysis.report.figures.figure_style import FORMATS, report_style
+from analysis.report.figures.report_figures import MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget
+from analysis.report.front.lead import lead, left_out
 from analysis.report.inputs import check_options, filtered, prepare_out, read_bench
-from analysis.report.layout import check_asked
-from analysis.report.plan import TaskPlan, choose_metrics
-from analysis.report.report_figures import MAX_FIGURES, MAX_MAP_FIGURES, FigureBudget
-from analysis.report.section_registry import SectionInputs, build_sections
-from analysis.report.tuned import RECORD as TUNED_RECORD
-from analysis.report.tuned import lead_section as tuned_lead
+from analysis.report.plan import summary
+from analysis.report.plan.baseline import DEFAULT_BASELINE, Baseline, resolve_baseline
+from analysis.report.plan.bench_cells import measure_cells
+from analysis.report.plan.layout import check_asked
+from analysis.report.plan.task_plan import TaskPlan, choose_metrics
+from analysis.report.sections.confounds import confounds_section
+from analysis.report.sections.context import ReportContext
+from analysis.report.sections.registry import SectionInputs, build_sections
+from analysis.report.sections.tuned import RECORD as TUNED_RECORD
+from analysis.report.sections.tuned import lead_section as tuned_lead
 from analysis.stats import inference
 from attnlab.prog import prog_name
 
@@ -73,7 +74,7 @@ def build_report(
     multihead+sinusoidal when that cell exists. ``factors`` names the (at most two)
     factors of the tables; ``where`` is a list of ``KEY=VALUE`` filters. ``claims`` is a
     YAML file of claims tested beside those the runs carry (analysis/claims/). ``bench`` is a
-    benchmark JSON file, or True to measure each cell's configuration at long T (analysis/report/bench_cells.py).
+    benchmark JSON file, or True to measure each cell's configuration at long T (analysis/report/plan/bench_cells.py).
     ``figure_width`` draws every figure that many inches wide with paper fonts (3.3: one
     column, 6.9: two); ``figure_formats`` are the figure files written (png always);
     ``paper_files=False`` leaves out latex/, references.bib and methods.*.
@@ -140,7 +141,7 @@ def _lead_blocks(ctx: ReportContext, doc: Document, claims_block: Section | None
 
 
 def _sections(ctx: ReportContext, doc: Document, task_summaries: dict, measured, bench_data) -> pd.DataFrame:
-    """The registered sections after the lead, in reading order (analysis/report/section_registry.py); returns
+    """The registered sections after the lead, in reading order (analysis/report/sections/registry.py); returns
     the confounds table for confounds.csv."""
     built = build_sections(SectionInputs(ctx, task_summaries, measured, bench_data))
     if ctx.budget.skipped:

@@ -7,10 +7,10 @@ import pandas as pd
 
 from analysis.command.outputs import whole_or_absent
 from analysis.paper import export
-from analysis.report import summary
-from analysis.report.context import ReportContext
-from analysis.report.document import Document, to_html, to_markdown
-from analysis.report.sections import results_frame_for_csv
+from analysis.report.document.model import Document, to_html, to_markdown
+from analysis.report.plan import summary
+from analysis.report.sections.context import ReportContext
+from analysis.report.sections.tables import results_frame_for_csv
 from analysis.stats import inference
 
 

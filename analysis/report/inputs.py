@@ -10,10 +10,10 @@ from analysis.claims.scope import load_claims_file
 from analysis.command.errors import ReportError
 from analysis.data.cells import assign_cells
 from analysis.data.runs import Runs
-from analysis.report.baseline import parse_baseline
-from analysis.report.benchmarks import load_bench
-from analysis.report.figure_style import FORMATS, FigureStyle
-from analysis.report.layout import apply_where, parse_assignments
+from analysis.report.figures.figure_style import FORMATS, FigureStyle
+from analysis.report.plan.baseline import parse_baseline
+from analysis.report.plan.layout import apply_where, parse_assignments
+from analysis.report.sections.benchmarks import load_bench
 
 
 def prepare_out(out: Path) -> Path:

@@ -196,7 +196,7 @@ class TrialConf:
     study: Optional[str] = None
     storage: Optional[str] = None
     # a tuned comparison's run (hparams_search=tuned): tuning (a trial), tuned (a cell's best configuration
-    # on a fresh seed) or default (the shared defaults on a fresh seed); read by analysis/report/tuned.py
+    # on a fresh seed) or default (the shared defaults on a fresh seed); read by analysis/report/sections/tuned.py
     role: Optional[str] = None
 
 

@@ -145,7 +145,7 @@ class TunedSweeper(OptunaSweeper):
             best = record["cells"][-1]["best_params"]
             if earlier.get(study.study_name) not in (None, best):
                 # more trials found another best: its final seeds are a cell of their own, never pooled with the
-                # old best's (analysis/report/tuned.py reads only the seeds at the recorded best)
+                # old best's (analysis/report/sections/tuned.py reads only the seeds at the recorded best)
                 log.warning(
                     "tuned: cell %s has a new best configuration %s (was %s); its final seeds at the old one stay "
                     "in their folders, left out of the comparison",

@@ -4,16 +4,16 @@ cell, cost, the attention statistics and maps."""
 from __future__ import annotations
 
 from analysis.data.curves import without_curves
-from analysis.report import summary
-from analysis.report.attention_section import attention_section
-from analysis.report.baseline import FORMS
-from analysis.report.context import ReportContext
-from analysis.report.document import Block, Paragraph, Section
-from analysis.report.layout import Grid
-from analysis.report.plan import TaskPlan, task_metrics
-from analysis.report.report_figures import curve_figure, length_figures, map_figures, parameter_figure
-from analysis.report.section_registry import SECTIONS
-from analysis.report.sections import comparisons_block, cost_table, effects_block, metric_table, status_table
+from analysis.report.document.model import Block, Paragraph, Section
+from analysis.report.figures.report_figures import curve_figure, length_figures, map_figures, parameter_figure
+from analysis.report.plan import summary
+from analysis.report.plan.baseline import FORMS
+from analysis.report.plan.layout import Grid
+from analysis.report.plan.task_plan import TaskPlan, task_metrics
+from analysis.report.sections.attention_section import attention_section
+from analysis.report.sections.context import ReportContext
+from analysis.report.sections.registry import SECTIONS
+from analysis.report.sections.tables import comparisons_block, cost_table, effects_block, metric_table, status_table
 
 
 def _metric_section(

@@ -11,9 +11,9 @@ import pandas as pd
 from analysis.command.errors import ReportError
 from analysis.data.confounds import Confounds
 from analysis.data.runs import Runs
-from analysis.report.baseline import Baseline, baseline_cell
-from analysis.report.document import Paragraph
-from analysis.report.layout import asked_factors, grids, task_factors
+from analysis.report.document.model import Paragraph
+from analysis.report.plan.baseline import Baseline, baseline_cell
+from analysis.report.plan.layout import asked_factors, grids, task_factors
 from analysis.stats import inference
 
 

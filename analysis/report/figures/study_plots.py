@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from analysis.report.figure_canvas import save
+from analysis.report.figures.figure_canvas import save
 
 JOURNAL = "optuna.journal"  # the sweepers' study file when no storage is given (experiments/sweep/optuna_study.py)
 PLOTS = (

@@ -1,4 +1,4 @@
-"""The summary as the reader sees it (``analysis.report.summary`` ranks the cells): the answer in one sentence per
+"""The summary as the reader sees it (``analysis.report.plan.summary`` ranks the cells): the answer in one sentence per
 column, the ranked table, the procedure it followed and which cells no test could reach.
 """
 
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.report.document import Cell, Figure, Paragraph, Row, Section, Table, fmt
-from analysis.report.summary import ALPHA, Column, TaskSummary, by_key
+from analysis.report.document.model import Cell, Figure, Paragraph, Row, Section, Table, fmt
+from analysis.report.plan.summary import ALPHA, Column, TaskSummary, by_key
 from analysis.stats import inference
 
 TIE_MARK = "≈"  # a cell not significantly different from the best

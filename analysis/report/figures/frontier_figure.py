@@ -16,9 +16,9 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from analysis.report import figure_canvas, figure_style
-from analysis.report.document import fmt
-from analysis.report.frontier_data import CostSource, Panel
+from analysis.report.document.model import fmt
+from analysis.report.figures import figure_canvas, figure_style
+from analysis.report.plan.frontier_data import CostSource, Panel
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 MAX_AREA, MIN_AREA = 300.0, 14.0  # pt²: the largest memory's marker, and a floor that keeps small ones visible

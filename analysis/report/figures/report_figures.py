@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.cells import normalise
-from analysis.report import figures
-from analysis.report.document import Figure, Paragraph
-from analysis.report.figure_style import FigureStyle
-from analysis.report.layout import Grid
+from analysis.report.document.model import Figure, Paragraph
+from analysis.report.figures import plots as figures
+from analysis.report.figures.figure_style import FigureStyle
+from analysis.report.plan.layout import Grid
 
 MAPS_FILE = "attention_maps.npz"
 MAX_MAP_FIGURES = 12

@@ -4,8 +4,8 @@ the PNG's path (or, without a path, the figure, drawn into the caller's axes ``a
 Panels are the levels of the table's row factor and lines the levels of its column
 factor (by default attention types and position encodings), one line per cell.
 Colours and markers come from the report's ``FigureStyle``
-(``analysis.report.figure_style``); the panel grid, the legend and the files
-(PNG, PDF and SVG side by side) from ``analysis.report.figure_canvas``.
+(``analysis.report.figures.figure_style``); the panel grid, the legend and the files
+(PNG, PDF and SVG side by side) from ``analysis.report.figures.figure_canvas``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.report.figure_canvas import (
+from analysis.report.figures.figure_canvas import (
     DPI,
     PANEL_H,
     PANEL_W,
@@ -28,7 +28,7 @@ from analysis.report.figure_canvas import (
     in_order,
     panel_grid,
 )
-from analysis.report.figure_style import FigureStyle, line_id, style_of
+from analysis.report.figures.figure_style import FigureStyle, line_id, style_of
 from analysis.stats.inference import band as clipped_band
 from analysis.stats.inference import mean_ci
 

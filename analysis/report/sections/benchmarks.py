@@ -10,9 +10,10 @@ from typing import Any
 import pandas as pd
 
 from analysis.command.errors import ReportError
-from analysis.report import figure_style, figures
-from analysis.report.document import Bullets, Cell, Figure, Section, Table, fmt
-from analysis.report.section_registry import SECTIONS
+from analysis.report.document.model import Bullets, Cell, Figure, Section, Table, fmt
+from analysis.report.figures import figure_style
+from analysis.report.figures import plots as figures
+from analysis.report.sections.registry import SECTIONS
 
 RECORD_KEYS = ("attention", "position", "backend", "T", "status")
 

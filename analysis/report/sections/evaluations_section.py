@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Sequence
 
 from analysis.data.evaluations import collect_evaluations
-from analysis.report.document import Cell, Paragraph, Section, Table, fmt
-from analysis.report.section_registry import SECTIONS
+from analysis.report.document.model import Cell, Paragraph, Section, Table, fmt
+from analysis.report.sections.registry import SECTIONS
 
 # the per-length metric a table shows: the first of these the task's evaluations report
 HEADLINE = ("seq_acc", "acc", "token_acc", "bpc")

@@ -1,11 +1,11 @@
 """Quality against cost: one point per cell, the Pareto set marked, in the manner of the Long Range Arena's chart.
 
 Per task and per table of the report (a cell is one configuration, never a pool), the
-"Quality and cost" section holds the figure (``analysis.report.frontier_figure``) and
+"Quality and cost" section holds the figure (``analysis.report.figures.frontier_figure``) and
 the table of Pareto cells; what the chart holds is computed in
-``analysis.report.frontier_data``:
+``analysis.report.plan.frontier_data``:
 
-- **Quality** is the summary's main metric (analysis.report.summary): with per-length results,
+- **Quality** is the summary's main metric (analysis.report.plan.summary): with per-length results,
   the metric at the longest evaluation length inside the training range and at the
   longest evaluation length overall (two panels; one when they coincide); without
   them, the whole-test-set metric the summary ranks by. Mean over the completed seeds
@@ -17,7 +17,7 @@ the table of Pareto cells; what the chart holds is computed in
   is proportional to the runs' peak memory
   (``cost.peak_memory_mb``) when they report it. With ``--bench`` a second row uses
   the benchmark's time of one attention layer's forward + backward at the longest T
-  every cell of the table reached (``analysis.report.bench_cells``), marker area its peak memory.
+  every cell of the table reached (``analysis.report.plan.bench_cells``), marker area its peak memory.
 - **The Pareto set**: the cells no other cell beats on both axes (as fast or faster and
   as good or better, one of them strictly), computed on the means; joined by a step
   line, ringed in black and named. The direction of quality comes from the metric's
@@ -33,9 +33,11 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pandas as pd
 
-from analysis.report import figure_style
-from analysis.report.document import Cell, Figure, Paragraph, Section, Table, fmt
-from analysis.report.frontier_data import (
+from analysis.report.document.model import Cell, Figure, Paragraph, Section, Table, fmt
+from analysis.report.figures import figure_style
+from analysis.report.figures.frontier_figure import MARKERS, draw_frontier
+from analysis.report.figures.report_figures import FigureBudget, roles, safe_name
+from analysis.report.plan.frontier_data import (
     STEP_COLUMN,
     CostSource,
     Panel,
@@ -44,16 +46,14 @@ from analysis.report.frontier_data import (
     quality_panels,
     run_costs,
 )
-from analysis.report.frontier_figure import MARKERS, draw_frontier
-from analysis.report.layout import Grid
-from analysis.report.report_figures import FigureBudget, roles, safe_name
-from analysis.report.section_registry import SECTIONS
-from analysis.report.summary import TaskSummary
+from analysis.report.plan.layout import Grid
+from analysis.report.plan.summary import TaskSummary
+from analysis.report.sections.registry import SECTIONS
 
 if TYPE_CHECKING:
     from analysis.data.runs import Runs
-    from analysis.report.bench_cells import CellBench
-    from analysis.report.plan import TaskPlan
+    from analysis.report.plan.bench_cells import CellBench
+    from analysis.report.plan.task_plan import TaskPlan
 
 INTRO = (
     "Each point is one cell: its quality (the summary's main metric, mean over seeds, bars 95% CI) "

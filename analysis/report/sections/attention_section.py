@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.report.document import Figure, Paragraph, Section, Table, fmt
-from analysis.report.figure_canvas import NARROW, finish, panel_grid
-from analysis.report.figure_style import FigureStyle, line_id, palette, style_of
+from analysis.report.document.model import Figure, Paragraph, Section, Table, fmt
+from analysis.report.figures.figure_canvas import NARROW, finish, panel_grid
+from analysis.report.figures.figure_style import FigureStyle, line_id, palette, style_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure as MplFigure

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.report.document import Cell, Section, Table
-from analysis.report.section_registry import SECTIONS
+from analysis.report.document.model import Cell, Section, Table
+from analysis.report.sections.registry import SECTIONS
 
 
 @SECTIONS.register("failures", order=50, inputs=("frame",))

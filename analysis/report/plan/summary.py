@@ -26,21 +26,20 @@ The procedure, stated again under every summary table:
 
 Cells are the report's cells: ``cell`` / ``cell_label`` when the runs frame has
 them (the configuration minus seed), otherwise (attention, position). The answer, the
-table and the procedure are written out by ``analysis.report.summary_text``.
+table and the procedure are written out by ``analysis.report.front.summary_text``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from analysis.data.ranges import BEYOND_RANGE, IN_RANGE, SCOPE_TEXT, describe, range_metric, train_range
-from analysis.report.document import Cell, Figure, Table, fmt
+from analysis.report.document.model import Cell, Table, fmt
 from analysis.stats import inference
 
 MAIN_METRICS = ("acc", "bpc", "token_acc", "seq_acc", "loss")
@@ -241,29 +240,6 @@ def figure_data(frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSumma
     data = data[np.isfinite(data["value"].to_numpy(float))].copy()
     data["label"] = data["run_id"].map(runs_label)
     return data.dropna(subset=["label"])
-
-
-def write_figure(
-    frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path, style=None
-) -> Figure | None:
-    """The main metric against evaluation length, one line per cell in rank order; None without per-length data.
-
-    ``style``: the report's ``analysis.report.figure_style.FigureStyle`` (each cell's colour and marker, the width).
-    """
-    from analysis.report.summary_figure import metric_vs_length
-
-    data = figure_data(frame, by_length, summary)
-    if data.empty:
-        return None
-    present = set(data["label"])
-    order = [label for label in (summary.labels()[k] for k in summary.order) if label in present]
-    metric_vs_length(data, order, summary.main, summary.train, f"{summary.task}: {summary.main} vs length", path, style)
-    trained = f"shaded: training lengths {summary.train[0]}–{summary.train[1]}; " if summary.train else ""
-    return Figure(
-        path,
-        f"{summary.task}: {summary.main} against evaluation length, a line per cell (legend in "
-        f"table order); {trained}bands: 95% CI over seeds",
-    )
 
 
 # ---------------------------------------------------------------- hooks for the report

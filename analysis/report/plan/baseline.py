@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.command.errors import ReportError
-from analysis.report.layout import Grid, match, parse_assignments
+from analysis.report.plan.layout import Grid, match, parse_assignments
 
 DEFAULT_BASELINE = "multihead+sinusoidal"
 FORMS = "ATTENTION+POSITION (e.g. multihead+sinusoidal) or KEY=VALUE[,KEY=VALUE] (e.g. attention.window=8)"

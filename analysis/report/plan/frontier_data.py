@@ -1,7 +1,7 @@
 """What the quality–cost chart holds: per run a quality value on each panel, per cell a cost from each source, and
-per table one point per cell with the Pareto set marked (``analysis.report.frontier`` draws and reports them).
+per table one point per cell with the Pareto set marked (``analysis.report.sections.frontier`` draws and reports them).
 
-- **Quality** (``quality_panels``) is the summary's main metric (analysis.report.summary):
+- **Quality** (``quality_panels``) is the summary's main metric (analysis.report.plan.summary):
   with per-length results, at the longest evaluation length inside the training range
   and at the longest evaluation length overall (two panels; one when they coincide);
   without them, the whole-test-set metric the summary ranks by.
@@ -9,7 +9,7 @@ per table one point per cell with the Pareto set marked (``analysis.report.front
   (``cost.step_ms``: the median step after warm-up,
   ``experiments.training.callbacks.StepTimer``) and their peak memory; with ``--bench``
   (``bench_costs``) the benchmark's time of one attention layer's forward + backward at
-  the longest T every cell of the table reached (``analysis.report.bench_cells``).
+  the longest T every cell of the table reached (``analysis.report.plan.bench_cells``).
 - **The Pareto set** (``pareto_mask``): the cells no other cell beats on both axes (as
   fast or faster and as good or better, one of them strictly), computed on the means.
 """
@@ -23,8 +23,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.report.layout import Grid
-from analysis.report.summary import TaskSummary
+from analysis.report.plan.layout import Grid
+from analysis.report.plan.summary import TaskSummary
 from analysis.stats import inference
 
 STEP_COLUMN = "cost.step_ms"

@@ -1,6 +1,6 @@
 """The summary's figure: the main metric against evaluation length, one line per cell, sized to sit beside the table.
 
-Drawn with matplotlib's object API on the Agg canvas, like analysis.report.figures.
+Drawn with matplotlib's object API on the Agg canvas, like analysis.report.figures.plots.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.report.figure_canvas import finish
-from analysis.report.figure_style import FigureStyle, line_id, palette, style_of
+from analysis.report.document.model import Figure as ReportFigure
+from analysis.report.figures.figure_canvas import finish
+from analysis.report.figures.figure_style import FigureStyle, line_id, palette, style_of
+from analysis.report.plan.summary import TaskSummary, figure_data
 from analysis.stats.inference import band as clipped_band
 from analysis.stats.inference import mean_ci
 
@@ -66,3 +68,25 @@ def metric_vs_length(
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="best", ncols=2 if len(order) > 6 else 1)
     return finish(ax.figure, path, style)
+
+
+def write_figure(
+    frame: pd.DataFrame, by_length: pd.DataFrame, summary: TaskSummary, path: Path, style=None
+) -> ReportFigure | None:
+    """The main metric against evaluation length, one line per cell in rank order; None without per-length data.
+
+    ``style``: the report's ``analysis.report.figures.figure_style.FigureStyle`` (each cell's colour and marker,
+    the width).
+    """
+    data = figure_data(frame, by_length, summary)
+    if data.empty:
+        return None
+    present = set(data["label"])
+    order = [label for label in (summary.labels()[k] for k in summary.order) if label in present]
+    metric_vs_length(data, order, summary.main, summary.train, f"{summary.task}: {summary.main} vs length", path, style)
+    trained = f"shaded: training lengths {summary.train[0]}–{summary.train[1]}; " if summary.train else ""
+    return ReportFigure(
+        path,
+        f"{summary.task}: {summary.main} against evaluation length, a line per cell (legend in "
+        f"table order); {trained}bands: 95% CI over seeds",
+    )

@@ -6,7 +6,7 @@ and a marker per panel level, so a cell drawn alone (the summary, the attention
 statistics) keeps its table's colour and shape. ``FigureStyle.width`` draws every
 figure that many inches wide for a paper (3.3 for one column, 6.9 for two); without it
 figures are sized for the screen. ``FigureStyle.formats`` names the files each figure
-is saved as (``analysis.report.figure_canvas.save``).
+is saved as (``analysis.report.figures.figure_canvas.save``).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def style_of(colors: Mapping | None) -> FigureStyle:
 
 
 def report_style(grids: Sequence, width: float | None = None, formats: Sequence[str] = FORMATS) -> FigureStyle:
-    """One style for every figure of a report, from its tables (``analysis.report.layout.Grid``).
+    """One style for every figure of a report, from its tables (``analysis.report.plan.layout.Grid``).
 
     A colour per line level (the column factor's levels, or the row factor's when a table has
     one factor) over all tables, and a marker per panel level (the row factor's), so the cell

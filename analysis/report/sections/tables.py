@@ -1,6 +1,6 @@
 """Report tables built from the runs frame: results grid, effects, comparisons, costs, failures, provenance.
 
-A table is one ``analysis.report.layout.Grid`` of a task: a row per level of one factor
+A table is one ``analysis.report.plan.layout.Grid`` of a task: a row per level of one factor
 group, a column per level of another, every other factor fixed. Each position
 holds one cell (one configuration), shown as a value or as why there is none
 (failed, diverged, missing, not reported); nothing is averaged across cells.
@@ -15,9 +15,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from analysis.report.document import Bullets, Cell, Code, Paragraph, Section, Table, fmt, fmt_p
-from analysis.report.layout import Grid
-from analysis.report.section_registry import SECTIONS
+from analysis.report.document.model import Bullets, Cell, Code, Paragraph, Section, Table, fmt, fmt_p
+from analysis.report.plan.layout import Grid
+from analysis.report.sections.registry import SECTIONS
 from analysis.stats import inference
 
 ONE_SEED_NOTICE = "no significance can be claimed with one seed"

@@ -10,10 +10,10 @@ from typing import Sequence
 import pandas as pd
 
 from analysis.data.runs import Runs
-from analysis.report import figure_style
-from analysis.report.baseline import Baseline
-from analysis.report.plan import TaskPlan
-from analysis.report.report_figures import FigureBudget
+from analysis.report.figures import figure_style
+from analysis.report.figures.report_figures import FigureBudget
+from analysis.report.plan.baseline import Baseline
+from analysis.report.plan.task_plan import TaskPlan
 
 
 @dataclass(frozen=True)

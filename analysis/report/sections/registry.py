@@ -1,6 +1,6 @@
 """The report-section registry: each section after the report's lead is one entry, registered beside its code.
 
-    from analysis.report.section_registry import SECTIONS
+    from analysis.report.sections.registry import SECTIONS
 
     @SECTIONS.register("failures", order=50, inputs=("frame",))
     def failures(frame: pd.DataFrame) -> Section | None: ...
@@ -8,8 +8,8 @@
 An entry declares its place in the reading order (``order``, lower first) and its ``inputs``: the names of what
 it reads, which are its function's parameters, each a field of the report's ``ReportContext`` (``frame``,
 ``plans``, ``paths``, ``figures_dir``, ...) or one of ``EXTRA_INPUTS``. The function returns a ``Section``, a
-list of them, or None when it has nothing to show. The registry scans ``analysis.report`` (attnlab/registry.py),
-so a new module there with a registered function is a new section with no list to edit.
+list of them, or None when it has nothing to show. The registry scans ``analysis.report.sections``
+(attnlab/registry.py), so a new module there with a registered function is a new section with no list to edit.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from analysis.report.context import ReportContext
-from analysis.report.document import Section
+from analysis.report.document.model import Section
+from analysis.report.sections.context import ReportContext
 from attnlab.registry import Registry
 
 if TYPE_CHECKING:
-    from analysis.report.bench_cells import CellBench
-    from analysis.report.summary import TaskSummary
+    from analysis.report.plan.bench_cells import CellBench
+    from analysis.report.plan.summary import TaskSummary
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class SectionEntry:
 
 
 SectionFunction = Callable[..., "Section | list[Section] | None"]
-SECTIONS: Registry[SectionFunction] = Registry("report section", SectionEntry, package="analysis.report")
+SECTIONS: Registry[SectionFunction] = Registry("report section", SectionEntry, package="analysis.report.sections")
 
 # What a section may read besides the context's fields: the whole context (a section that reads most of it), the
 # lead's per-task summaries, the cells measured at long T (--bench without a file) and the benchmark JSON read or

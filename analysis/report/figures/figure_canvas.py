@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from analysis.command.outputs import whole_or_absent
-from analysis.report.figure_style import FORMATS, FigureStyle, style_of
+from analysis.report.figures.figure_style import FORMATS, FigureStyle, style_of
 
 DPI = 100
 PAPER_DPI = 200  # PNGs of a paper-width figure: sharp in the HTML report too
