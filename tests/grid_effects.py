@@ -26,7 +26,7 @@ def main_effects(
     if "cell" in done.columns and (done.groupby(list(inference.FACTORS))["cell"].nunique() > 1).any():
         raise ValueError(
             "attention x position holds several configurations here; group by cell "
-            "(analysis.report.layout.grids) instead of averaging across them"
+            "(analysis.report.plan.layout.grids) instead of averaging across them"
         )
     cells = done.groupby(list(inference.FACTORS))[metric].mean().unstack("position")
     if attentions is not None:
@@ -61,7 +61,7 @@ def compare_to_baseline(
         if (task_runs.groupby(list(inference.FACTORS))["cell"].nunique() > 1).any():
             raise ValueError(
                 f"task {task}: attention x position holds several configurations; "
-                "compare cells within a table (analysis.report.layout.grids)"
+                "compare cells within a table (analysis.report.plan.layout.grids)"
             )
         base = task_runs[(task_runs["attention"] == baseline[0]) & (task_runs["position"] == baseline[1])]
         if base.empty:

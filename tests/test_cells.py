@@ -132,7 +132,7 @@ def test_budget_keys_separate_cells_but_are_not_designed(tmp_path):
     runs = collect([tmp_path])
     assert runs.factors == ["attention", "trainer.max_steps"]  # budget keys come last
     assert partition(runs.runs) == expected_partition(configs) and runs.runs["cell"].nunique() == 4
-    # the report's rule (analysis.report.layout.asked_factors): budget keys are factors only when asked for
+    # the report's rule (analysis.report.plan.layout.asked_factors): budget keys are factors only when asked for
     assert asked_factors(runs.runs, runs.factors, None) == ["attention"]
     assert asked_factors(runs.runs, runs.factors, ["trainer.max_steps", "attention"]) == [
         "attention",
