@@ -153,16 +153,15 @@ def _score_two_sides(
 
 
 def assumption(
-    claim: Claim, sides: Sequence[tuple[str, Side]], boxed: BoundedSides | None
+    claim: Claim, sides: Sequence[tuple[str, Side]], boxed: BoundedSides | None, worst: float
 ) -> tuple[BoundedSides | None, str | None]:
     """The bound over unseen divergence the claim is decided with (None: its values as they are) and the assumption
-    its verdict rests on, as the verdict names it (None: none).
+    its verdict rests on, as the verdict names it (None: none); ``worst`` is the metric's worst value.
 
     A declared ``assume: no_divergence`` sets the bound aside while no seed diverged, and is refuted by one that did.
     A mean of a metric whose worst value is +inf (a loss) assumes no divergence whether declared or not: a cell that
     diverges at any rate has an infinite mean."""
     diverged = sum(side.count("diverged") for _, side in sides)
-    worst = inference.worst_value(split_metric(claim.metric)[0])
     if claim.assume is not None and diverged:
         return boxed, (
             f"{NO_DIVERGENCE} (declared) is refuted by {diverged} diverged seed(s): decided over every divergence "
@@ -170,7 +169,7 @@ def assumption(
         )
     if boxed is not None and claim.assume is not None:
         return None, f"{NO_DIVERGENCE} (declared): the seeds' means are tested without the bound over unseen divergence"
-    if worst == math.inf and claim.expect != "ratio":
+    if worst == math.inf:
         said = "declared" if claim.assume is not None else "implicit"
         return (
             boxed,
@@ -221,7 +220,7 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         b, boxed = _score_two_sides(runs, frame, factors, claim, a, worst)
         row.update(b=b.label, **_divergence(a, b))
         sides = [("a", a), ("b", b)]
-        boxed, row["assumption"] = assumption(claim, sides, boxed)
+        boxed, row["assumption"] = assumption(claim, sides, boxed, worst)
     for tag, side in sides:
         row[f"{tag}_runs"] = side.outcomes(f"scored {_g(worst)}" if math.isfinite(worst) else "not scored")
         row[f"{tag}_n"] = side.n
