@@ -24,6 +24,7 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from experiments.config.schema import register_configs
+from experiments.config.spec import build_spec
 from experiments.sweep.grid import (
     MAX_CELL_NAME,
     SweepConfigError,
@@ -313,7 +314,7 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     from experiments.training.outcome import scalar_metrics
     from tests.conftest import compose
 
-    parts = assemble(compose([*cell, "logger=none"]), tmp_path / "single", run_id="single", flat_config={})
+    parts = assemble(build_spec(compose([*cell, "logger=none"])), tmp_path / "single", run_id="single")
     single = scalar_metrics(
         parts.trainer.test(
             parts.module,

@@ -32,6 +32,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.roles import ROLES
+from experiments.config.checks import available_cores
 
 log = logging.getLogger("attnlab")
 _LAST: dict[str, Any] = {"failed": 0, "ran": False}
@@ -111,13 +112,6 @@ def register_resolvers() -> None:
 
 
 # -- threads ---------------------------------------------------------------------------------------
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # what this process may use (SLURM and taskset narrow it)
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def jobs_at_once(launcher: Mapping[str, Any] | None, cores: int) -> int:
     """How many jobs of the sweep the launcher runs at the same time on one machine."""
     target = str((launcher or {}).get("_target_", ""))
@@ -381,9 +375,17 @@ class SweepSummary(Callback):
         for folder in busy:
             print(f"{'busy':<9}  another process writes this cell; run the sweep again once it has ended  {folder}")
         if cells:
-            from experiments.app.summary import report_command
-
             print(f"report  {report_command(sweep_dir)}")
+
+
+def report_command(folder: Path) -> str:
+    """The command that writes the report of a run or a sweep, in the form training was started by (``attnlab-report``
+    after ``attnlab-train``, ``python -m analysis.report`` after ``python -m experiments.train``), quoted so that it
+    pastes into a shell."""
+    from attnlab.prog import command
+
+    report = command("analysis.report", "attnlab-report")
+    return shlex.join([*report, str(folder), "--out", str(folder / "report")])
 
 
 def _summary_in_worker() -> SweepSummary:
