@@ -282,7 +282,7 @@ def test_the_equality_bench_reports_the_largest_difference_and_where(tmp_path: P
 
     def planted(cfg, run_dir, overrides):
         result = real(cfg, run_dir, overrides)
-        if cfg.seed == 1:
+        if cfg.run.seed == 1:
             result["metrics"]["val/loss"] += 0.5
         return result
 
