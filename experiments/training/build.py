@@ -1,4 +1,5 @@
-"""Assembling one run from its config: task, model, loggers, trainer (``outcome`` reads it out afterwards)."""
+"""Assembling one run from its spec (experiments/config/spec.py): task, model, loggers, trainer (``outcome`` reads it
+out afterwards)."""
 
 from __future__ import annotations
 
