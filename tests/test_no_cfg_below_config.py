@@ -19,12 +19,9 @@ CONFIG_TYPES = ("DictConfig", "ListConfig", "omegaconf")
 STILL_TAKING_CFG = frozenset(
     {
         "experiments/record/files.py:save_hydra_config_atomically.save",  # Hydra's own hook, as Hydra calls it
-        # the sweep's Hydra callback, called with the sweep's whole config (the hydra node included)
+        # the sweep's Hydra callback, as Hydra calls it with the sweep's whole config (the hydra node included)
         "experiments/sweep/grid.py:SweepSummary.on_multirun_end",
         "experiments/sweep/grid.py:SweepSummary.on_multirun_start",
-        "experiments/sweep/grid.py:check_grid",
-        "experiments/sweep/grid.py:grid_values",
-        "experiments/sweep/grid.py:searchpath_overrides",
     }
 )
 

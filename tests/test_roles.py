@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from experiments.app.preflight import PreflightError, preflight
 from experiments.config.roles import RoleError, check_roles, expand_roles, label, role_labels
-from experiments.config.spec import build_spec
+from experiments.config.spec import build_spec, grid_spec
 from experiments.record.result import config_hash, flatten
 from tests.conftest import CONF, ROOT, TINY, compose
 
@@ -142,7 +142,7 @@ def alignment_cells() -> list[str]:
     from experiments.sweep.grid import grid_values
     from tests.test_sweeps import hydra_config
 
-    return dict(grid_values(hydra_config(["experiment=alignment"])))["model.cross_attention"]
+    return dict(grid_values(grid_spec(hydra_config(["experiment=alignment"]))))["model.cross_attention"]
 
 
 def test_alignment_preset_composes_every_cell_with_its_own_cross_attention():

@@ -213,6 +213,31 @@ class Spec:
         return OptimConf(**thaw(self.optim))
 
 
+@dataclass(frozen=True)
+class GridSpec:
+    """A multirun's grid as its Hydra callback reads the sweep's config before any cell starts
+    (experiments/sweep/grid.py): a preset's sweep lists, the command line, the launcher and the Trainer."""
+
+    #: ``hydra.sweeper.params``: key -> the sweep list as written (``soft,hard``)
+    params: Mapping[str, str]
+    #: the command line's overrides (``hydra.overrides.task``)
+    overrides: tuple[str, ...]
+    launcher: Mapping[str, Any]
+    trainer: Mapping[str, Any]
+
+
+def grid_spec(config: DictConfig) -> GridSpec:
+    """The grid of a sweep's config (the hydra node included), read once."""
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    launcher = OmegaConf.select(config, "hydra.launcher")
+    return GridSpec(
+        params=MappingProxyType({str(key): str(value) for key, value in params.items()}),
+        overrides=tuple(str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or ()),
+        launcher=freeze(OmegaConf.to_container(launcher, resolve=True) if launcher is not None else {}),
+        trainer=freeze(OmegaConf.to_container(config.trainer, resolve=True)),
+    )
+
+
 def build_spec(cfg: DictConfig, *, check_task: bool = True) -> Spec:
     """The run's spec from a composed config, checked in one pass (``checks.check_values``, then, with
     ``check_task``, the task's check, which imports Lightning: the preflight runs it last itself)."""
@@ -289,6 +314,7 @@ def spec_of(plain: Mapping[str, Any], problem: Exception | None = None) -> Spec:
 
 __all__ = [
     "EvalSpec",
+    "GridSpec",
     "ModelChoice",
     "RunSpec",
     "Spec",
@@ -297,6 +323,7 @@ __all__ = [
     "TrainerSpec",
     "build_spec",
     "freeze",
+    "grid_spec",
     "spec_of",
     "thaw",
 ]
