@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from experiments.config.spec import build_spec
 from tests.conftest import CONF, compose
 
 FIXTURE = Path(__file__).parent / "fixtures" / "preset_settings.json"
@@ -37,7 +38,7 @@ def settings(overrides: list[str]) -> dict[str, Any]:
     cfg = expand_roles(compose(overrides))
     optim = asdict(OmegaConf.to_object(cfg.optim))
     return {
-        "model": asdict(model_spec(cfg, DATA)),
+        "model": asdict(model_spec(build_spec(cfg), DATA)),
         "optim": {k: v for k, v in optim.items() if k != "grad_clip"},
         "grad_clip": optim["grad_clip"],
         "compile": bool(cfg.model.compile),

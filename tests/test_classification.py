@@ -13,6 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from experiments.config.spec import build_spec
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from experiments.training import build
 from experiments.training.single_run import train
@@ -25,7 +26,7 @@ CLASSIFY_TASKS = ["listops", "parity"]
 
 
 def run(overrides: list[str], run_dir: Path) -> dict:
-    return train(compose(overrides), run_dir, overrides)
+    return train(build_spec(compose(overrides)), run_dir, overrides)
 
 
 def encoder(attention: str, position: str, pooling: str) -> Transformer:
@@ -162,7 +163,7 @@ def test_accuracy_counts_every_test_example_once(tmp_path: Path) -> None:
             "task.eval_lengths=[8,16]",
         ]
     )
-    parts = build.assemble(cfg, tmp_path, run_id="accuracy", flat_config={})
+    parts = build.assemble(build_spec(cfg), tmp_path, run_id="accuracy")
     logits = torch.tensor([1.0, 0.0])  # class 0 always wins; cross-entropy log(1 + e) when the label is 1
     parts.module.model.forward = lambda src, *args, **kwargs: logits.expand(src.shape[0], 2)  # (B, classes)
     parts.datamodule.setup("test")
@@ -201,7 +202,7 @@ def test_lra_listops_preset_runs(task: str, tmp_path: Path) -> None:
     ]
     cfg = compose(overrides)
     assert cfg.model.arch == "encoder" and cfg.task.name == task
-    result = train(cfg, tmp_path, overrides)
+    result = train(build_spec(cfg), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert set(result["by_length"]) == {str(n) for n in cfg.task.eval_lengths}
 

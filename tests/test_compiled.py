@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.roles import CROSS, DECODER, ENCODER, ROLES
+from experiments.config.spec import build_spec
 from experiments.model.compiling import compile_model
 from experiments.model.elementwise import _ReLUSavingOutput, dropout
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
@@ -201,7 +202,7 @@ def test_training_app_runs_with_model_compile(tmp_path) -> None:
     from tests.conftest import TINY, compose
 
     overrides = [*TINY, "model.compile=true", "model.dropout=0.1", "trainer.max_steps=3"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert result["config"]["model.compile"] is True
     # compiling is a part of the fit's time, not of the steady steps'

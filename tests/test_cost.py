@@ -8,6 +8,7 @@ import time
 import pytest
 import torch
 
+from experiments.config.spec import build_spec
 from experiments.training import callbacks
 from experiments.training.callbacks import StepTimer
 from tests.conftest import TINY, compose
@@ -61,7 +62,7 @@ def test_cost_keeps_the_whole_fit_and_adds_the_steady_rate(tmp_path, monkeypatch
     monkeypatch.setattr(TransformerModule, "training_step", first_step_slow)
     monkeypatch.setattr(callbacks, "StepTimer", KeptTimer)  # lightning_parts builds it from there
     overrides = [*TINY, "trainer.max_steps=30", "trainer.val_check_interval=30"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     cost, times = result["cost"], timers[0].times_ms
     assert cost["train_seconds"] >= slow and times[0] >= slow * 1000  # the whole fit keeps the slow step
@@ -79,7 +80,7 @@ def test_compile_mode_reaches_torch_compile_and_the_result(tmp_path, monkeypatch
     asked = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kwargs: asked.append(kwargs))
     overrides = [*TINY, "model.compile=true", f"model.compile_mode={mode}"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert asked == [{"mode": None if mode == "default" else mode}]
     assert result["config"]["model.compile_mode"] == mode and result["cost"]["compile_mode"] == mode
@@ -100,7 +101,7 @@ def test_fixed_shape_batches_take_few_lengths_and_leave_the_loss_unchanged(tmp_p
     from experiments.training.build import assemble
 
     cfg = compose([*TINY, f"model.arch={arch}", "task.batch_size=4", "model.dropout=0.0"])
-    parts = assemble(cfg, tmp_path, run_id="shapes", flat_config={})
+    parts = assemble(build_spec(cfg), tmp_path, run_id="shapes")
     datamodule, module = parts.datamodule, parts.module
     datamodule.fixed_shapes = True
     datamodule.setup("fit")

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from experiments.app.preflight import preflight
 from experiments.config.roles import expand_roles
+from experiments.config.spec import build_spec
 from experiments.training.single_run import train
 from tests.conftest import CONF, SHARED_DATA, compose
 from variants import ATTENTION
@@ -83,7 +84,7 @@ def test_one_listops_cell_runs_at_a_tiny_budget(tmp_path: Path):
         "task.batch_size=8",
         "num_threads=1",
     ]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert result["config"]["model.encoder_attention.name"] == "performer"
     assert set(result["by_length"]) == {"32", "64", "96", "128"}
@@ -101,7 +102,7 @@ def test_one_charlm_cell_runs_at_a_tiny_budget(tmp_path: Path):
         "task.val_windows=4",
         "num_threads=1",
     ]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert result["config"]["model.decoder_attention.name"] == "linear"
     assert set(result["by_length"]) == {"32", "64"}

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from experiments.bench.ensemble_equality import compare, differences
+from experiments.config.spec import build_spec
 from experiments.ensemble import train_ensemble
 from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
@@ -36,12 +37,12 @@ BASE = [
 
 def ensemble(overrides: list[str], folder: Path, seeds: int = 2, callbacks=None) -> list[dict]:
     overrides = [*overrides, f"ensemble.seeds={seeds}"]
-    return train_ensemble(compose(overrides), folder, overrides, callbacks=callbacks)
+    return train_ensemble(build_spec(compose(overrides)), folder, overrides, callbacks=callbacks)
 
 
 def separate(overrides: list[str], folder: Path, seed: int) -> dict:
     overrides = [*overrides, f"seed={seed}"]
-    return train(compose(overrides), folder / f"separate-{seed}", overrides)
+    return train(build_spec(compose(overrides)), folder / f"separate-{seed}", overrides)
 
 
 def assert_equal_to_separate(members: list[dict], folder: Path, overrides: list[str], seeds: list[int]) -> None:
@@ -135,12 +136,12 @@ def test_a_type_that_declares_it_cannot_batch_falls_back_with_the_reason(tmp_pat
 def test_each_member_is_clipped_by_its_own_norm_as_clip_grad_norm_does(tmp_path: Path) -> None:
     """Gradients of very different sizes per member: each must come out as torch's
     ``clip_grad_norm_`` leaves that member's gradients alone (a clip over all members would not)."""
-    from experiments.ensemble.members import member_config
+    from experiments.ensemble.members import member_spec
     from experiments.ensemble.module import EnsembleModule
     from experiments.training import build
 
     cfg = compose(BASE)
-    modules = [build.assemble(member_config(cfg, s), tmp_path, run_id="x", flat_config={}).module for s in (0, 1, 2)]
+    modules = [build.assemble(member_spec(build_spec(cfg), s), tmp_path, run_id="x").module for s in (0, 1, 2)]
     ens = EnsembleModule(modules, [0, 1, 2], grad_clip=0.5)
     generator = torch.Generator().manual_seed(0)
     sizes = torch.tensor([0.01, 1.0, 30.0])  # member 0 under the clip, 1 and 2 above it
@@ -254,13 +255,13 @@ def test_with_dropout_members_differ_as_separate_seeds_do(tmp_path: Path) -> Non
 def test_members_draw_their_own_dropout_masks(tmp_path: Path) -> None:
     """Three members with the same weights and the same batch: with dropout their losses differ
     (each draws its own masks, as a separate run does); without it they are equal."""
-    from experiments.ensemble.members import member_config
+    from experiments.ensemble.members import member_spec
     from experiments.ensemble.module import EnsembleModule
     from experiments.training import build
 
     for dropout, differ in ((0.3, True), (0.0, False)):
         cfg = compose([*BASE, f"model.dropout={dropout}"])
-        modules = [build.assemble(member_config(cfg, 0), tmp_path, run_id="x", flat_config={}).module for _ in range(3)]
+        modules = [build.assemble(member_spec(build_spec(cfg), 0), tmp_path, run_id="x").module for _ in range(3)]
         ens = EnsembleModule(modules, [0, 1, 2], grad_clip=None).train()
         src = torch.randint(4, 10, (1, 8, 6)).expand(3, 8, 6)  # the same batch for every member
         tgt = torch.randint(4, 10, (1, 8, 7)).expand(3, 8, 7)
@@ -281,7 +282,7 @@ def test_the_equality_bench_reports_the_largest_difference_and_where(tmp_path: P
 
     def planted(cfg, run_dir, overrides):
         result = real(cfg, run_dir, overrides)
-        if cfg.seed == 1:
+        if cfg.run.seed == 1:
             result["metrics"]["val/loss"] += 0.5
         return result
 

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from attnlab.run_folders import LOCK, PREVIOUS
+from experiments.config.spec import build_spec
 from experiments.ensemble import train_ensemble
 from experiments.ensemble.members import SHARED
 from experiments.training.folder import RunFolderError
@@ -31,7 +32,7 @@ BASE = [*TINY, "trainer.max_steps=4", "checkpoint_every_n_steps=2", "model.dropo
 
 def ensemble(overrides: list[str], folder: Path, seeds: int = 2, **kwargs) -> list[dict]:
     overrides = [*overrides, f"ensemble.seeds={seeds}"]
-    return train_ensemble(compose(overrides), folder, overrides, **kwargs)
+    return train_ensemble(build_spec(compose(overrides)), folder, overrides, **kwargs)
 
 
 def cli(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -165,7 +166,7 @@ def test_the_trainers_stop_keys_end_an_ensemble_as_they_end_a_single_run(
 ) -> None:
     overrides = [*TINY, "trainer.max_steps=1000", "task.train_size=48", limit]
     members = ensemble(overrides, tmp_path / "ens")
-    alone = train(compose([*overrides, "seed=0"]), tmp_path / "alone", overrides)  # the reference
+    alone = train(build_spec(compose([*overrides, "seed=0"])), tmp_path / "alone", overrides)  # the reference
     assert alone["stop"]["reason"] == reason and alone["stop"]["step"] < 1000
     for m in members:
         assert m["status"] == "completed" and m["stop"] == alone["stop"]
@@ -202,16 +203,15 @@ def test_a_checkpoint_setting_an_ensemble_would_ignore_is_refused_in_one_line(tm
 
 def test_a_resumed_ensemble_reads_its_shared_checkpoint_once(tmp_path: Path, monkeypatch) -> None:
     from experiments.ensemble.folder import claim_ensemble
-    from experiments.ensemble.members import member_config, member_dirs, member_seeds
+    from experiments.ensemble.members import member_dirs, member_seeds, member_spec
     from experiments.training.folder import CHECKPOINT
-    from experiments.training.single_run import resolved
 
     run = tmp_path / "ens"
     ensemble([*BASE, "fail_at_step=3"], run)  # killed after the checkpoint of step 2
     ckpt = run / SHARED / CHECKPOINT
-    cfg = compose([*BASE, "ensemble.seeds=2"])
-    seeds = member_seeds(cfg)
-    members = [(d, resolved(member_config(cfg, s))[0]) for s, d in zip(seeds, member_dirs(cfg, run, seeds))]
+    spec = build_spec(compose([*BASE, "ensemble.seeds=2"]))
+    seeds = member_seeds(spec)
+    members = [(d, member_spec(spec, s).run.flat_config()) for s, d in zip(seeds, member_dirs(spec, run, seeds))]
     real, reads = torch.load, []
 
     def counted(f, *args, **kwargs):
@@ -219,7 +219,7 @@ def test_a_resumed_ensemble_reads_its_shared_checkpoint_once(tmp_path: Path, mon
         return real(f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "load", counted)
-    claim = claim_ensemble(run / SHARED, members, seeds, resume=cfg.resume, sweep_cell=False)
+    claim = claim_ensemble(run / SHARED, members, seeds, resume=spec.run.resume, sweep_cell=False)
     # the same decision as ever (resume the shared checkpoint), from one read of it, as data only
     assert claim.resume_from == str(ckpt)
     assert [r for r in reads if r[0] == ckpt] == [(ckpt, True)]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from experiments.config.spec import build_spec
 from experiments.ensemble import memory as mem
 from experiments.ensemble import run as ensemble_run
 from experiments.ensemble import train_ensemble
@@ -23,8 +24,8 @@ SIZE = [*TINY, "model.d_model=32", "model.ffn_dim=64", "task.batch_size=16"]
 
 def test_the_weights_are_five_float32_copies_of_the_parameters_a_member_builds(tmp_path: Path) -> None:
     cfg = compose(SIZE)
-    parts = build.assemble(cfg, tmp_path, run_id="x", flat_config={})
-    assert mem.estimate(cfg, 3).weights == 5 * 4 * count_parameters(parts.module.model)
+    parts = build.assemble(build_spec(cfg), tmp_path, run_id="x")
+    assert mem.estimate(build_spec(cfg), 3).weights == 5 * 4 * count_parameters(parts.module.model)
 
 
 def saved_bytes(step) -> int:
@@ -46,7 +47,7 @@ def saved_bytes(step) -> int:
 def test_the_activation_estimate_is_within_a_factor_1_5_of_what_one_step_saves(tmp_path: Path, arch: str) -> None:
     # every example at the longest length, and heads enough that the attention scores weigh as much as the rest
     cfg = compose([*SIZE, f"model.arch={arch}", "task.train_lengths=[24,24]", "attention.num_heads=4"])
-    parts = build.assemble(cfg, tmp_path, run_id="x", flat_config={})
+    parts = build.assemble(build_spec(cfg), tmp_path, run_id="x")
     module = parts.module
     for sub in module.model.modules():  # the batched step's path: every layer on its reference kernel
         if "math" in getattr(sub, "backends", ()):
@@ -57,23 +58,23 @@ def test_the_activation_estimate_is_within_a_factor_1_5_of_what_one_step_saves(t
     batch = next(iter(dm.train_dataloader()))
     longest = {k: v for k, v in batch.items() if torch.is_tensor(v)}
     kept = saved_bytes(lambda: module.training_step(longest, 0))
-    estimated = mem.estimate(cfg, 1).activations
+    estimated = mem.estimate(build_spec(cfg), 1).activations
     # the estimate takes every sequence at its longest; a batch is padded to its own longest only
     assert kept / 1.5 <= estimated <= kept * 1.5, (kept, estimated)
 
 
 def test_a_thousand_seeds_that_do_not_fit_are_refused_in_one_line_before_any_work(tmp_path: Path, monkeypatch) -> None:
     cfg = compose([*SIZE, "ensemble.seeds=1000"])
-    per_member = mem.estimate(cfg, 1).per_member
+    per_member = mem.estimate(build_spec(cfg), 1).per_member
     limit = 300 * per_member + per_member // 2  # room for 300 members
     monkeypatch.setattr(mem, "available", lambda cfg: (limit, "of RAM is available"))
 
     def resolved_a_member(*args, **kwargs):  # the first work a refusal must come before: a member's own config
         raise AssertionError("a member's config was resolved before the memory check refused the ensemble")
 
-    monkeypatch.setattr(ensemble_run, "member_config", resolved_a_member)
+    monkeypatch.setattr(ensemble_run, "member_spec", resolved_a_member)
     with pytest.raises(mem.EnsembleMemoryError) as refused:
-        train_ensemble(cfg, tmp_path / "ens", SIZE)
+        train_ensemble(build_spec(cfg), tmp_path / "ens", SIZE)
     line = str(refused.value)
     assert "\n" not in line and line.startswith("ensemble.seeds=1000 needs about")
     assert f"{1000 * per_member / 2**30:.2f} GiB" in line and f"but {limit / 2**30:.2f} GiB of RAM is available" in line
@@ -83,12 +84,12 @@ def test_a_thousand_seeds_that_do_not_fit_are_refused_in_one_line_before_any_wor
 
 def test_an_ensemble_that_fits_but_is_large_says_so_before_work(tmp_path: Path, monkeypatch, caplog) -> None:
     cfg = compose([*SIZE, "ensemble.seeds=4"])
-    need = mem.estimate(cfg, 4).total
+    need = mem.estimate(build_spec(cfg), 4).total
     with caplog.at_level(logging.INFO, logger="attnlab"):
-        mem.check_memory(cfg, 4, limit=(int(need * 1.5), "of RAM is available"))
+        mem.check_memory(build_spec(cfg), 4, limit=(int(need * 1.5), "of RAM is available"))
         assert [r.getMessage() for r in caplog.records if "ensemble.seeds=4:" in r.getMessage()]
         caplog.clear()
-        mem.check_memory(cfg, 4, limit=(need * 10, "of RAM is available"))
+        mem.check_memory(build_spec(cfg), 4, limit=(need * 10, "of RAM is available"))
         assert not caplog.records  # a small share: no note
 
 
@@ -111,20 +112,20 @@ def test_a_resumed_ensemble_estimates_only_the_members_still_to_train(tmp_path: 
 
     run = tmp_path / "ens"
     # member 0 completed before: its separate run with the member's config, in the member's folder
-    done = train(compose([*SIZE, "seed=0"]), run / "seed=0", [*SIZE, "seed=0"])
+    done = train(build_spec(compose([*SIZE, "seed=0"])), run / "seed=0", [*SIZE, "seed=0"])
     assert done["status"] == "completed"
     cfg = compose([*SIZE, "ensemble.seeds=3"])
-    per_member = mem.estimate(cfg, 1).per_member
+    per_member = mem.estimate(build_spec(cfg), 1).per_member
     room = {"members": 2}
     monkeypatch.setattr(
         mem, "available", lambda cfg: (room["members"] * per_member + per_member // 2, "of RAM is available")
     )
-    check_before_start(run, cfg)  # seeds 1 and 2 fit; all three would not
+    check_before_start(run, build_spec(cfg))  # seeds 1 and 2 fit; all three would not
     with pytest.raises(mem.EnsembleMemoryError, match=r"^ensemble.seeds=3 \(2 still to train\) needs about"):
         room["members"] = 1
-        check_before_start(run, cfg)
+        check_before_start(run, build_spec(cfg))
     with pytest.raises(mem.EnsembleMemoryError, match=r"^ensemble.seeds=3 needs about"):
         room["members"] = 2
-        check_before_start(tmp_path / "fresh", cfg)  # nothing completed: all three count
-    members = train_ensemble(cfg, run, [*SIZE, "ensemble.seeds=3"])
+        check_before_start(tmp_path / "fresh", build_spec(cfg))  # nothing completed: all three count
+    members = train_ensemble(build_spec(cfg), run, [*SIZE, "ensemble.seeds=3"])
     assert [m["status"] for m in members] == ["completed"] * 3 and members[0].get("skipped")

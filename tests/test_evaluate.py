@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from experiments.config.spec import build_spec
 from tests.conftest import TINY
 
 # a seq2seq run long enough that its accuracy is not 0 (a metric of 0 would match any broken evaluation)
@@ -116,8 +117,8 @@ def test_predict_returns_what_the_test_scores(sweep):
     expected = result_of(run_dir)
     checkpoint = read_run_checkpoint(str(run_dir))
     cfg = evaluation_config(checkpoint, {})
-    data = build.build_datamodule(cfg, run_dir)
-    module = rebuilt_module(checkpoint, cfg, data)
+    data = build.build_datamodule(build_spec(cfg), run_dir)
+    module = rebuilt_module(checkpoint, build_spec(cfg), data)
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     outputs = trainer.predict(module, dataloaders=data.test_dataloader())
 
@@ -193,9 +194,9 @@ def test_an_lm_on_a_users_file_is_evaluated_from_anywhere_and_a_gone_file_is_nam
 
     checkpoint = read_run_checkpoint(str(run_dir))
     cfg = evaluation_config(checkpoint, {})
-    data = build.build_datamodule(cfg, run_dir)
+    data = build.build_datamodule(build_spec(cfg), run_dir)
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    outputs = trainer.predict(rebuilt_module(checkpoint, cfg, data), dataloaders=data.test_dataloader())
+    outputs = trainer.predict(rebuilt_module(checkpoint, build_spec(cfg), data), dataloaders=data.test_dataloader())
     # the test's token accuracy: the most likely next character given the true prefix, over scored positions
     hits = sum(int((o["predicted"].eq(o["target"]) & o["scored"]).sum()) for o in outputs)
     assert hits / sum(int(o["scored"].sum()) for o in outputs) == pytest.approx(

@@ -22,6 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from experiments.config.inert_keys import INERT
+from experiments.config.spec import build_spec
 from tests.conftest import compose
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -235,7 +236,7 @@ def _digest(*parts: Any) -> str:
 def data_print(cfg, run_dir: Path) -> str:
     from experiments.training.build import build_datamodule
 
-    datamodule = build_datamodule(cfg, run_dir)
+    datamodule = build_datamodule(build_spec(cfg), run_dir)
     splits = [datamodule.split(name) for name in ("train", "val", "test")]
     return _digest(datamodule.batch_size, datamodule.kind, repr(splits))
 
@@ -271,7 +272,7 @@ class Probe:
         from experiments.training.build import assemble
 
         expand_roles(self.cfg)
-        self.parts = assemble(self.cfg, self.run_dir, run_id="probe", flat_config={})
+        self.parts = assemble(build_spec(self.cfg), self.run_dir, run_id="probe")
         module, datamodule = self.parts.module, self.parts.datamodule
         datamodule.setup("fit")
         batch = next(iter(datamodule.train_dataloader()))
@@ -303,7 +304,10 @@ class Probe:
         trainer.fit(module, datamodule=datamodule)
         logged = {k: round(float(v), 5) for k, v in sorted(trainer.callback_metrics.items())}
         tested = trainer.test(
-            module, datamodule=datamodule, ckpt_path=tested_checkpoint(self.cfg, trainer), verbose=False
+            module,
+            datamodule=datamodule,
+            ckpt_path=tested_checkpoint(build_spec(self.cfg).eval, trainer),
+            verbose=False,
         )
         weights = list(module.model.state_dict().values())
         return _digest(trainer.global_step, validated, logged, tested, *weights)

@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from experiments.config.spec import build_spec
 from experiments.diagnostics import gpu_check
 from experiments.diagnostics.gpu_check import CheckFailed, cli, kernel_cases, processes, registry, run_check, runs
 from experiments.diagnostics.gpu_check import kernels as kernel_checks
@@ -25,7 +26,7 @@ def test_bf16_mixed_training_on_cpu_runs_its_matmuls_in_bf16(tmp_path: Path) -> 
     from experiments.training.build import assemble
 
     cfg = compose([*TINY, "trainer.precision=bf16-mixed", "trainer.max_steps=3"])
-    parts = assemble(cfg, tmp_path, run_id="bf16", flat_config={})
+    parts = assemble(build_spec(cfg), tmp_path, run_id="bf16")
     seen = []
     linear = next(m for m in parts.module.modules() if isinstance(m, nn.Linear))
     linear.register_forward_hook(lambda mod, inputs, out: seen.append((out.dtype, mod.weight.dtype)))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from experiments.config.spec import build_spec
 from experiments.sweep import gpu_share
 from tests.conftest import ROOT, TINY
 
@@ -74,10 +75,10 @@ def test_a_cpu_trainer_or_a_single_job_per_gpu_claims_nothing(tmp_path, fake_gpu
         (["trainer=gpu"], True),
         (["trainer=gpu", "jobs_per_gpu=2"], False),
     ):
-        with gpu_share.shared_gpu(compose(overrides), hydra_cfg, multirun) as gpu:
+        with gpu_share.shared_gpu(build_spec(compose(overrides)), hydra_cfg, multirun) as gpu:
             assert gpu is None, overrides
     assert not fake_gpus
-    with gpu_share.shared_gpu(compose(["trainer=gpu", "jobs_per_gpu=2"]), hydra_cfg, True) as gpu:
+    with gpu_share.shared_gpu(build_spec(compose(["trainer=gpu", "jobs_per_gpu=2"])), hydra_cfg, True) as gpu:
         assert gpu == 0 and fake_gpus[-1] == ("memory", 0, 0.5)
 
 

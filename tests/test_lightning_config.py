@@ -14,6 +14,7 @@ import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.profilers import SimpleProfiler
 
+from experiments.config.spec import build_spec
 from experiments.training.build import assemble
 from experiments.training.single_run import train
 from tests.conftest import TINY, compose
@@ -46,7 +47,7 @@ def test_trainer_keywords_the_old_schema_refused_reach_the_trainer(tmp_path: Pat
             "trainer.gradient_clip_algorithm=value",
         ]
     )
-    trainer = assemble(cfg, tmp_path, run_id="x", flat_config={}).trainer
+    trainer = assemble(build_spec(cfg), tmp_path, run_id="x").trainer
     assert trainer.gradient_clip_val == 0.5 and trainer.gradient_clip_algorithm == "value"
     assert trainer.accumulate_grad_batches == 3
     assert isinstance(trainer.profiler, SimpleProfiler)
@@ -54,7 +55,7 @@ def test_trainer_keywords_the_old_schema_refused_reach_the_trainer(tmp_path: Pat
 
 
 def test_optim_grad_clip_still_sets_the_trainers_clipping(tmp_path: Path) -> None:
-    trainer = assemble(compose([*SHORT, "optim.grad_clip=0.25"]), tmp_path, run_id="x", flat_config={}).trainer
+    trainer = assemble(build_spec(compose([*SHORT, "optim.grad_clip=0.25"])), tmp_path, run_id="x").trainer
     assert trainer.gradient_clip_val == 0.25
 
 
@@ -68,7 +69,7 @@ def test_early_stopping_stops_a_run(tmp_path: Path) -> None:
         "callbacks.early_stopping.patience=1",
         "callbacks.early_stopping.min_delta=100",
     ]
-    result = train(compose(args), tmp_path / "run", args)
+    result = train(build_spec(compose(args)), tmp_path / "run", args)
     assert result["status"] == "completed", result["error"]
     assert result["cost"]["steps"] == 4  # validations at steps 2 and 4, then stopped
 
@@ -83,8 +84,8 @@ def test_best_checkpoint_weights_are_tested(tmp_path: Path) -> None:
         "+callbacks.scramble._target_=tests.test_lightning_config.Scramble",
         "+callbacks.scramble.step=3",
     ]
-    best = train(compose([*base, "eval.checkpoint=best"]), tmp_path / "best", base)
-    last = train(compose(base), tmp_path / "last", base)
+    best = train(build_spec(compose([*base, "eval.checkpoint=best"])), tmp_path / "best", base)
+    last = train(build_spec(compose(base)), tmp_path / "last", base)
     assert best["status"] == last["status"] == "completed"
     assert best["tested_checkpoint"] == "checkpoints/best-step3.ckpt"
     state = torch.load(tmp_path / "best" / best["tested_checkpoint"], weights_only=True)
@@ -106,7 +107,7 @@ def test_learning_rate_is_logged_by_the_schedule(tmp_path: Path) -> None:
         "optim.warmup_steps=3",
         "optim.schedule=inverse_sqrt",
     ]
-    result = train(compose(args), tmp_path / "run", args)
+    result = train(build_spec(compose(args)), tmp_path / "run", args)
     assert result["status"] == "completed", result["error"]
     log = pd.read_csv(tmp_path / "run" / "csv" / "metrics.csv")
     # one column per parameter group of AdamW: the weights that decay (pg1) and those that do not (pg2)
@@ -125,7 +126,7 @@ def test_learning_rate_is_logged_by_the_schedule(tmp_path: Path) -> None:
 )
 def test_tensorboard_and_csv_loggers_at_once(tmp_path: Path) -> None:
     args = [*SHORT, "logger=[csv,tensorboard]"]
-    result = train(compose(args), tmp_path / "run", args)
+    result = train(build_spec(compose(args)), tmp_path / "run", args)
     assert result["status"] == "completed", result["error"]
     assert list((tmp_path / "run" / "tensorboard").rglob("events.out.tfevents.*"))
     assert (tmp_path / "run" / "csv" / "metrics.csv").exists()
@@ -133,7 +134,7 @@ def test_tensorboard_and_csv_loggers_at_once(tmp_path: Path) -> None:
 
 def test_logger_none_and_callbacks_none_leave_no_logs_and_no_checkpoints(tmp_path: Path) -> None:
     args = [*SHORT, "logger=none", "callbacks=none"]
-    result = train(compose(args), tmp_path / "run", args)
+    result = train(build_spec(compose(args)), tmp_path / "run", args)
     assert result["status"] == "completed", result["error"]
     assert not (tmp_path / "run" / "csv").exists() and not (tmp_path / "run" / "checkpoints").exists()
     assert result["cost"]["step_ms"] is not None  # attnlab's own callbacks stay (own_callbacks)

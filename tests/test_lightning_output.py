@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from experiments.config.spec import build_spec
 from experiments.training.lightning_parts import check_trainer_key
 from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
@@ -40,7 +41,7 @@ def test_a_profiler_given_by_its_class_is_accepted() -> None:
 
 def test_tensorboard_and_csv_receive_the_runs_settings(tmp_path: Path) -> None:
     overrides = [*TINY, "logger=[csv,tensorboard]", "optim.lr=0.002"]
-    result = train(compose(overrides), tmp_path / "run", overrides)
+    result = train(build_spec(compose(overrides)), tmp_path / "run", overrides)
     assert result["status"] == "completed", result.get("error")
     written = sorted((tmp_path / "run").rglob("hparams.yaml"))
     assert len(written) == 2, written  # one per logger

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from experiments.config.spec import build_spec
 from experiments.training.build import assemble
 from experiments.training.module import EvalOptions, TransformerModule
 from tests.conftest import TINY, compose
@@ -26,7 +27,7 @@ OPTIONS = [
 
 
 def test_an_assembled_module_measures_what_the_config_asks(tmp_path: Path) -> None:
-    parts = assemble(compose(OPTIONS), tmp_path, run_id="options", flat_config={})
+    parts = assemble(build_spec(compose(OPTIONS)), tmp_path, run_id="options")
     module, datamodule = parts.module, parts.datamodule
     assert module.evaluation.decode_text == datamodule.decode and module.evaluation.alignment == datamodule.alignment
     assert module.divergence_every == 2 and module.cudagraph_steps is False
@@ -39,7 +40,7 @@ def test_an_assembled_module_measures_what_the_config_asks(tmp_path: Path) -> No
 
 
 def test_a_checkpoint_keeps_no_option_and_loads_without_them(tmp_path: Path) -> None:
-    parts = assemble(compose(OPTIONS), tmp_path, run_id="options", flat_config={})
+    parts = assemble(build_spec(compose(OPTIONS)), tmp_path, run_id="options")
     parts.trainer.fit(parts.module, datamodule=parts.datamodule)
     path = tmp_path / "saved.ckpt"
     parts.trainer.save_checkpoint(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.config.spec import build_spec
 from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
@@ -31,7 +32,7 @@ def test_results_state_and_checkpoints_take_the_umask_mode(mask: int, tmp_path: 
     """What open() would give a new file: 0644 under umask 022 (a teammate can read it), 0600 under 077."""
     overrides = [*TINY, "trainer.max_steps=2", "checkpoint_every_n_steps=1"]
     with umask(mask):
-        result = train(compose(overrides), tmp_path, overrides)
+        result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     expected = 0o666 & ~mask
     for name in ("result.json", "run_state.json", "checkpoints/last.ckpt"):

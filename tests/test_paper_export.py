@@ -23,6 +23,7 @@ from analysis.command.errors import ReportError
 from analysis.report.build import build_report
 from analysis.report.figures.figure_style import OKABE_ITO
 from attnlab.bibliography import BIBLIOGRAPHY
+from experiments.config.spec import build_spec
 from experiments.record.result import variant_references
 from experiments.tasks import TASKS
 from tests.cell_fixtures import flat_config, result, write
@@ -361,7 +362,7 @@ def test_training_records_the_references_of_every_variant_it_used(tmp_path: Path
     from tests.conftest import TINY, compose
 
     overrides = [*TINY, "attention@model.cross_attention=local", "logger=none"]
-    res = train(compose(overrides), tmp_path / "run", overrides)
+    res = train(build_spec(compose(overrides)), tmp_path / "run", overrides)
     got = {(r["registry"], r["name"]): r["bibtex"] for r in res["references"]}
     cfg = compose(overrides)
     want = {

@@ -15,6 +15,7 @@ from attnlab.registry import registry
 from experiments.config.checks import check_config, check_task_fit
 from experiments.config.errors import ConfigError
 from experiments.config.metric_names import logged_metrics
+from experiments.config.spec import build_spec
 from experiments.tasks import TASKS
 from experiments.tasks.base import FIRST_SYMBOL_ID
 from experiments.tasks.synthetic import SyntheticTask, with_eos
@@ -53,7 +54,7 @@ def task_problems(names: list[str]) -> list[str]:
             cfg.task.name = name
             fake = type("Data", (), {"kind": entry.kind})
             try:
-                check_task_fit(cfg, fake)
+                check_task_fit(build_spec(cfg), fake)
                 problems.append(f"{name}: model.arch={other[0]} is not refused")
             except ConfigError as err:
                 if str(entry.architectures[0]) not in str(err):
@@ -101,7 +102,7 @@ def test_a_throwaway_task_is_one_registered_class(tmp_path: Path):
         overrides = ["task=copy", "task.name=mirror_throwaway", "task.eval_lengths=[8]", *TINY]
         cfg = compose(overrides)
         check_config(cfg)
-        result = train(cfg, tmp_path, overrides)
+        result = train(build_spec(cfg), tmp_path, overrides)
         assert result["status"] == "completed" and result["task"] == "mirror_throwaway"
         assert set(result["metrics"]) >= logged_metrics(cfg, "result")
     finally:

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from experiments.app.preflight import PreflightError, preflight
+from experiments.config.spec import build_spec
 from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
@@ -239,7 +240,7 @@ def test_bad_input_fails_before_training_in_one_line(overrides, expected, bad_fi
     else:  # errors that need the task's data: the run records them before any step
         args = [o for o in overrides if o != "-m"]
         small = [o for o in TINY if not o.startswith("task.")]  # file tasks have no size keys
-        result = train(compose([*small, *args]), tmp_path / "run", args)
+        result = train(build_spec(compose([*small, *args])), tmp_path / "run", args)
         assert result["status"] == "failed" and result.get("user_error"), result
         assert result["cost"].get("steps", 0) == 0
         message = result["error"]
@@ -399,11 +400,11 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
 
 def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
     overrides = [*TINY, "trainer.max_steps=8", "trainer.deterministic=true", "model.dropout=0.2", "seed=5"]
-    a = train(compose(overrides), tmp_path / "a", overrides)
-    b = train(compose(overrides), tmp_path / "b", overrides)
+    a = train(build_spec(compose(overrides)), tmp_path / "a", overrides)
+    b = train(build_spec(compose(overrides)), tmp_path / "b", overrides)
     assert a["status"] == b["status"] == "completed"
     assert a["metrics"] == b["metrics"] and a["by_length"] == b["by_length"]
-    other = train(compose([*overrides, "seed=6"]), tmp_path / "c", overrides)
+    other = train(build_spec(compose([*overrides, "seed=6"])), tmp_path / "c", overrides)
     assert other["metrics"] != a["metrics"], "the seed must change data, initialisation and dropout"
     assert a["overrides"] == overrides and a["config"]["seed"] == 5 and a["env"]["packages"]["torch"]
 
@@ -421,7 +422,7 @@ def test_nan_loss_is_recorded_as_diverged_at_its_step(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(TransformerModule, "_losses", poisoned)
     overrides = [*TINY, "trainer.max_steps=10"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "diverged" and result["diverged_at_step"] == 3
     assert "step 3" in result["error"]
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "diverged"
@@ -435,7 +436,7 @@ def test_wandb_failing_to_start_leaves_a_completed_result(tmp_path: Path, monkey
 
     monkeypatch.setattr(wandb, "init", broken)
     overrides = [*TINY, "logger=default", "trainer.max_steps=3"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert sum("W&B could not start" in r.getMessage() for r in caplog.records) == 1
 
@@ -450,7 +451,7 @@ def test_wandb_failing_mid_run_warns_once_and_the_run_completes(tmp_path: Path, 
 
     monkeypatch.setattr(WandbLogger, "log_metrics", broken)
     overrides = [*TINY, "logger=default", "trainer.max_steps=4", "trainer.log_every_n_steps=1"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed", result["error"]
     assert sum("W&B failed while logging metrics" in r.getMessage() for r in caplog.records) == 1
     assert SafeWandbLogger.broken is False, "the class default stays; only the failing instance is switched off"
@@ -473,9 +474,9 @@ def test_a_resumed_run_logs_each_step_to_wandb_once(tmp_path: Path, monkeypatch)
         "checkpoint_every_n_steps=5",
         "trainer.val_check_interval=12",
     ]
-    failed = train(compose([*overrides, "fail_at_step=8"]), tmp_path, overrides)
+    failed = train(build_spec(compose([*overrides, "fail_at_step=8"])), tmp_path, overrides)
     assert failed["status"] == "failed" and max(step for step, _ in logged) == 7
-    resumed = train(compose(overrides), tmp_path, overrides)
+    resumed = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert resumed["status"] == "completed" and resumed["run_id"] == failed["run_id"]
     train_steps = [step for step, keys in logged if "train/loss" in keys]
     assert train_steps == list(range(12)), train_steps
@@ -497,7 +498,7 @@ def test_full_disk_while_checkpointing_fails_clearly_and_keeps_the_previous_chec
 
     monkeypatch.setattr(ckpt_io.torch, "save", save)
     overrides = [*TINY, "trainer.max_steps=6", "checkpoint_every_n_steps=2"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     monkeypatch.setattr(ckpt_io.torch, "save", real_save)
     assert result["status"] == "failed"
     assert result["error"] == f"{tmp_path / 'checkpoints' / 'last.ckpt'}: no space left on the device"

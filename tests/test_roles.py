@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from experiments.app.preflight import PreflightError, preflight
 from experiments.config.roles import RoleError, check_roles, expand_roles, label, role_labels
+from experiments.config.spec import build_spec, grid_spec
 from experiments.record.result import config_hash, flatten
 from tests.conftest import CONF, ROOT, TINY, compose
 
@@ -36,7 +37,7 @@ def built(overrides: list[str]):
     from experiments.training.build import model_spec
 
     cfg = expand_roles(compose(overrides))
-    return cfg, Transformer(model_spec(cfg, DATA))
+    return cfg, Transformer(model_spec(build_spec(cfg), DATA))
 
 
 def test_role_parameters_from_the_command_line_reach_the_built_layers():
@@ -89,7 +90,7 @@ def test_labels_name_the_parameters_that_differ_from_the_yaml():
     }
     from experiments.training.build import role_tags
 
-    assert role_tags(cfg) == ["cross_attention=hard(estimator=gumbel)"]
+    assert role_tags(build_spec(cfg).model) == ["cross_attention=hard(estimator=gumbel)"]
 
 
 BAD = [
@@ -141,7 +142,7 @@ def alignment_cells() -> list[str]:
     from experiments.sweep.grid import grid_values
     from tests.test_sweeps import hydra_config
 
-    return dict(grid_values(hydra_config(["experiment=alignment"])))["model.cross_attention"]
+    return dict(grid_values(grid_spec(hydra_config(["experiment=alignment"]))))["model.cross_attention"]
 
 
 def test_alignment_preset_composes_every_cell_with_its_own_cross_attention():

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from experiments.config.spec import build_spec
 from experiments.sweep.grid import cell_line
 from experiments.training.folder import RunFolderError
 from experiments.training.single_run import train
@@ -24,7 +25,7 @@ BASE = [*TINY, "trainer.max_steps=4", "trainer.val_check_interval=4", "checkpoin
 
 def run(run_dir: Path, *extra: str, sweep_cell: bool = False) -> dict:
     overrides = [*BASE, *extra]
-    return train(compose(overrides), run_dir, overrides, sweep_cell=sweep_cell)
+    return train(build_spec(compose(overrides)), run_dir, overrides, sweep_cell=sweep_cell)
 
 
 def folder_state(run_dir: Path) -> dict[str, bytes]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from attnlab.run_folders import LOCK
+from experiments.config.spec import build_spec
 from experiments.training.lock import FolderBusyError, one_writer
 from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
@@ -66,7 +67,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over_with_a_line(tmp_path: Pat
     dead = ended_pid()
     (tmp_path / LOCK).write_text(json.dumps({"pid": dead, "host": socket.gethostname()}))
     overrides = [*TINY, "trainer.max_steps=2"]
-    result = train(compose(overrides), tmp_path, overrides)
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "completed"
     said = capsys.readouterr().err.strip().splitlines()
     host = socket.gethostname()

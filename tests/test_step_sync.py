@@ -18,6 +18,7 @@ import lightning as L
 import pytest
 import torch
 
+from experiments.config.spec import build_spec
 from experiments.training.callbacks import StepTimer
 from tests.cases import skip_if_incompatible
 from tests.conftest import TINY, compose
@@ -114,7 +115,7 @@ def test_training_steps_read_nothing_from_the_device_between_logging_steps(tmp_p
         f"trainer.val_check_interval={STEPS}",
         f"checkpoint_every_n_steps={STEPS}",
     ]
-    parts = assemble(compose(overrides), tmp_path, run_id="sync", flat_config={})
+    parts = assemble(build_spec(compose(overrides)), tmp_path, run_id="sync")
     parts.trainer.callbacks.append(counter)
     parts.trainer.fit(parts.module, datamodule=parts.datamodule)
     assert parts.trainer.global_step == STEPS
@@ -257,7 +258,7 @@ def test_ensemble_training_steps_read_nothing_from_the_device_between_logging_st
         f"trainer.val_check_interval={STEPS}",
         f"checkpoint_every_n_steps={STEPS}",
     ]
-    members = train_ensemble(compose(overrides), tmp_path, overrides, callbacks=[counter])
+    members = train_ensemble(build_spec(compose(overrides)), tmp_path, overrides, callbacks=[counter])
     assert [m["status"] for m in members] == ["completed", "completed"]
     assert [m["cost"]["steps"] for m in members] == [STEPS, STEPS]
     logging_steps = set(range(LOG_EVERY, STEPS + 1, LOG_EVERY))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from experiments.config.spec import build_spec
 from experiments.training.single_run import train
 from tests.conftest import ROOT, TINY, compose
 
@@ -103,7 +104,7 @@ def test_sigterm_in_a_multirun_prints_the_sweep_summary_and_exits_143(tmp_path: 
 def test_a_run_cut_short_records_why_and_at_which_step(limit: str, reason: str, tmp_path: Path) -> None:
     # 64 examples in batches of 8: one epoch is 8 steps, short of the budget of 20
     overrides = [*TINY, "trainer.max_steps=20", *limit.split()]
-    result = train(compose(overrides), tmp_path / "run", overrides)
+    result = train(build_spec(compose(overrides)), tmp_path / "run", overrides)
     assert result["status"] == "completed", result.get("error")
     expected_step = {"fast_dev_run": 1, "max_epochs": 64 // 8, "early_stopping": 2 * 2}[reason]
     assert result["stop"] == {"reason": reason, "step": expected_step, "max_steps": 20}
@@ -112,13 +113,13 @@ def test_a_run_cut_short_records_why_and_at_which_step(limit: str, reason: str, 
 
 def test_a_run_that_reaches_its_budget_says_so(tmp_path: Path) -> None:
     overrides = [*TINY, "trainer.max_steps=3"]
-    result = train(compose(overrides), tmp_path / "run", overrides)
+    result = train(build_spec(compose(overrides)), tmp_path / "run", overrides)
     assert result["stop"] == {"reason": "max_steps", "step": 3, "max_steps": 3}
 
 
 def test_max_time_stop_is_recorded(tmp_path: Path) -> None:
     overrides = [*TINY, "trainer.max_steps=100000", "trainer.val_check_interval=1000", "+trainer.max_time={seconds:1}"]
-    result = train(compose(overrides), tmp_path / "run", overrides)
+    result = train(build_spec(compose(overrides)), tmp_path / "run", overrides)
     assert result["status"] == "completed", result.get("error")
     assert result["stop"]["reason"] == "max_time" and 0 < result["stop"]["step"] < 100000, result["stop"]
 
@@ -130,11 +131,11 @@ def test_train_seconds_after_a_resume_cover_both_segments(tmp_path: Path) -> Non
     def clock() -> dict[str, float]:  # what the last checkpoint says the run had spent
         return torch.load(ckpt, weights_only=True)["callbacks"]["attnlab.RunClock"]
 
-    first = train(compose([*every, "trainer.max_steps=4"]), run_dir, every)
+    first = train(build_spec(compose([*every, "trainer.max_steps=4"])), run_dir, every)
     spent = clock()
     assert 0 < spent["seconds"] <= first["cost"]["train_seconds"] and spent["segments"] == 1
     began = time.perf_counter()
-    second = train(compose([*every, "trainer.max_steps=8"]), run_dir, every)
+    second = train(build_spec(compose([*every, "trainer.max_steps=8"])), run_dir, every)
     outside = time.perf_counter() - began  # the second segment, timed around it from outside
     assert second["stop"]["step"] == 8 and second["cost"]["segments"] == 2 and clock()["segments"] == 2
     # the checkpoint at step 8 counts both segments up to it; the run's total is at least that,
@@ -163,8 +164,8 @@ def test_an_ensemble_member_records_its_stop_as_its_separate_run(tmp_path: Path)
     from experiments.ensemble import train_ensemble
 
     overrides = [*TINY, "trainer.max_steps=3"]
-    members = train_ensemble(compose([*overrides, "ensemble.seeds=2"]), tmp_path / "ens", overrides)
-    alone = train(compose([*overrides, "seed=0"]), tmp_path / "alone", overrides)
+    members = train_ensemble(build_spec(compose([*overrides, "ensemble.seeds=2"])), tmp_path / "ens", overrides)
+    alone = train(build_spec(compose([*overrides, "seed=0"])), tmp_path / "alone", overrides)
     assert alone["stop"] == {"reason": "max_steps", "step": 3, "max_steps": 3}
     assert [m["stop"] for m in members] == [alone["stop"]] * 2
     assert [m["stop"]["step"] for m in members] == [m["cost"]["steps"] for m in members]

@@ -18,6 +18,7 @@ from analysis.claims.evaluate import evaluate as evaluate_claims
 from analysis.data.collect import collect
 from attnlab.claims import parse_claims
 from experiments.config.schema import register_configs
+from experiments.config.spec import grid_spec
 from experiments.sweep.grid import grid_values
 from tests.conftest import CONF, ROOT, TINY
 
@@ -46,7 +47,7 @@ def test_study_composes_and_its_claims_name_cells_of_its_grid(study: str) -> Non
     assert cfg.name == "study_" + study.split("/")[1]
     claims = parse_claims(OmegaConf.to_container(cfg.claims, resolve=True))
     assert claims and all(c.source and c.paper for c in claims), "a study says where its claims come from"
-    grid = {k.removesuffix(".name"): v for k, v in grid_values(cfg)}
+    grid = {k.removesuffix(".name"): v for k, v in grid_values(grid_spec(cfg))}
     if str(cfg.hydra.sweeper.get("_target_", "")).endswith(".TunedSweeper"):
         # a tuned comparison's runs carry their role (experiments/config/schema.py TrialConf.role): a claim
         # pins the tuned cells or the defaults by it; the grid's seeds are replaced by tuning and final seeds

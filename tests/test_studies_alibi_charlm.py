@@ -7,6 +7,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from attnlab.claims import parse_claims, split_metric
+from experiments.config.spec import grid_spec
 from experiments.sweep.grid import grid_values
 from tests.test_studies import study_config
 from variants.registries import POSITION
@@ -25,7 +26,7 @@ def test_it_trains_at_one_context_and_evaluates_up_to_eight_times_it() -> None:
 
 def test_every_encoding_that_can_be_read_past_its_training_length_is_swept() -> None:
     cfg = study_config(STUDY)
-    grid = dict(grid_values(cfg))
+    grid = dict(grid_values(grid_spec(cfg)))
     swept = set(grid["position"])
     assert {"none", "sinusoidal", "learned", "rope", "alibi", "t5"} <= swept <= set(POSITION)
     assert len(grid["seed"]) >= 3
@@ -36,7 +37,7 @@ def test_every_encoding_that_can_be_read_past_its_training_length_is_swept() -> 
 
 def test_its_claims_name_cells_of_its_grid_and_lengths_it_evaluates() -> None:
     cfg = study_config(STUDY)
-    grid = dict(grid_values(cfg))
+    grid = dict(grid_values(grid_spec(cfg)))
     claims = parse_claims(OmegaConf.to_container(cfg.claims, resolve=True))
     lengths = set(cfg.task.eval_contexts)
     assert claims and all(c.source and c.paper for c in claims)

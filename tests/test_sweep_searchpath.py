@@ -13,6 +13,7 @@ from omegaconf import open_dict
 
 from experiments.app.preflight import CONF
 from experiments.config.schema import register_configs
+from experiments.config.spec import grid_spec
 from experiments.sweep.grid import SweepConfigError, check_grid, register_resolvers
 
 
@@ -28,7 +29,7 @@ def check_sweep(tmp_path: Path, grid: str) -> None:
         cfg = hydra_compose(config_name="config", overrides=[searchpath], return_hydra_config=True)
         with open_dict(cfg):
             cfg.hydra.overrides.task = [searchpath, grid]
-        check_grid(cfg)
+        check_grid(grid_spec(cfg))
 
 
 def test_a_preset_from_the_added_folder_is_a_choice_of_the_grid(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 from experiments.config.schema import register_configs
+from experiments.config.spec import build_spec, grid_spec
 from experiments.sweep.grid import (
     MAX_CELL_NAME,
     SweepConfigError,
@@ -313,7 +314,7 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     from experiments.training.outcome import scalar_metrics
     from tests.conftest import compose
 
-    parts = assemble(compose([*cell, "logger=none"]), tmp_path / "single", run_id="single", flat_config={})
+    parts = assemble(build_spec(compose([*cell, "logger=none"])), tmp_path / "single", run_id="single")
     single = scalar_metrics(
         parts.trainer.test(
             parts.module,
@@ -350,7 +351,7 @@ def test_optuna_studies_are_per_variant_seeded_and_tune_lr_and_warmup() -> None:
     assert cfg.hydra.sweep.dir == "multirun/default/optuna_reverse_local_rope"
     assert sweeper.study_name == "default_reverse_local_rope" and sweeper.sampler.seed == 3
     assert set(sweeper.params) == {"optim.lr", "optim.warmup_steps"} and sweeper.direction == "minimize"
-    check_grid(cfg)  # Optuna's intervals and ranges pass the name check untouched
+    check_grid(grid_spec(cfg))  # Optuna's intervals and ranges pass the name check untouched
 
 
 # -- bad input ------------------------------------------------------------------------------------------
@@ -404,21 +405,21 @@ def hydra_config(overrides: list[str], sweep: list[str] | None = None, params: d
 )
 def test_grid_check_names_the_bad_value(overrides, sweep, params, named) -> None:
     with pytest.raises(SweepConfigError, match=".*".join(map(str, [named, "choose one of"]))) as err:
-        check_grid(hydra_config(overrides, sweep, params))
+        check_grid(grid_spec(hydra_config(overrides, sweep, params)))
     assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("sweep, named", [(["seed=0,1,0"], "seed=0,1,0"), (["attention=soft,soft"], "'soft'")])
 def test_grid_check_refuses_a_value_listed_twice(sweep, named) -> None:
     with pytest.raises(SweepConfigError, match=f"{named}.*more than once") as err:
-        check_grid(hydra_config([], sweep))
+        check_grid(grid_spec(hydra_config([], sweep)))
     assert "\n" not in str(err.value)
 
 
 def test_grid_check_accepts_good_grids_and_reads_every_value() -> None:
     cfg = hydra_config(["experiment=quick", "task=copy"], ["seed=range(0,3)", "optim.lr=interval(1e-4,1e-2)"])
-    check_grid(cfg)
-    found = dict(grid_values(cfg))
+    check_grid(grid_spec(cfg))
+    found = dict(grid_values(grid_spec(cfg)))
     assert found["attention"] == ["soft", "hard", "local", "multihead"] and found["seed"] == ["0", "1", "2"]
     assert "optim.lr" not in found, "an interval has no names to check"
 
@@ -439,11 +440,13 @@ def test_slurm_ddp_needs_one_task_per_device(tmp_path: Path, monkeypatch) -> Non
     sbatch.write_text("#!/bin/sh\nexit 0\n")
     sbatch.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    check_grid(hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4"]))
+    check_grid(grid_spec(hydra_config(["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4"])))
     with pytest.raises(SweepConfigError, match="tasks_per_node=1 with trainer.devices=4"):
         check_grid(
-            hydra_config(
-                ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "hydra.launcher.tasks_per_node=1"]
+            grid_spec(
+                hydra_config(
+                    ["hydra/launcher=slurm", "trainer=ddp", "trainer.devices=4", "hydra.launcher.tasks_per_node=1"]
+                )
             )
         )
 
@@ -464,7 +467,7 @@ def test_presets_expand_to_their_grids_and_every_value_composes(preset, extra, s
 
     cfg = hydra_config([f"experiment={preset}", *extra])
     assert cfg.hydra.sweep.dir == sweep_dir
-    grid = dict(grid_values(cfg))
+    grid = dict(grid_values(grid_spec(cfg)))
     assert len(list(itertools.product(*grid.values()))) == cells
     # each value of each key once, with the preset's other settings (cells differ only in these)
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from experiments.config.spec import build_spec
 from experiments.tasks.base import FIRST_SYMBOL_ID
 from experiments.training.single_run import train
 from tests.cases import skip_if_incompatible
@@ -44,7 +45,7 @@ SCHEMA_KEYS = {
 
 
 def run(overrides: list[str], run_dir: Path) -> dict:
-    return train(compose(overrides), run_dir, overrides)
+    return train(build_spec(compose(overrides)), run_dir, overrides)
 
 
 def all_finite(tree) -> bool:
@@ -279,7 +280,7 @@ def test_bleu_at_test_is_what_the_task_declares_not_its_name(
         if flipped:  # the subclass's own declaration, else the default every task inherits
             owner = Translation if task == "translation" else TaskDataModule
             monkeypatch.setattr(owner, "bleu_at_test", not owner.bleu_at_test)
-        parts = assemble(compose(overrides), tmp_path / str(flipped), run_id="bleu", flat_config={})
+        parts = assemble(build_spec(compose(overrides)), tmp_path / str(flipped), run_id="bleu")
         assert parts.module.bleu is parts.datamodule.bleu_at_test
         declared[flipped] = parts.module.bleu
     assert declared == {False: task == "translation", True: task != "translation"}

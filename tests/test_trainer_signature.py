@@ -10,8 +10,8 @@ import lightning
 import pytest
 
 from experiments.config.errors import ConfigError
+from experiments.config.trainer_signature import trainer_parameters
 from experiments.training.lightning_parts import check_trainer_key
-from experiments.training.trainer_signature import trainer_parameters
 
 
 def shape(annotation: typing.Any) -> typing.Any:

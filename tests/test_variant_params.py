@@ -22,6 +22,7 @@ from hydra import initialize_config_dir
 from experiments.app.preflight import PreflightError, preflight
 from experiments.config.checks import check_config
 from experiments.config.schema import register_configs
+from experiments.config.spec import grid_spec
 from experiments.model.transformer import VariantSpec
 from experiments.sweep.grid import check_grid, grid_values
 from tests.conftest import CONF, ROOT, TINY, compose
@@ -62,9 +63,9 @@ def option_file(option: str) -> tuple[tuple[str, str, str], object]:
 def test_the_preset_sweeps_every_option_in_one_multirun():
     cfg = preset()
     assert cfg.hydra.sweeper.params.variant_param == "glob(*)"
-    grid = dict(grid_values(cfg))
+    grid = dict(grid_values(grid_spec(cfg)))
     assert grid["variant_param"] == OPTIONS  # what the sweep will run, as the sweep checker expands it
-    check_grid(cfg)  # every option exists, nothing listed twice
+    check_grid(grid_spec(cfg))  # every option exists, nothing listed twice
 
 
 def test_the_options_cover_the_main_parameter_of_each_variant():

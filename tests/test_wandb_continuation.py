@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis.data.wandb_offline import find_offline_runs, iter_record_bytes
-from experiments.record.result import resolved
+from experiments.config.spec import build_spec
 from experiments.record.wandb_run import display_name
 from experiments.training.single_run import run_identity
 from tests.conftest import compose
@@ -44,13 +44,19 @@ def display_names(folder: Path) -> list[str]:
     ],
 )
 def test_the_display_name_is_the_cells_factors(overrides: list[str], name: str) -> None:
-    assert display_name(compose(overrides), overrides) == name
+    assert display_name(build_spec(compose(overrides)), overrides) == name
 
 
 def test_a_long_display_name_keeps_its_seed() -> None:
     overrides = ["attention=local", *(f"+extra.key_{i}={i}" for i in range(30)), "seed=5"]
-    name = display_name(compose(["attention=local", "seed=5"]), overrides)
+    name = display_name(build_spec(compose(["attention=local", "seed=5"])), overrides)
     assert len(name) == 128 and name.startswith("local+sinusoidal extra.key_0=0") and name.endswith("… seed=5")
+
+
+def resolved(cfg) -> tuple[dict, str]:
+    """The flat config and its hash, as the run's spec holds them."""
+    run = build_spec(cfg).run
+    return run.flat_config(), run.config_hash
 
 
 def test_the_run_id_stays_while_the_folder_holds_the_same_computation(tmp_path: Path) -> None:

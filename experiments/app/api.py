@@ -75,13 +75,16 @@ def run(overrides: Sequence[str] = (), run_dir: str | Path | None = None) -> dic
         raise ValueError(f"run_dir={run_dir} is not allowed; {blocking_file(run_dir)} is a file, not a folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     set_threads(threads_per_process(None, cfg.trainer, cfg.num_threads))
-    if cfg.ensemble.seeds != 1:
+    from experiments.config.spec import build_spec
+
+    spec = build_spec(cfg)
+    if spec.sweep.ensemble_seeds != 1:
         from experiments.ensemble import train_ensemble
 
-        return train_ensemble(cfg, run_dir, overrides)
+        return train_ensemble(spec, run_dir, overrides)
     from experiments.training.single_run import train
 
-    return train(cfg, run_dir, overrides)
+    return train(spec, run_dir, overrides)
 
 
 def multirun(overrides: Sequence[str] = (), sweep_dir: str | Path | None = None) -> Path:

@@ -81,9 +81,9 @@ def headline(result: dict[str, Any]) -> str:
 
 def run(argv: list[str]) -> int:
     """The command; returns its exit code."""
-    from experiments.app.quiet import quiet_library_warnings, quiet_lightning_info
     from experiments.config.errors import user_error_types
     from experiments.training.evaluate_checkpoint import evaluate_checkpoint
+    from experiments.training.quiet import quiet_library_warnings, quiet_lightning_info
 
     command, overrides = split_arguments(argv)
     quiet_library_warnings()

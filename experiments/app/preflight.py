@@ -233,7 +233,7 @@ def preflight(argv: list[str]) -> None:
 
     from omegaconf import OmegaConf
 
-    from experiments.config.checks import check_claims, check_logger, check_task, check_values
+    from experiments.config.checks import check_claims, check_logger
     from experiments.config.roles import expand_roles
     from experiments.config.schema import register_configs
 
@@ -268,10 +268,19 @@ def preflight(argv: list[str]) -> None:
                 raise PreflightError(str(err)) from None
         expand_roles(cfg)
         if not multirun:
-            check_values(cfg)
-            _build_variants(cfg)
-            _check_run_folder(full, cfg)
-            check_task(cfg)  # last: naming the task imports Lightning, which no other check needs
+            check_single_run(full, cfg)
+
+
+def check_single_run(full, cfg) -> None:
+    """A single run's values (the checks the run builds its spec with), its variants, its folder, then its task:
+    last, because naming the task imports Lightning, which no other check needs."""
+    from experiments.config.checks import check_task
+    from experiments.config.spec import build_spec
+
+    spec = build_spec(cfg, check_task=False).checked()
+    _build_variants(cfg)
+    _check_run_folder(full, spec)
+    check_task(cfg)
 
 
 def check_config_dirs(argv: list[str]) -> None:
@@ -332,28 +341,22 @@ def check_file_size_limit(full) -> None:
         )
 
 
-def _check_run_folder(full, cfg) -> None:
+def _check_run_folder(full, spec) -> None:
     """A single run's folder that holds another computation, or that a live process writes, is refused
     before Hydra writes this run's ``.hydra/`` into it (experiments/training/folder.py)."""
-    from experiments.record.result import read_result, resolved
+    from experiments.record.result import read_result
     from experiments.training.folder import check_before_start
 
-    flat, cfg_hash = resolved(cfg)
+    run, cfg_hash = spec.run, spec.run.config_hash
     run_dir = Path(str(full.hydra.run.dir))
     done = read_result(run_dir / "result.json") if run_dir.is_dir() and not os.access(run_dir, os.W_OK) else None
-    if done and cfg.resume == "auto" and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
+    if done and run.resume == "auto" and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
         raise AlreadyCompleted(run_dir / "result.json", done)
-    ckpt_path = cfg.get("ckpt_path")
-    if cfg.ensemble.seeds != 1:  # its members' folders, its shared checkpoint and lock, and its memory
+    if spec.sweep.ensemble_seeds != 1:  # its members' folders, its shared checkpoint and lock, and its memory
         from experiments.ensemble.folder import check_before_start as check_ensemble_folder
 
-        check_ensemble_folder(Path(str(full.hydra.run.dir)), cfg)
-    check_before_start(
-        Path(str(full.hydra.run.dir)),
-        flat,
-        resume=cfg.get("resume"),
-        ckpt_path=None if ckpt_path is None else str(ckpt_path),
-    )
+        check_ensemble_folder(Path(str(full.hydra.run.dir)), spec)
+    check_before_start(Path(str(full.hydra.run.dir)), run.flat_config(), resume=run.resume, ckpt_path=run.ckpt_path)
 
 
 def check_paths(full, multirun: bool) -> None:
@@ -417,13 +420,13 @@ def check_trainer_override(key: str) -> None:
     # hydra.sweeper.params.<key> on the command line sweeps <key>, as a preset's sweeper params do; checked
     # here because Hydra cannot compose it when the config has no sweeper params ("Unexpected type: None")
     key = key.removeprefix(SWEEPER_PARAMS)
-    from experiments.training.lightning_parts import MOVED
+    from experiments.config.lightning_keys import MOVED
 
     if key in MOVED:
         raise PreflightError(MOVED[key])
     if key.startswith("trainer.") and key.count(".") == 1:
         from experiments.config.checks import ConfigError
-        from experiments.training.lightning_parts import check_trainer_key
+        from experiments.config.lightning_keys import check_trainer_key
 
         try:
             check_trainer_key(key.split(".", 1)[1], check_value=False)
@@ -433,13 +436,13 @@ def check_trainer_override(key: str) -> None:
 
 def check_lightning(cfg) -> None:
     """The Trainer's keys and value types, the callbacks and the loggers of a composed config."""
+    from experiments.config import lightning_keys
     from experiments.config.checks import ConfigError
-    from experiments.training import lightning_parts
 
     try:
-        lightning_parts.check_trainer(cfg.trainer)
-        lightning_parts.check_callbacks(cfg)
-        lightning_parts.check_loggers(cfg)
+        lightning_keys.check_trainer(cfg.trainer)
+        lightning_keys.check_callbacks(cfg)
+        lightning_keys.check_loggers(cfg)
         if cfg.ensemble.seeds != 1:  # its own Trainer: every trainer key passed, handled or refused here
             from experiments.ensemble.trainer_keys import check_trainer_keys
 
@@ -454,7 +457,7 @@ def _trainer_key_error(overrides: list[str], err: Exception) -> PreflightError |
     for line in overrides:
         key, _, value = line.partition("=")
         if key.startswith("trainer.") and key.count(".") == 1 and f"'{key}'" in str(err):
-            from experiments.training.lightning_parts import trainer_keywords
+            from experiments.config.lightning_keys import trainer_keywords
 
             name = key.split(".", 1)[1]
             if name in trainer_keywords():

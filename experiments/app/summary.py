@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from experiments.model.attention_stats import headline_layer
+from experiments.sweep.grid import report_command
 
 HEADLINE = ("test/seq_acc", "test/token_acc", "test/acc", "test/bleu", "test/chrf", "test/ppl", "test/bpc", "val/loss")
 
@@ -23,16 +24,6 @@ def _num(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
-
-
-def report_command(folder: Path) -> str:
-    """The command that writes the report of a run or a sweep, in the form training was started by (``attnlab-report``
-    after ``attnlab-train``, ``python -m analysis.report`` after ``python -m experiments.train``), quoted so that it
-    pastes into a shell."""
-    from attnlab.prog import command
-
-    report = command("analysis.report", "attnlab-report")
-    return shlex.join([*report, str(folder), "--out", str(folder / "report")])
 
 
 def wandb_location(result: dict[str, Any], run_dir: Path) -> str | None:

@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -28,6 +28,9 @@ from experiments.config.schema import register_configs
 from experiments.record.files import OutputError
 from experiments.record.result import read_result
 from experiments.sweep.grid import register_resolvers, set_threads, threads_per_process
+
+if TYPE_CHECKING:
+    from experiments.config.spec import Spec
 
 log = logging.getLogger("attnlab")
 
@@ -57,59 +60,48 @@ def runs_ranks_by_rerunning(trainer: DictConfig) -> bool:
     return "ddp" in strategy and not any(m in strategy for m in ("spawn", "fork")) and not cluster_starts_ranks()
 
 
+def refused(err: BaseException, multirun: bool, code: int = 2) -> float:
+    """One line for a run that cannot go on: a sweep's cell reports the bad objective, a single run exits ``code``."""
+    from experiments.training.single_run import BAD_OBJECTIVE
+
+    print(f"attnlab: {err}", file=sys.stderr)
+    if multirun:
+        return BAD_OBJECTIVE
+    sys.exit(code)
+
+
 # The configs by their file path beside the installed packages: a relative config_path would import the module
 # ``conf``, which a user's own conf/ package in the current folder hides (python -m puts that folder first).
 @hydra.main(config_path=str(CONF), config_name="config", version_base="1.3")
 def hydra_entry(cfg: DictConfig) -> float:
-    from experiments.sweep.gpu_share import shared_gpu
-    from experiments.training.single_run import (
-        BAD_OBJECTIVE,
-        RESULT,
-        is_rank_zero,
-        objective,
-        resume_command,
-        train,
-        train_in_child,
-    )
+    from experiments.config.spec import build_spec
+    from experiments.sweep.gpu_share import on_held_gpu, shared_gpu
+    from experiments.training.single_run import RESULT, is_rank_zero, objective, resume_command, train, train_in_child
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
     multirun = hc.mode == RunMode.MULTIRUN
     threads = threads_per_process(hc.launcher, cfg.trainer, cfg.num_threads)
+    try:
+        spec = build_spec(cfg)  # once; a refusal of its checks is recorded where the run records its ending
+    except user_error_types() as err:  # a per-role variant that names no attention type
+        return refused(err, multirun)
     # the seeds of this cell batched in this process (experiments/ensemble), by ensemble.seeds=N or
     # by hydra/launcher=ensemble, which sets the members' seeds and folders
     if cfg.ensemble.seeds != 1 or cfg.ensemble.member_seeds is not None or cfg.ensemble.member_dirs is not None:
-        from experiments.ensemble import ensemble_entry
-
-        set_threads(threads)
-        try:
-            return ensemble_entry(cfg, run_dir, overrides, multirun)
-        except (KeyboardInterrupt, SystemExit) as err:
-            from experiments.ensemble.members import member_dirs, member_seeds
-            from experiments.training.stops import exit_code
-
-            if exit_code(err) is not None:  # not ensemble_entry's own exit after its one line
-                # the members share one fit: the first member's result says where it stopped
-                stopped_by_signal(err, run_dir, multirun, member_dirs(cfg, run_dir, member_seeds(cfg))[0])
-            raise
+        return _ensemble(cfg, spec, run_dir, overrides, multirun, threads)
     if multirun and runs_ranks_by_rerunning(cfg.trainer):
-        result = train_in_child(cfg, run_dir, overrides, threads)
+        result = train_in_child(spec, run_dir, overrides, threads)
     else:
         set_threads(threads)
         try:
-            with shared_gpu(cfg, hc, multirun):  # jobs_per_gpu > 1: this job's GPU slot
-                result = train(cfg, run_dir, overrides, sweep_cell=multirun)
+            with shared_gpu(spec, hc, multirun):  # jobs_per_gpu > 1: this job's GPU slot
+                result = train(on_held_gpu(spec), run_dir, overrides, sweep_cell=multirun)
         except OutputError as err:  # run_state.json could not be written: nothing has started
-            print(f"attnlab: {err}", file=sys.stderr)
-            if multirun:
-                return BAD_OBJECTIVE
-            sys.exit(1)
+            return refused(err, multirun, code=1)
         except user_error_types() as err:  # the folder is another process's, or holds another computation
-            print(f"attnlab: {err}", file=sys.stderr)
-            if multirun:
-                return BAD_OBJECTIVE
-            sys.exit(2)
+            return refused(err, multirun)
         except (KeyboardInterrupt, SystemExit) as err:
             stopped_by_signal(err, run_dir, multirun)
             raise
@@ -144,6 +136,28 @@ def hydra_entry(cfg: DictConfig) -> float:
         log.info("result: %s", run_dir / RESULT)
         print_summary(result, run_dir)
     return objective(result, cfg.objective)
+
+
+def _ensemble(cfg: DictConfig, spec: Spec, run_dir: Path, overrides: list[str], multirun: bool, threads: int) -> float:
+    """The seeds of this cell batched in this process (``experiments.ensemble``); the objective of its members."""
+    from experiments.config.checks import check_ensemble
+    from experiments.ensemble import ensemble_entry
+
+    try:
+        check_ensemble(cfg)  # also in the preflight; here for a caller that skips it
+    except user_error_types() as err:
+        refused(err, multirun=False)
+    set_threads(threads)
+    try:
+        return ensemble_entry(spec, run_dir, overrides, multirun)
+    except (KeyboardInterrupt, SystemExit) as err:
+        from experiments.ensemble.members import member_dirs, member_seeds
+        from experiments.training.stops import exit_code
+
+        if exit_code(err) is not None:  # not ensemble_entry's own exit after its one line
+            # the members share one fit: the first member's result says where it stopped
+            stopped_by_signal(err, run_dir, multirun, member_dirs(spec, run_dir, member_seeds(spec))[0])
+        raise
 
 
 def stopped_by_signal(err: BaseException, run_dir: Path, multirun: bool, result_dir: Path | None = None) -> None:

@@ -86,6 +86,7 @@ def compare(
     """One case: the ensemble, then each member's separate run, and the largest difference."""
     from experiments.app.api import compose
     from experiments.config.checks import ConfigError, check_config
+    from experiments.config.spec import build_spec
     from experiments.ensemble import train_ensemble
     from experiments.training.single_run import train
 
@@ -98,7 +99,7 @@ def compare(
     except ConfigError as err:  # a pair that cannot compose, refused as the CLI refuses it
         return {**row, "skipped": str(err)}
     began = time.perf_counter()
-    ensemble = train_ensemble(cfg, work / "ensemble", grouped)
+    ensemble = train_ensemble(build_spec(cfg), work / "ensemble", grouped)
     row["ensemble_seconds"] = time.perf_counter() - began
     fallback = ensemble[0].get("ensemble", {}).get("fallback")
     if fallback:
@@ -106,7 +107,9 @@ def compare(
     worst: dict[str, float] = {}
     separate = []
     for seed, member in enumerate(ensemble):
-        alone = train(compose([*common, f"seed={seed}"]), work / f"separate-{seed}", [*common, f"seed={seed}"])
+        alone = train(
+            build_spec(compose([*common, f"seed={seed}"])), work / f"separate-{seed}", [*common, f"seed={seed}"]
+        )
         separate.append(alone)
         if member["status"] != "completed" or alone["status"] != "completed":
             return {**row, "error": f"seed {seed}: member {member['status']}, separate run {alone['status']}"}
@@ -133,7 +136,7 @@ def compare(
 def ensemble_equality(args: argparse.Namespace) -> int:
     import torch
 
-    from experiments.app.quiet import quiet_library_warnings
+    from experiments.training.quiet import quiet_library_warnings
 
     quiet_library_warnings()
     torch.set_num_threads(1)

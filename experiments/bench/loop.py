@@ -170,20 +170,20 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
     from experiments.bench import _loop_probe
     from experiments.bench._loop_plain import PlainLoop
     from experiments.bench.measure import CLOCKS
-    from experiments.config.roles import expand_roles
     from experiments.config.schema import OptimConf
+    from experiments.config.spec import build_spec
     from experiments.training import build
 
     overrides = _overrides(args, data, cuda)
     cfg = api.compose(overrides)
-    expand_roles(cfg)
+    spec = build_spec(cfg)  # the roles expanded in ``cfg`` too
     work.mkdir(parents=True, exist_ok=True)
-    datamodule = build.build_datamodule(cfg, work)
+    datamodule = build.build_datamodule(spec, work)
     device = torch.device("cuda" if cuda else "cpu")
     optim = cast(OptimConf, OmegaConf.to_object(cfg.optim))  # the schema's node (experiments/config/schema.py)
     plain = PlainLoop(
         Path(data),
-        build.model_spec(cfg, datamodule),
+        build.model_spec(spec, datamodule),
         optim,
         context=cfg.task.context,
         batch_size=cfg.task.batch_size,

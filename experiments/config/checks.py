@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -11,6 +12,9 @@ from experiments.config.errors import choice as _choice
 from experiments.config.errors import require as _require
 from experiments.config.metric_names import logged_metrics
 from experiments.config.schema import COMPILE_MODES, EVAL_CHECKPOINTS, validate_model_options, validate_optim
+
+if TYPE_CHECKING:  # the spec is built by running these checks (experiments.config.spec.build_spec)
+    from experiments.config.spec import ModelChoice, Spec
 
 
 def check_logger(cfg: DictConfig) -> None:
@@ -59,11 +63,11 @@ def check_values(cfg: DictConfig) -> None:
 
     check_roles(cfg)
     check_logger(cfg)
-    from experiments.training import lightning_parts
+    from experiments.config import lightning_keys
 
-    lightning_parts.check_trainer(cfg.trainer)  # keys and types first: the comparisons below assume them
-    lightning_parts.check_callbacks(cfg)
-    lightning_parts.check_loggers(cfg)
+    lightning_keys.check_trainer(cfg.trainer)  # keys and types first: the comparisons below assume them
+    lightning_keys.check_callbacks(cfg)
+    lightning_keys.check_loggers(cfg)
     t, m = cfg.trainer, cfg.model
     _choice("eval.checkpoint", cfg.eval.checkpoint, EVAL_CHECKPOINTS)
     # the schema's validators: the same checks, values and messages as when the model and optimiser are built
@@ -89,6 +93,21 @@ def check_values(cfg: DictConfig) -> None:
     )
     _require(cfg.seed >= 0, f"seed={cfg.seed} is not allowed; it must be >= 0")
     _require(cfg.jobs_per_gpu >= 1, f"jobs_per_gpu={cfg.jobs_per_gpu} is not allowed; it must be >= 1")
+    check_ddp(cfg)
+    check_ensemble(cfg)
+    check_claims(cfg)
+    if t.accelerator in ("gpu", "cuda"):
+        import torch  # here, so that importing the checks does not import torch
+
+        _require(
+            torch.cuda.is_available(),
+            f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu",
+        )
+
+
+def check_ddp(cfg: DictConfig) -> None:
+    """A DDP cell: whole GPUs (no ``jobs_per_gpu``), and more than one process."""
+    t = cfg.trainer
     _require(
         cfg.jobs_per_gpu == 1 or "ddp" not in str(t.strategy),
         f"jobs_per_gpu={cfg.jobs_per_gpu} with trainer.strategy={t.strategy}: a DDP cell uses whole GPUs; "
@@ -106,15 +125,6 @@ def check_values(cfg: DictConfig) -> None:
             many,
             f"trainer.strategy={t.strategy} with trainer.devices={devices} and num_nodes={t.num_nodes}: "
             "DDP needs more than one process; set trainer.devices >= 2 or use trainer=cpu",
-        )
-    check_ensemble(cfg)
-    check_claims(cfg)
-    if t.accelerator in ("gpu", "cuda"):
-        import torch  # here, so that importing the checks does not import torch
-
-        _require(
-            torch.cuda.is_available(),
-            f"trainer.accelerator={t.accelerator} but no CUDA device is visible; use trainer=cpu",
         )
 
 
@@ -211,9 +221,12 @@ def check_trainer_values(cfg: DictConfig) -> None:
 
 
 def available_cores() -> int:
-    from experiments.sweep.grid import available_cores as cores
-
-    return cores()
+    """The cores this process may use (SLURM and taskset narrow them); the sweep shares them out among its jobs
+    (experiments/sweep/grid.py)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def check_resources(cfg: DictConfig) -> None:
@@ -293,38 +306,39 @@ def check_claims(cfg: DictConfig) -> None:
         raise ConfigError(str(err)) from None
 
 
-def longest_sequence(cfg: DictConfig, datamodule) -> int:
+def longest_sequence(model: ModelChoice, datamodule) -> int:
     """The longest position index + 1 the model will see in any split."""
-    arch = cfg.model.arch
     src, tgt = datamodule.max_source_length(), datamodule.max_target_length()
     if datamodule.kind == "lm":
         return src
     if datamodule.kind == "classify":
-        return src + (1 if cfg.model.pooling == "cls" else 0)
-    return src + 1 + tgt if arch == "decoder" else max(src, tgt)
+        return src + (1 if model.options["pooling"] == "cls" else 0)
+    return src + 1 + tgt if model.arch == "decoder" else max(src, tgt)
 
 
-def check_task_fit(cfg: DictConfig, datamodule) -> None:
+def check_task_fit(spec: Spec, datamodule) -> None:
+    """The built task fits the model: its architecture, its batch size, a learned position table's length."""
     from experiments.tasks import TASKS
 
-    kind, arch = datamodule.kind, cfg.model.arch
-    allowed = TASKS.declared(cfg.task.name).architectures
+    kind, arch, task = datamodule.kind, spec.model.arch, spec.task.name
+    allowed = TASKS.declared(task).architectures
     _require(
         arch in allowed,
-        f"model.arch={arch} does not fit task={cfg.task.name} (a {kind} task); allowed: {list(allowed)}",
+        f"model.arch={arch} does not fit task={task} (a {kind} task); allowed: {list(allowed)}",
     )
     # an lm task draws its training windows on the fly (task.train_batches_per_epoch): no list to count
     examples = len(datamodule.split("train")) if datamodule.kind != "lm" else datamodule.batch_size
     _require(
         datamodule.batch_size <= examples,
-        f"task.batch_size={datamodule.batch_size} is more than task={cfg.task.name}'s {examples} training examples "
+        f"task.batch_size={datamodule.batch_size} is more than task={task}'s {examples} training examples "
         f"(a step would see fewer than asked); set task.batch_size <= {examples} or more training data",
     )
-    if cfg.position.name == "learned":
-        max_len = int(cfg.position.get("max_len", 512))
-        need = longest_sequence(cfg, datamodule)
+    position = spec.model.position
+    if position["name"] == "learned":
+        max_len = int(position.get("max_len", 512))
+        need = longest_sequence(spec.model, datamodule)
         _require(
             max_len >= need,
-            f"position.max_len={max_len} is shorter than the longest sequence of task={cfg.task.name} "
+            f"position.max_len={max_len} is shorter than the longest sequence of task={task} "
             f"with model.arch={arch} ({need}, eval lengths included); set position.max_len >= {need}",
         )

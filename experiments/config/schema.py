@@ -146,8 +146,8 @@ class OptimConf:
     reinforce_entropy: float = 0.0  # weight of the entropy bonus
 
     def reinforce(self):
-        """The REINFORCE options as ``experiments.model.reinforce.ReinforceSpec``."""
-        from experiments.model.reinforce import ReinforceSpec
+        """The REINFORCE options as ``experiments.config.reinforce_options.ReinforceSpec``."""
+        from experiments.config.reinforce_options import ReinforceSpec
 
         return ReinforceSpec(
             weight=self.reinforce_weight,
@@ -191,7 +191,7 @@ class EnsembleConf:
 @dataclass
 class TrialConf:
     # set by the Optuna sweeper (hydra_plugins/attnlab_sweeper) for the jobs it runs as trials, not by
-    # hand: where this run reports its validation metrics for pruning (experiments/sweep/pruning.py)
+    # hand: where this run reports its validation metrics for pruning (experiments/training/pruning.py)
     number: Optional[int] = None
     study: Optional[str] = None
     storage: Optional[str] = None
@@ -223,7 +223,7 @@ class Config:
     trainer: Any = None
     callbacks: Any = None
     logger: Any = None
-    # attnlab's own callbacks, by name (experiments.training.lightning_parts.OWN_CALLBACKS)
+    # attnlab's own callbacks, by name (experiments.config.lightning_keys.OWN_CALLBACK_NAMES)
     own_callbacks: list[str] = field(default_factory=lambda: ["progress", "last_validation", "step_timer"])
     # attnlab's own settings beside the Trainer's: how often checkpoints/last.ckpt is written, and
     # the progress display (null: a rich bar in a terminal, plain log lines otherwise)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig
+from experiments.config.spec import Spec, thaw
 
 
-def ensemble_problem(module: Any, cfg: DictConfig) -> str | None:
-    """Why the members of ``cfg`` cannot train batched (one sentence naming the cause), or None."""
+def ensemble_problem(module: Any, spec: Spec) -> str | None:
+    """Why the members of ``spec`` cannot train batched (one sentence naming the cause), or None."""
     for name, sub in module.model.named_modules():
         declared = getattr(sub, "batched_members_problem", None)
         problem = declared() if callable(declared) else None
@@ -21,9 +21,10 @@ def ensemble_problem(module: Any, cfg: DictConfig) -> str | None:
             return f"model.{name} ({type(sub).__name__}): {problem}"
     if len(module.baselines):
         return "the run trains REINFORCE baselines, which the batched step does not carry per member"
-    t = cfg.trainer
-    if str(t.strategy) not in ("auto", "single_device") or t.devices not in (1, "1", "auto") or t.num_nodes != 1:
-        return f"trainer.strategy={t.strategy} trainer.devices={t.devices}: the batched members run on one device"
-    if cfg.model.compile:
+    t = spec.trainer
+    devices = thaw(t.get("devices"))
+    if t.strategy not in ("auto", "single_device") or devices not in (1, "1", "auto") or t.get("num_nodes") != 1:
+        return f"trainer.strategy={t.strategy} trainer.devices={devices}: the batched members run on one device"
+    if spec.model.compile:
         return "model.compile=true: the batched step is not compiled"
     return None

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from omegaconf import DictConfig
-
+from experiments.config.spec import Spec
 from experiments.training.folder import (
     CHECKPOINT,
     Claim,
@@ -110,35 +109,33 @@ def another_computation(
     return (shared, held, problems) if problems else None
 
 
-def check_before_start(run_dir: Path, cfg: DictConfig) -> None:
+def check_before_start(run_dir: Path, spec: Spec) -> None:
     """What ``claim_ensemble`` would refuse for ``ensemble.seeds=N`` in ``run_dir``, checked without touching
     the folder: the preflight runs it before Hydra writes the new run's ``.hydra/`` into it. Its memory is
     checked first (``memory.check_memory``): resolving a thousand members' configs alone takes seconds."""
-    from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_seeds
+    from experiments.ensemble.members import SHARED, any_result, member_dirs, member_seeds, member_spec
     from experiments.ensemble.memory import check_memory
     from experiments.training.cell_contract import completed
     from experiments.training.lock import check_free
-    from experiments.training.single_run import resolved
 
-    seeds = member_seeds(cfg)
-    dirs = member_dirs(cfg, run_dir, seeds)
-    never = resume_mode(cfg.get("resume")) == "never"
+    seeds = member_seeds(spec)
+    dirs = member_dirs(spec, run_dir, seeds)
+    never = resume_mode(spec.run.resume) == "never"
     if len(seeds) > 1 and (never or not any_result(dirs)):  # every member trains: checked before resolving any
-        check_memory(cfg, len(seeds))
+        check_memory(spec, len(seeds))
     if never or not run_dir.is_dir():
         return
     check_free(run_dir / SHARED, named=run_dir)
     members, waiting = [], []  # (folder, flat config) and seed of each member still to train, as the run decides
     for seed, folder in zip(seeds, dirs):
-        mcfg = member_config(cfg, seed)
-        flat, cfg_hash = resolved(mcfg)
-        if completed(mcfg, folder, cfg_hash) is None:
-            members.append((folder, flat))
+        member = member_spec(spec, seed)
+        if completed(spec.run.resume, folder, member.run.config_hash) is None:
+            members.append((folder, member.run.flat_config()))
             waiting.append(seed)
     if not members:
         return
     if any_result(dirs) and len(members) > 1:  # the completed members stay out of the batched model
-        check_memory(cfg, len(seeds), to_train=len(members))
+        check_memory(spec, len(seeds), to_train=len(members))
     found = another_computation(run_dir / SHARED, members, waiting)
     if found is not None:
         _, held, problems = found

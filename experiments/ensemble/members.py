@@ -6,25 +6,26 @@ work, and app/train.py ask them without importing the training.
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
-from omegaconf import DictConfig, open_dict
+from experiments.config.spec import Spec, spec_of
 
 SHARED = "ensemble"  # the members' shared folder under the run: checkpoint, batched log, lock
 
 
-def member_seeds(cfg: DictConfig) -> list[int]:
+def member_seeds(spec: Spec) -> list[int]:
     """The members' seeds: those hydra/launcher=ensemble grouped, else ``seed .. seed+N-1``."""
-    listed = cfg.ensemble.get("member_seeds")
+    listed = spec.sweep.member_seeds
     if listed is not None:
         return [int(s) for s in listed]
-    return [int(cfg.seed) + i for i in range(int(cfg.ensemble.seeds))]
+    return [int(spec.run.seed) + i for i in range(int(spec.sweep.ensemble_seeds))]
 
 
-def member_dirs(cfg: DictConfig, run_dir: Path, seeds: list[int]) -> list[Path]:
+def member_dirs(spec: Spec, run_dir: Path, seeds: list[int]) -> list[Path]:
     """Each member's folder: the sweep job's own (hydra/launcher=ensemble), else ``seed=<s>/`` under the run."""
-    listed = cfg.ensemble.get("member_dirs")
+    listed = spec.sweep.member_dirs
     if listed is not None:
         return [Path(str(d)) for d in listed]
     return [run_dir / f"seed={s}" for s in seeds]
@@ -40,11 +41,19 @@ def member_overrides(overrides: list[str], seed: int) -> list[str]:
     return [*kept, f"seed={seed}"]
 
 
-def member_config(cfg: DictConfig, seed: int) -> DictConfig:
-    member = copy.deepcopy(cfg)
-    with open_dict(member):
-        member.seed = seed
-    return member
+def member_spec(spec: Spec, seed: int) -> Spec:
+    """The spec of the separate run a member stands for: the ensemble's with its own seed (and the hash that
+    gives), and the ensemble's checks' verdict (the members differ in nothing the checks read but the seed)."""
+    plain = spec.run.resolved_config()
+    plain["seed"] = seed
+    return spec_of(plain, spec.problem)
+
+
+def without_wandb(spec: Spec) -> Spec:
+    """The spec for building a member to train: W&B keeps one run open per process, so each member's W&B run
+    is opened later, around its own evaluation."""
+    loggers = MappingProxyType({k: v for k, v in spec.trainer.loggers.items() if k != "wandb"})
+    return replace(spec, trainer=replace(spec.trainer, loggers=loggers))
 
 
 def any_result(dirs: list[Path]) -> bool:

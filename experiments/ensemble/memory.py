@@ -24,9 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from experiments.config.errors import ConfigError
+from experiments.config.spec import Spec, TrainerSpec
 
 log = logging.getLogger("attnlab")
 
@@ -73,16 +72,17 @@ def bytes_per_value(precision: object) -> int:
     return 2 if "16" in str(precision) else 4
 
 
-def estimate(cfg: DictConfig, members: int) -> MemoryEstimate:
-    """The memory ``members`` batched members of ``cfg`` need: from the model spec and the task's lengths."""
+def estimate(run: Spec, members: int) -> MemoryEstimate:
+    """The memory ``members`` batched members of the run need: from the model spec and the task's lengths."""
     import torch
 
     from experiments.model.transformer import Transformer
     from experiments.training.build import build_datamodule, model_spec
 
     with tempfile.TemporaryDirectory() as scratch:  # a task with a download cache writes nothing in the run
-        datamodule = build_datamodule(cfg, Path(scratch))  # its constructor: sizes and lengths, no examples
-        spec = model_spec(cfg, datamodule)
+        # its constructor: sizes and lengths, no examples
+        datamodule = build_datamodule(run, Path(scratch))
+        spec = model_spec(run, datamodule)
         try:
             with torch.device("meta"):
                 model = Transformer(spec)
@@ -90,16 +90,16 @@ def estimate(cfg: DictConfig, members: int) -> MemoryEstimate:
             model = Transformer(spec)
         params = sum(p.numel() for p in model.parameters())
         src, tgt = int(datamodule.max_source_length()), int(datamodule.max_target_length())
-    m, t = cfg.model, cfg.task
-    batch, heads, width = int(t.batch_size), int(cfg.attention.num_heads), int(m.d_model)
-    arch = str(m.arch)
-    encoder = int(m.encoder_layers) if arch != "decoder" else 0
-    decoder = int(m.decoder_layers) if arch != "encoder" else 0
+    m, t = run.model.options, run.task.params
+    batch, heads, width = int(t["batch_size"]), int(run.model.attention["num_heads"]), run.model.d_model
+    arch = run.model.arch
+    encoder = int(m["encoder_layers"]) if arch != "decoder" else 0
+    decoder = int(m["decoder_layers"]) if arch != "encoder" else 0
     if arch == "decoder":  # one stream: a language model's context, else the source, a separator and the target
         src, tgt = 0, src if datamodule.kind == "lm" else src + 1 + tgt
 
     def layer(queries: int, keys: int) -> int:
-        return batch * (queries * (LINEAR_ACTIVATIONS * width + 2 * int(m.ffn_dim)) + 2 * heads * queries * keys)
+        return batch * (queries * (LINEAR_ACTIVATIONS * width + 2 * int(m["ffn_dim"])) + 2 * heads * queries * keys)
 
     values = encoder * layer(src, src) + decoder * layer(tgt, tgt)
     if encoder and decoder:  # cross attention: the decoder's queries over the encoder's keys
@@ -109,16 +109,16 @@ def estimate(cfg: DictConfig, members: int) -> MemoryEstimate:
     return MemoryEstimate(
         members=members,
         weights=WEIGHT_COPIES * 4 * params,
-        activations=values * bytes_per_value(cfg.trainer.precision),
+        activations=values * bytes_per_value(run.trainer.get("precision")),
         data=examples * (8 * (src + tgt) + EXAMPLE_OVERHEAD),
     )
 
 
-def available(cfg: DictConfig) -> tuple[int, str]:
+def available(trainer: TrainerSpec) -> tuple[int, str]:
     """(bytes, what they are) the ensemble may use: the CUDA device's free memory, else the RAM available."""
     from experiments.training.build import trains_on_cuda
 
-    if trains_on_cuda(cfg):
+    if trains_on_cuda(trainer):
         import torch
 
         free, _ = torch.cuda.mem_get_info()
@@ -138,14 +138,14 @@ def ram_available() -> int:
 
 
 def check_memory(
-    cfg: DictConfig, members: int, limit: tuple[int, str] | None = None, to_train: int | None = None
+    run: Spec, members: int, limit: tuple[int, str] | None = None, to_train: int | None = None
 ) -> MemoryEstimate:
     """Refuse (one line) an ensemble that would not fit; announce one that takes a large share. ``limit``:
     (bytes, what they are), else what ``available`` finds. ``to_train``: the members still to train when
     some completed before (a resumed ensemble trains only the rest batched), else all ``members``."""
     left = members if to_train is None else to_train
-    need = estimate(cfg, left)
-    have, what = limit if limit is not None else available(cfg)
+    need = estimate(run, left)
+    have, what = limit if limit is not None else available(run.trainer)
     fits = max(have // max(need.per_member, 1), 0)
     named = f"ensemble.seeds={members}" + (f" ({left} still to train)" if left != members else "")
     if need.total > have:

@@ -17,19 +17,26 @@ Layout under the run (or cell) folder::
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, open_dict
 
+from experiments.config.spec import Spec, thaw
 from experiments.ensemble.capability import ensemble_problem
-from experiments.ensemble.members import SHARED, any_result, member_config, member_dirs, member_overrides, member_seeds
+from experiments.ensemble.members import (
+    SHARED,
+    any_result,
+    member_dirs,
+    member_overrides,
+    member_seeds,
+    member_spec,
+    without_wandb,
+)
 from experiments.record.at_step import AtStep
 from experiments.record.result import environment, now_iso, write_json_atomic
 
@@ -39,33 +46,23 @@ log = logging.getLogger("attnlab")
 @dataclass
 class Member:
     seed: int
-    cfg: DictConfig
+    spec: Spec
     run_dir: Path
     overrides: list[str]
     result: dict[str, Any]
-    flat: dict[str, Any] = field(default_factory=dict)
     parts: Any = None
 
 
-def without_wandb(cfg: DictConfig) -> DictConfig:
-    """The config for building a member to train: W&B keeps one run open per process, so each
-    member's W&B run is opened later, around its own evaluation."""
-    quiet = copy.deepcopy(cfg)
-    if quiet.get("logger") is not None:
-        with open_dict(quiet.logger):
-            quiet.logger.pop("wandb", None)  # the logger group's W&B node (logger=default or logger=[..., wandb])
-    return quiet
-
-
 def train_ensemble(
-    cfg: DictConfig,
+    spec: Spec,
     run_dir: Path,
     overrides: list[str],
     callbacks: list[Any] | None = None,
     *,
     sweep_cell: bool = False,
 ) -> list[dict[str, Any]]:
-    """Train the members of ``cfg`` (``ensemble.seeds`` of them) in ``run_dir``; their results, by seed order.
+    """Train the members of the run's ``spec`` (``ensemble.seeds`` of them; ``experiments.config.spec.build_spec``)
+    in ``run_dir``; their results, by seed order.
 
     As a single run (experiments/single_run.train): one process writes the ensemble at a time (the lock of
     its shared folder, experiments/training/lock.py), and its folders are resumed only by the same computation
@@ -78,91 +75,82 @@ def train_ensemble(
         with contextlib.ExitStack() as held:
             # refusals name the folder the user gave
             held.enter_context(writing(run_dir / SHARED, sweep_cell=sweep_cell, named=run_dir))
-            for folder in member_dirs(cfg, run_dir, member_seeds(cfg)):  # each member's folder is a run folder
+            for folder in member_dirs(spec, run_dir, member_seeds(spec)):  # each member's folder is a run folder
                 held.enter_context(writing(folder, sweep_cell=sweep_cell))
             held.enter_context(stop_guard())
-            return _train_ensemble(cfg, run_dir, overrides, callbacks or [], sweep_cell)
+            return _train_ensemble(spec, run_dir, overrides, callbacks or [], sweep_cell)
     finally:
         with contextlib.suppress(OSError):  # nothing was trained batched (refused, or the fallback): no empty folder
             (run_dir / SHARED).rmdir()
 
 
 def _train_ensemble(
-    cfg: DictConfig, run_dir: Path, overrides: list[str], callbacks: list[Any], sweep_cell: bool
+    spec: Spec, run_dir: Path, overrides: list[str], callbacks: list[Any], sweep_cell: bool
 ) -> list[dict[str, Any]]:
-    from experiments.app.quiet import quiet_library_warnings
-    from experiments.config.roles import expand_roles
     from experiments.ensemble.folder import claim_ensemble
     from experiments.ensemble.memory import check_memory
     from experiments.training.cell_contract import completed
-    from experiments.training.single_run import (
-        new_result,
-        quiet_lightning_handlers,
-        resolved,
-        run_identity,
-    )
+    from experiments.training.quiet import quiet_library_warnings
+    from experiments.training.single_run import new_result, quiet_lightning_handlers, run_identity
 
     began = time.perf_counter()
     quiet_library_warnings()
     quiet_lightning_handlers()
-    expand_roles(cfg)
-    seeds = member_seeds(cfg)
-    dirs = member_dirs(cfg, run_dir, seeds)
+    seeds = member_seeds(spec)
+    dirs = member_dirs(spec, run_dir, seeds)
     fresh = not any_result(dirs)
     if len(seeds) > 1 and fresh:
         # first: even resolving 1000 members' configs takes seconds; with no member's result yet, all N train
-        check_memory(cfg, len(seeds))
+        check_memory(spec, len(seeds))
     results: dict[int, dict[str, Any]] = {}
-    waiting = []  # (index, seed, folder, config, flat, hash) of each member not completed yet
+    waiting = []  # (index, seed, folder, spec) of each member not completed yet
     for index, (seed, mdir) in enumerate(zip(seeds, dirs)):
-        mcfg = member_config(cfg, seed)
-        flat, cfg_hash = resolved(mcfg)
-        done = completed(mcfg, mdir, cfg_hash)
+        mspec = member_spec(spec, seed)
+        done = completed(spec.run.resume, mdir, mspec.run.config_hash)
         if done:
             results[seed] = done
         else:
-            waiting.append((index, seed, mdir, mcfg, flat, cfg_hash))
+            waiting.append((index, seed, mdir, mspec))
     if not waiting:
         return [results[s] for s in seeds]
     if not fresh and len(waiting) > 1:  # the completed members stay out of the batched model
-        check_memory(cfg, len(seeds), to_train=len(waiting))
+        check_memory(spec, len(seeds), to_train=len(waiting))
     # before anything is written: another computation is refused, or (a sweep cell) moved aside
     claim = claim_ensemble(
         run_dir / SHARED,
-        [(mdir, flat) for _, _, mdir, _, flat, _ in waiting],
+        [(mdir, mspec.run.flat_config()) for _, _, mdir, mspec in waiting],
         [seed for _, seed, *_ in waiting],
-        resume=cfg.resume,
+        resume=spec.run.resume,
         sweep_cell=sweep_cell,
     )
     todo: list[Member] = []
-    for index, seed, mdir, mcfg, flat, cfg_hash in waiting:
+    for index, seed, mdir, mspec in waiting:
         mdir.mkdir(parents=True, exist_ok=True)
         mover = member_overrides(overrides, seed)
-        result = new_result(mcfg, mdir, mover, flat, cfg_hash, run_identity(mdir, cfg_hash))
+        result = new_result(mspec, mdir, mover, run_identity(mdir, mspec.run.config_hash))
         result["ensemble"] = {"members": len(seeds), "index": index, "seeds": seeds, "folder": str(run_dir / SHARED)}
         moved = claim.members.get(mdir)
         if moved is not None and moved.record(mdir):  # where its old files went, and why
             result["previous_run"] = moved.record(mdir)
-        todo.append(Member(seed, mcfg, mdir, mover, result, flat))
-    for member, result in zip(todo, _train_members(cfg, run_dir, todo, began, callbacks, claim.resume_from)):
+        todo.append(Member(seed, mspec, mdir, mover, result))
+    for member, result in zip(todo, _train_members(spec, run_dir, todo, began, callbacks, claim.resume_from)):
         results[member.seed] = result
     return [results[s] for s in seeds]
 
 
 def _train_members(
-    cfg: DictConfig, run_dir: Path, todo: list[Member], began: float, callbacks: list[Any], resume_from: str | None
+    spec: Spec, run_dir: Path, todo: list[Member], began: float, callbacks: list[Any], resume_from: str | None
 ) -> list[dict[str, Any]]:
-    from experiments.config.roles import used_variants
     from experiments.config.unused import record_unused
     from experiments.record.result import variant_references
     from experiments.training import build, outcome
 
     try:
         for m in todo:
-            m.parts = build.assemble(without_wandb(m.cfg), m.run_dir, run_id=m.result["run_id"], flat_config=m.flat)
+            m.parts = build.assemble(without_wandb(m.spec), m.run_dir, run_id=m.result["run_id"])
     except Exception as err:  # noqa: BLE001 - a config error fails every member alike
         return [_finish(m, outcome.describe_failure(err, None, m.run_dir), began) for m in todo]
-    problem = ensemble_problem(todo[0].parts.module, cfg) if len(todo) > 1 else "one member left to train"
+    problem = ensemble_problem(todo[0].parts.module, spec) if len(todo) > 1 else "one member left to train"
     if problem is not None:
         return _separately(todo, problem)
     for m in todo:
@@ -170,10 +158,10 @@ def _train_members(
         m.result["cost"]["params"] = m.parts.params
         # as a separate run records it: the settings its built model did not use (e.g. pooling on seq2seq)
         record_unused(m.result, m.parts.module.model.unused_settings())
-        m.result["references"] = variant_references(used_variants(m.cfg, m.result["unused"]))
+        m.result["references"] = variant_references(m.spec.used_variants(m.result["unused"]))
     ensemble, trainer = None, None
     try:
-        ensemble, trainer, train_seconds, validation = _fit(cfg, run_dir / SHARED, todo, callbacks, resume_from)
+        ensemble, trainer, train_seconds, validation = _fit(spec, run_dir / SHARED, todo, callbacks, resume_from)
     except BaseException as err:  # noqa: BLE001 - every ending is recorded, in every member
         failure = outcome.describe_failure(err, trainer, run_dir / SHARED)
         out = [_finish(m, failure, began, trainer) for m in todo]
@@ -187,7 +175,7 @@ def _train_members(
     return out
 
 
-def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[Any], resume_from: str | None):
+def _fit(spec: Spec, shared_dir: Path, todo: list[Member], callbacks: list[Any], resume_from: str | None):
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -201,12 +189,12 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
     from experiments.training.checkpointing import AtomicCheckpointIO
     from experiments.training.clock import RunClock
 
-    t = cfg.trainer
+    t = spec.trainer
     seeds = [m.seed for m in todo]
     # the clipping a single run's Trainer does with trainer.gradient_clip_val (by default optim.grad_clip)
     clip = t.get("gradient_clip_val")
-    module = EnsembleModule([m.parts.module for m in todo], seeds, clip, log_every=t.log_every_n_steps)
-    extra = [FailAtStep(int(cfg.fail_at_step))] if cfg.get("fail_at_step") is not None else []
+    module = EnsembleModule([m.parts.module for m in todo], seeds, clip, log_every=t.get("log_every_n_steps"))
+    extra = [FailAtStep(int(spec.run.fail_at_step))] if spec.run.fail_at_step is not None else []
     loaders = []
     for m in todo:
         dm = m.parts.datamodule
@@ -220,14 +208,14 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
         validation_interval(todo[0].parts.trainer, min(len(x) for x in loaders)),
     )
     clock = RunClock()  # train_seconds across the segments of a resumed ensemble
-    first_member = todo[0]
     # every checkpoint records the computation that wrote it (the first member's), for the next run's comparison
-    recorded = run_folder.record_callback(run_folder.run_record(first_member.flat, first_member.result["config_hash"]))
+    first_run = todo[0].spec.run
+    recorded = run_folder.record_callback(run_folder.run_record(first_run.flat_config(), first_run.config_hash))
     trainer = L.Trainer(
         # every key the table passes, as a single run's Trainer takes it; the limits that end a single run's
         # fit end the ensemble's alike (stops.stop_after_fit then records which one did, in every member).
         # The table's other keys are handled below or were refused before any work (preflight).
-        **passed_keywords(t),
+        **passed_keywords(thaw(t.node)),
         devices=1,
         limit_val_batches=0,  # the members validate in MemberValidation
         num_sanity_val_steps=0,
@@ -239,11 +227,11 @@ def _fit(cfg: DictConfig, shared_dir: Path, todo: list[Member], callbacks: list[
                 filename="step{step}",
                 save_last=True,
                 save_top_k=0,
-                every_n_train_steps=max(cfg.checkpoint_every_n_steps, 1),
+                every_n_train_steps=max(t.checkpoint_every_n_steps, 1),
                 auto_insert_metric_name=False,
             ),
             validation,
-            PlainProgress(every=max(t.log_every_n_steps, 1)),
+            PlainProgress(every=max(t.get("log_every_n_steps"), 1)),
             StepTimer(),
             clock,
             recorded,
@@ -313,7 +301,7 @@ def _evaluate_member(
     )
     result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
     # why this member stopped, at its own step, as its separate run would record it
-    budget = stops.budget(m.cfg)
+    budget = stops.budget(m.spec.trainer)
     result["stop"] = {**stops.stop_after_fit(fit_trainer, budget), "step": steps}
     if record.stopped_at is not None:
         result["ensemble"]["stopped_early"] = record.reason
@@ -324,7 +312,7 @@ def _evaluate_member(
         return _finish(m, {}, began, None, shared_seconds)
     trainer = wandb = None
     try:
-        parts = build.assemble(m.cfg, m.run_dir, run_id=result["run_id"], flat_config=m.flat)
+        parts = build.assemble(m.spec, m.run_dir, run_id=result["run_id"])
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         ensemble.load_member_into(module.model, index)
         # as a single run's fit start does (the batched step itself runs every layer on its math path)
@@ -337,14 +325,14 @@ def _evaluate_member(
         # mid-epoch counts that epoch as completed, so the epoch after it is the epochs begun
         epoch = -(-steps // per_epoch)
         trainer.loggers = [AtStep(logger, steps, epoch) for logger in trainer.loggers]
-        tested = record.best_path if m.cfg.eval.get("checkpoint", "last") == "best" else None
+        tested = record.best_path if m.spec.eval.checkpoint == "best" else None
         last = record.last if record.last is not None and record.last[0] == steps else None
 
         def final_validation() -> dict[str, float]:
             # the final weights were validated at their last step already, or are validated now
             return dict(last[1]) if last is not None else outcome.final_validation(trainer, module, datamodule)
 
-        evaluate(m.cfg, result, parts, m.run_dir, tested, final_validation)
+        evaluate(m.spec, result, parts, m.run_dir, tested, final_validation)
         result["cost"]["peak_memory_mb"] = outcome.peak_memory_mb(module.device)
         if module.flex_options:
             result["kernel_options"] = module.flex_options  # chosen on the device, as a single run records them
@@ -404,26 +392,20 @@ def _separately(todo: list[Member], problem: str) -> list[dict[str, Any]]:
     log.warning("ensemble.seeds: %s; training the %d seeds one after another", problem, len(todo))
     out = []
     for m in todo:
-        result = train(m.cfg, m.run_dir, m.overrides)
+        result = train(m.spec, m.run_dir, m.overrides)
         result["ensemble"] = {**m.result["ensemble"], "fallback": problem}
         write_json_atomic(m.run_dir / "result.json", result)
         out.append(result)
     return out
 
 
-def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multirun: bool) -> float:
+def ensemble_entry(spec: Spec, run_dir: Path, overrides: list[str], multirun: bool) -> float:
     """What ``experiments.train`` does for a run with ``ensemble.seeds`` > 1: train, report, return the objective."""
-    from experiments.config.checks import ConfigError, check_ensemble
     from experiments.config.errors import user_error_types
     from experiments.training.single_run import BAD_OBJECTIVE, objective
 
     try:
-        check_ensemble(cfg)  # also in the preflight; here for a caller that skips it
-    except ConfigError as err:
-        print(f"attnlab: {err}", file=sys.stderr)
-        sys.exit(2)
-    try:
-        results = train_ensemble(cfg, run_dir, overrides, sweep_cell=multirun)
+        results = train_ensemble(spec, run_dir, overrides, sweep_cell=multirun)
     except user_error_types() as err:  # the folder is another process's, or holds another computation
         print(f"attnlab: {err}", file=sys.stderr)
         if multirun:
@@ -437,5 +419,5 @@ def ensemble_entry(cfg: DictConfig, run_dir: Path, overrides: list[str], multiru
         for r in failed:
             print(f"attnlab: seed={r['seed']} {r['status']}: {r.get('error')}", file=sys.stderr)
         sys.exit(2 if any(r.get("user_error") for r in failed) else 1)
-    values = [objective(r, cfg.objective) for r in results]
+    values = [objective(r, spec.run.objective) for r in results]
     return sum(values) / len(values)

@@ -9,9 +9,10 @@ none of the three (a new ``+trainer.<key>``) is refused too: never silently igno
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from experiments.config.errors import ConfigError
 
@@ -63,11 +64,12 @@ def _plain(value: Any) -> Any:
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
-def check_trainer_keys(trainer_cfg: DictConfig) -> None:
-    """Raise ConfigError (one line naming the key and its value) for a key an ensemble cannot honour."""
-    for key in trainer_cfg:
+def check_trainer_keys(trainer: Mapping[str, Any]) -> None:
+    """Raise ConfigError (one line naming the key and its value) for a key of the trainer's keywords
+    (``trainer``) an ensemble cannot honour."""
+    for key in trainer:
         key = str(key)
-        value = _plain(trainer_cfg.get(key))
+        value = _plain(trainer.get(key))
         if key in PASSED or key in HANDLED:
             continue
         neutral, why = REFUSED.get(key, ((None,), "the ensemble does not pass it to its Trainer"))
@@ -76,11 +78,12 @@ def check_trainer_keys(trainer_cfg: DictConfig) -> None:
         raise ConfigError(f"trainer.{key}={value} is {ADVICE} ({why})")
 
 
-def passed_keywords(trainer_cfg: DictConfig) -> dict[str, Any]:
-    """The ``PASSED`` keys the config sets, as the Trainer takes them (``+trainer.max_time={hours: 1}``: a dict)."""
+def passed_keywords(trainer: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``PASSED`` keys the trainer's keywords (``trainer``) set, as the Trainer takes them
+    (``+trainer.max_time={hours: 1}``: a dict)."""
     out = {}
     for key in PASSED:
-        value = trainer_cfg.get(key)
+        value = trainer.get(key)
         if value is not None:
             out[key] = _plain(value)
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import platform
@@ -16,26 +15,11 @@ from typing import Any
 
 from attnlab.bibliography import lookup
 from attnlab.flatten import flatten  # noqa: F401  (experiments.record.result.flatten stays importable; train.py uses it)
+from experiments.config.hashing import HASH_EXCLUDE_PREFIXES, config_hash  # noqa: F401  (their old home)
 
 SCHEMA = 1
 # pruned: a study's trial stopped early by its pruner (result.json "pruned" says at which step)
 STATUSES = ("completed", "diverged", "failed", "pruned")
-# Keys that do not change what is computed: left out of the config hash.
-HASH_EXCLUDE_PREFIXES = (
-    "logger.",
-    "wandb_uploads.",  # what is uploaded to W&B beside the metrics
-    "progress_bar",
-    "trainer.log_every_n_steps",
-    "resume",
-    "ckpt_path",  # which checkpoint of the same computation a run continues from
-    "name",
-    "fail_at_step",
-    "num_threads",
-    "jobs_per_gpu",
-    "claims",
-    "ensemble.",
-    "trial.",  # the study trial the run reports to (experiments/sweep/pruning.py)
-)
 PACKAGES = (
     "torch",
     "lightning",
@@ -52,20 +36,6 @@ PACKAGES = (
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def config_hash(flat_config: dict[str, Any]) -> str:
-    kept = {k: v for k, v in flat_config.items() if not k.startswith(HASH_EXCLUDE_PREFIXES)}
-    blob = json.dumps(kept, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
-
-
-def resolved(cfg: Any) -> tuple[dict[str, Any], str]:
-    """The flattened, resolved config (a DictConfig) and its hash."""
-    from omegaconf import OmegaConf
-
-    flat = flatten(OmegaConf.to_container(cfg, resolve=True))
-    return flat, config_hash(flat)
 
 
 def git_sha() -> str | None:

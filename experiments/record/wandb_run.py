@@ -13,22 +13,24 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterable
 
-from omegaconf import DictConfig
+from experiments.config.spec import Spec
 
 log = logging.getLogger("attnlab")
 
 
-def job_type(cfg: DictConfig) -> str:
+def job_type(states_claims: bool) -> str:
+    """``train``, ``sweep_cell``, or ``study`` for a cell of a sweep whose config ``states_claims``."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     if not multirun:
         return "train"
-    return "study" if cfg.get("claims") else "sweep_cell"
+    return "study" if states_claims else "sweep_cell"
 
 
 def factors(overrides: list[str]) -> dict[str, str]:
@@ -47,13 +49,14 @@ NAMED_APART = ("attention", "position", "seed", "experiment", "hparams_search")
 NAME_LENGTH = 128  # W&B shows a display name whole up to about this length
 
 
-def display_name(cfg: DictConfig, overrides: list[str]) -> str:
+def display_name(spec: Spec, overrides: list[str]) -> str:
     """``local+alibi seed=0``, the run's other computation factors between: ``local+alibi optim.lr=0.01 seed=0``."""
     from attnlab.cell_identity import is_noise
     from experiments.config.budget import BUDGET_KEYS
 
-    head = f"{cfg.attention.name}+{cfg.position.name}"
-    tail = f"seed={cfg.seed}"
+    names = spec.names()
+    head = f"{names['attention']}+{names['position']}"
+    tail = f"seed={spec.run.seed}"
     middle = [
         f"{key}={value}"
         for key, value in factors(overrides).items()
@@ -75,16 +78,16 @@ def cell(flat_config: dict[str, Any], result_fields: dict[str, Any]) -> str:
 
 
 def run_config(
-    cfg: DictConfig, flat_config: dict[str, Any], overrides: list[str], unused: Iterable[str] = ()
+    names: Mapping[str, str], flat_config: dict[str, Any], overrides: list[str], unused: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """The W&B config: the flattened config, the cell id and the factors. ``unused``: the model's settings it
-    did not build (``Transformer.unused_settings``), which the cell id, as the report's, leaves out."""
+    """The W&B config: the flattened config, the cell id and the factors. ``names``: the run's task, attention
+    and position; ``unused``: the model's settings it did not build (``Transformer.unused_settings``), which the
+    cell id, as the report's, leaves out."""
     from experiments.config.unused import record_unused
 
-    names = {"task": cfg.task.name, "attention": cfg.attention.name, "position": cfg.position.name}
     computed: dict[str, Any] = {"config": flat_config}
     record_unused(computed, unused)  # nulls the unused keys in a copy of the config
-    return {**flat_config, "attnlab/cell": cell(computed["config"], names), "attnlab/factors": factors(overrides)}
+    return {**flat_config, "attnlab/cell": cell(computed["config"], dict(names)), "attnlab/factors": factors(overrides)}
 
 
 def log_artifacts(run: Any, result: dict[str, Any], run_dir: Path, *, checkpoint: bool) -> None:

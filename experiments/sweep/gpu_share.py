@@ -34,10 +34,13 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from experiments.config.spec import Spec, freeze, thaw
 
 log = logging.getLogger("attnlab")
 SLOTS_DIR = ".gpu_slots"
@@ -107,6 +110,16 @@ def trainer_devices(devices: Any) -> Any:
     return [gpu] if gpu is not None else devices
 
 
+def on_held_gpu(spec: Spec) -> Spec:
+    """The run's spec with ``trainer.devices`` the GPU this job holds (``shared_gpu``), if any; the recorded config
+    keeps the configured value, as the Trainer's other runtime keywords do."""
+    devices = spec.trainer.get("devices")
+    held = trainer_devices(devices)
+    if held is devices:
+        return spec
+    return replace(spec, trainer=replace(spec.trainer, node=freeze({**thaw(spec.trainer.node), "devices": held})))
+
+
 def compile_workers(jobs_per_gpu: int, cores: int | None = None) -> int:
     """Inductor compile workers for one of ``jobs_per_gpu`` processes sharing this machine's cores."""
     cores = cores if cores is not None else len(os.sched_getaffinity(0))
@@ -150,25 +163,23 @@ def share_compile_cache(sweep_dir: Path, jobs_per_gpu: int = 1) -> Iterator[dict
 
 
 @contextlib.contextmanager
-def shared_gpu(cfg: Any, hydra_cfg: Any, multirun: bool) -> Iterator[int | None]:
+def shared_gpu(spec: Spec, hydra_cfg: Any, multirun: bool) -> Iterator[int | None]:
     """A GPU slot for this job when ``jobs_per_gpu`` > 1 in a multirun on GPUs; otherwise nothing changes.
-    Every cell of a multirun on one machine shares the sweep's compile caches (``share_compile_cache``)."""
-    k = int(cfg.get("jobs_per_gpu", 1) or 1)
+    Every cell of a multirun on one machine shares the sweep's compile caches (``share_compile_cache``).
+    ``hydra_cfg``: Hydra's own config of this job (its sweep folder and job number)."""
+    k = int(spec.sweep.jobs_per_gpu or 1)
+    gpu_trainer = on_gpu(spec.trainer.node)
     with contextlib.ExitStack() as stack:
         if multirun and "SLURM_JOB_ID" not in os.environ:
-            stack.enter_context(share_compile_cache(Path(hydra_cfg.sweep.dir), k if on_gpu(cfg.trainer) else 1))
-        with _gpu_slot(cfg, hydra_cfg, multirun, k) as gpu:
+            stack.enter_context(share_compile_cache(Path(hydra_cfg.sweep.dir), k if gpu_trainer else 1))
+        with _gpu_slot(gpu_trainer, hydra_cfg, multirun, k) as gpu:
             yield gpu
 
 
 @contextlib.contextmanager
-def _gpu_slot(cfg: Any, hydra_cfg: Any, multirun: bool, k: int) -> Iterator[int | None]:
+def _gpu_slot(gpu_trainer: bool, hydra_cfg: Any, multirun: bool, k: int) -> Iterator[int | None]:
     if (
-        not multirun
-        or k <= 1
-        or not on_gpu(cfg.trainer)
-        or os.environ.get("LOCAL_RANK")
-        or torch.cuda.device_count() < 1
+        not multirun or k <= 1 or not gpu_trainer or os.environ.get("LOCAL_RANK") or torch.cuda.device_count() < 1
     ):  # no GPU visible: the run's own checks refuse it, with a result
         yield None
         return

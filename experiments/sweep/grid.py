@@ -32,6 +32,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.roles import ROLES
+from experiments.config.checks import available_cores
+from experiments.config.spec import GridSpec, grid_spec
 
 log = logging.getLogger("attnlab")
 _LAST: dict[str, Any] = {"failed": 0, "ran": False}
@@ -111,13 +113,6 @@ def register_resolvers() -> None:
 
 
 # -- threads ---------------------------------------------------------------------------------------
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # what this process may use (SLURM and taskset narrow it)
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def jobs_at_once(launcher: Mapping[str, Any] | None, cores: int) -> int:
     """How many jobs of the sweep the launcher runs at the same time on one machine."""
     target = str((launcher or {}).get("_target_", ""))
@@ -165,15 +160,14 @@ def set_threads(n: int) -> None:
 
 
 # -- checks before any cell starts ------------------------------------------------------------------
-def grid_values(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
+def grid_values(grid: GridSpec) -> Iterator[tuple[str, list[str]]]:
     """(key, values) of each override of the grid, as the basic sweeper combines them: the
     preset's sweeper params, then the command line, which wins for a key given in both."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Glob
     from hydra.errors import HydraException
 
-    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
-    lines = [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
+    lines = [f"{key}={value}" for key, value in grid.params.items()] + list(grid.overrides)
     parser = OverridesParser.create()
     merged: dict[str, tuple[str, list[str]]] = {}
     for line in lines:
@@ -225,10 +219,9 @@ def search_path_options(group: str, searchpath: Sequence[str] = ()) -> set[str]:
     )
 
 
-def searchpath_overrides(config: DictConfig) -> list[str]:
-    """The command line's ``hydra.searchpath=[...]`` overrides of a sweep's config."""
-    task = OmegaConf.select(config, "hydra.overrides.task") or []
-    return [str(o) for o in task if str(o).lstrip("+~").startswith("hydra.searchpath=")]
+def searchpath_overrides(overrides: Sequence[str]) -> list[str]:
+    """The command line's ``hydra.searchpath=[...]`` overrides among a sweep's ``overrides``."""
+    return [str(o) for o in overrides if str(o).lstrip("+~").startswith("hydra.searchpath=")]
 
 
 def _unknown(key: str, value: str, choices: list[str]) -> SweepConfigError:
@@ -254,15 +247,15 @@ def grid_choices(group: str, registry: Any, searchpath: Sequence[str]) -> list[s
     return sorted(own | theirs)
 
 
-def check_grid(config: DictConfig) -> None:
+def check_grid(grid: GridSpec) -> None:
     """Every variant, task and group option the grid names exists, and SLURM is reachable if asked for."""
     from experiments.tasks import TASKS
     from variants import ATTENTION, POSITION
 
     registries = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))} - {"hydra"}
-    searchpath = searchpath_overrides(config)
-    for key, values in grid_values(config):
+    searchpath = searchpath_overrides(grid.overrides)
+    for key, values in grid_values(grid):
         repeated = sorted({v for v in values if values.count(v) > 1})
         if repeated:
             raise SweepConfigError(
@@ -279,7 +272,7 @@ def check_grid(config: DictConfig) -> None:
                 name = variant_name(value)
                 if name not in registry:
                     raise _unknown(key, name, registry.names())
-    check_launcher(OmegaConf.select(config, "hydra.launcher") or {}, config.trainer)
+    check_launcher(grid.launcher, grid.trainer)
 
 
 def check_launcher(launcher: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
@@ -322,7 +315,7 @@ class SweepSummary(Callback):
 
         BUSY.clear()
         try:
-            check_grid(config)
+            check_grid(grid_spec(config))  # the grid read once from the sweep's config
             # every launcher writes the sweep's folder first (multirun.yaml, then one folder per cell)
             check_output_path(Path(str(config.hydra.sweep.dir)) / "multirun.yaml", "hydra.sweep.dir:")
         except (SweepConfigError, OutputError) as err:
@@ -381,9 +374,17 @@ class SweepSummary(Callback):
         for folder in busy:
             print(f"{'busy':<9}  another process writes this cell; run the sweep again once it has ended  {folder}")
         if cells:
-            from experiments.app.summary import report_command
-
             print(f"report  {report_command(sweep_dir)}")
+
+
+def report_command(folder: Path) -> str:
+    """The command that writes the report of a run or a sweep, in the form training was started by (``attnlab-report``
+    after ``attnlab-train``, ``python -m analysis.report`` after ``python -m experiments.train``), quoted so that it
+    pastes into a shell."""
+    from attnlab.prog import command
+
+    report = command("analysis.report", "attnlab-report")
+    return shlex.join([*report, str(folder), "--out", str(folder / "report")])
 
 
 def _summary_in_worker() -> SweepSummary:

@@ -2,7 +2,7 @@
 Hydra's sweep syntax, its storage, the asking of trials so that a seeded sampler replays, and the checks
 that refuse a study before its first trial.
 
-Shared by the sweeper (which asks and tells) and by a trial's pruning callback (experiments/sweep/pruning.py),
+Shared by the sweeper (which asks and tells) and by a trial's pruning callback (experiments/training/pruning.py),
 which reports to the same trial through the same storage.
 """
 
@@ -15,12 +15,12 @@ from typing import Any
 
 from experiments.config.errors import ConfigError
 
+# the study's attributes a trial's pruning callback reads, and its storage: the trial's side of the study
+from experiments.training.study_storage import METRIC_ATTR, PRUNER_ATTR, open_storage  # noqa: F401
+
 # the study's own files in the sweep folder when no storage is given: Optuna's journal (one file,
 # safe for several processes, no database migrations to log)
 JOURNAL = "optuna.journal"
-# a study's attributes that tell a trial's pruning callback what to report and how to decide
-PRUNER_ATTR = "attnlab_pruner"
-METRIC_ATTR = "attnlab_pruning_metric"
 # a trial that a killed sweep left running: failed, and asked again with the same parameters
 INTERRUPTED_ATTR = "attnlab_interrupted"
 RETRY_ATTR = "attnlab_retry_of"  # on a trial asked again: the number of the interrupted trial it repeats
@@ -35,18 +35,6 @@ def storage_spec(storage: str | None, sweep_dir: str | Path) -> str:
     if storage:
         return str(storage)
     return str(Path(sweep_dir).resolve() / JOURNAL)
-
-
-def open_storage(spec: str) -> Any:
-    """An Optuna storage from ``storage_spec``: a database URL (``sqlite:///x.db``), else a journal file."""
-    import optuna
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-    if "://" in spec:
-        # RDB storages retry on a locked SQLite file; heartbeat-free: a killed trial is found as RUNNING
-        return optuna.storages.RDBStorage(spec, engine_kwargs={"connect_args": {"timeout": 60}})
-    Path(spec).parent.mkdir(parents=True, exist_ok=True)
-    return JournalStorage(JournalFileBackend(spec))
 
 
 # -- the search space ------------------------------------------------------------------------------

@@ -124,13 +124,13 @@ CONTINUATION = "continuation.json"
 BUSY: list[str] = []
 
 
-def completed(cfg: Any, run_dir: Path, cfg_hash: str) -> dict[str, Any] | None:
-    """The folder's result when it already completed with the same config (and resume is on): the run is
+def completed(resume: str, run_dir: Path, cfg_hash: str) -> dict[str, Any] | None:
+    """The folder's result when it already completed with the same config (and ``resume`` is auto): the run is
     skipped. ``skipped`` marks it for the caller; the file is not rewritten."""
     from experiments.record.result import read_result
 
     done = read_result(run_dir / RESULT)
-    if cfg.resume == "auto" and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
+    if resume == "auto" and done and done.get("status") == "completed" and done.get("config_hash") == cfg_hash:
         log.info("already completed with the same config (%s); skipping", run_dir / RESULT)
         done["skipped"] = True
         return done

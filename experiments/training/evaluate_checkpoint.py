@@ -19,11 +19,13 @@ from typing import Any
 
 import lightning as L
 import torch
+from omegaconf import OmegaConf
 
 from attnlab.run_folders import EVAL_DIR, EVALUATION
+from experiments.config.spec import Spec, TrainerSpec, spec_of, thaw
 from experiments.config.unused import record_unused
 from experiments.model.transformer import ModelSpec, count_parameters
-from experiments.record.result import config_hash, environment, now_iso, read_result, resolved, write_json_atomic
+from experiments.record.result import environment, now_iso, read_result, write_json_atomic
 from experiments.training import build, outcome, single_run
 from experiments.training.eval_config import evaluation_config, parse_overrides
 from experiments.training.module import TransformerModule
@@ -35,23 +37,25 @@ def default_folder(checkpoint: RunCheckpoint) -> Path:
     return checkpoint.run_dir / EVAL_DIR / datetime.now(timezone.utc).strftime("%Y-%m-%d_%H-%M-%S_%f")
 
 
-def rebuilt_module(checkpoint: RunCheckpoint, cfg: Any, datamodule: Any) -> TransformerModule:
-    """The trained module: its spec and weights from the checkpoint; what the test measures from ``cfg``
-    (the evaluation lengths from the rebuilt data). One line when the data no longer fits the model."""
+def rebuilt_module(checkpoint: RunCheckpoint, evaluated: Spec, datamodule: Any) -> TransformerModule:
+    """The trained module: its spec and weights from the checkpoint; what the test measures from the
+    ``evaluated`` spec (the evaluation lengths from the rebuilt data). One line when the data no longer fits
+    the model."""
     spec = ModelSpec.from_dict(checkpoint.hparams["model"])
+    task, position = evaluated.task.name, evaluated.model.position
     if int(datamodule.vocab_size) != spec.vocab_size:
         raise CheckpointError(
-            f"task={cfg.task.name}: the data now gives a vocabulary of {datamodule.vocab_size} tokens, the model "
+            f"task={task}: the data now gives a vocabulary of {datamodule.vocab_size} tokens, the model "
             f"in {checkpoint.path} was trained on {spec.vocab_size}; evaluate it on the data it was trained with"
         )
-    max_len = cfg.position.get("max_len") if cfg.position.name == "learned" else None
+    max_len = position.get("max_len") if position["name"] == "learned" else None
     if max_len is not None:
         from experiments.config.checks import longest_sequence
 
-        need = longest_sequence(cfg, datamodule)
+        need = longest_sequence(evaluated.model, datamodule)
         if need > int(max_len):
             raise CheckpointError(
-                f"task={cfg.task.name}: the longest evaluated sequence needs {need} positions, the model's learned "
+                f"task={task}: the longest evaluated sequence needs {need} positions, the model's learned "
                 f"table has position.max_len={max_len}; evaluate lengths it has positions for"
             )
     module = TransformerModule(
@@ -59,23 +63,22 @@ def rebuilt_module(checkpoint: RunCheckpoint, cfg: Any, datamodule: Any) -> Tran
             **checkpoint.hparams,
             "model": spec,
             "eval_lengths": list(getattr(datamodule, "eval_lengths", []) or []),
-            "generate": bool(cfg.eval.generate),
+            "generate": bool(evaluated.eval.generate),
             "bleu": datamodule.bleu_at_test,
-            "evaluation": build.eval_options(cfg, datamodule),
+            "evaluation": build.eval_options(evaluated.eval, datamodule),
         }
     )
     module.load_state_dict(checkpoint.state_dict, strict=True)
     return module
 
 
-def evaluation_trainer(cfg: Any, folder: Path) -> L.Trainer:
+def evaluation_trainer(t: TrainerSpec, folder: Path) -> L.Trainer:
     """A Trainer that only tests: the run's device and precision and batch limits, no logger, no checkpoints."""
-    t = cfg.trainer
     return L.Trainer(
         accelerator=t.accelerator,
-        devices=t.devices,
+        devices=thaw(t.get("devices")),
         num_nodes=1,
-        precision=t.precision,
+        precision=t.get("precision"),
         limit_val_batches=t.get("limit_val_batches"),
         limit_test_batches=t.get("limit_test_batches"),
         deterministic=bool(t.get("deterministic", False)),
@@ -104,20 +107,20 @@ def evaluate_checkpoint(ckpt_path: str, overrides: list[str], out: str | Path | 
         cfg.trainer.devices = 1  # a DDP run's test, on one device: the same examples, each once
     if cfg.get("num_threads"):
         torch.set_num_threads(int(cfg.num_threads))
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    spec = spec_of(OmegaConf.to_container(cfg, resolve=True))  # the evaluated config, read once
+    L.seed_everything(spec.run.seed, workers=True, verbose=False)
     folder = Path(out) if out is not None else default_folder(checkpoint)
     # a task's tokenizer cache: the run's own when it made one, else the evaluation's folder
     cache_root = checkpoint.run_dir if (checkpoint.run_dir / "cache").is_dir() else folder
-    datamodule = build.build_datamodule(cfg, cache_root)
-    module = rebuilt_module(checkpoint, cfg, datamodule)
+    datamodule = build.build_datamodule(spec, cache_root)
+    module = rebuilt_module(checkpoint, spec, datamodule)
     folder.mkdir(parents=True, exist_ok=True)
-    trainer = evaluation_trainer(cfg, folder)
-    flat, evaluated_hash = resolved(cfg)
+    trainer = evaluation_trainer(spec.trainer, folder)
     # the run's id and hash, so the evaluation joins its run; a checkpoint that predates its id: its result's
     evaluation_id = uuid.uuid4().hex[:12]
     beside = read_result(checkpoint.run_dir / single_run.RESULT) or {}
     run_id = str(checkpoint.run_id or beside.get("run_id") or evaluation_id)
-    result = single_run.new_result(cfg, folder, overrides, flat, checkpoint.config_hash or config_hash(flat), run_id)
+    result = single_run.new_result(spec, folder, overrides, run_id, checkpoint.config_hash)
     result["evaluation"] = {
         "id": evaluation_id,
         "checkpoint": str(checkpoint.path),
@@ -125,7 +128,7 @@ def evaluate_checkpoint(ckpt_path: str, overrides: list[str], out: str | Path | 
         "step": checkpoint.step,
         "of_run_dir": str(checkpoint.run_dir),
         "overrides": list(overrides),
-        "config_hash": evaluated_hash,  # of the evaluated config: the run's, with the overrides
+        "config_hash": spec.run.config_hash,  # of the evaluated config: the run's, with the overrides
     }
     result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
     record_unused(result, module.model.unused_settings())
@@ -135,7 +138,7 @@ def evaluate_checkpoint(ckpt_path: str, overrides: list[str], out: str | Path | 
     def validation() -> dict[str, float]:
         return outcome.scalar_metrics(trainer.validate(module, datamodule=datamodule, verbose=False))
 
-    single_run.evaluate(cfg, result, parts, folder, None, validation)
+    single_run.evaluate(spec, result, parts, folder, None, validation)
     result["cost"].update(params=params, peak_memory_mb=outcome.peak_memory_mb(module.device))
     result["cost"]["wall_seconds"] = time.perf_counter() - began
     result.update(finished_at=now_iso(), env=environment(outcome.device_name(trainer)))

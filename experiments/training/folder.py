@@ -38,7 +38,9 @@ from attnlab.cell_identity import is_noise
 from attnlab.run_folders import LOCK, PREVIOUS
 from experiments.config.budget import BUDGET_KEYS
 from experiments.config.errors import ConfigError
-from experiments.record.result import HASH_EXCLUDE_PREFIXES, read_result
+from experiments.config.hashing import HASH_EXCLUDE_PREFIXES
+from experiments.config.spec import RunSpec
+from experiments.record.result import read_result
 
 log = logging.getLogger("attnlab")
 
@@ -374,24 +376,17 @@ def record_callback(record: dict[str, Any]):
     return RecordComputation()
 
 
-def claim(cfg: Any, run_dir: Path, flat: Mapping[str, Any], *, sweep_cell: bool, rank_zero: bool = True) -> Claim:
-    """``claim_folder`` for a composed config; ``init_from`` is checked here too, before any work. A DDP rank > 0
+def claim(run: RunSpec, run_dir: Path, *, sweep_cell: bool, rank_zero: bool = True) -> Claim:
+    """``claim_folder`` for a run's spec; ``init_from`` is checked here too, before any work. A DDP rank > 0
     follows the decision its rank 0 has already carried out (the folder's files are rank 0's by then)."""
-    init_from = cfg.get("init_from")
-    if init_from is not None:
-        check_init_from(str(init_from))
-    ckpt_path = cfg.get("ckpt_path")
+    if run.init_from is not None:
+        check_init_from(run.init_from)
+    ckpt_path = run.ckpt_path
     if not rank_zero:
         named = None if ckpt_path is None else run_dir / CHECKPOINT if ckpt_path == "last" else Path(ckpt_path)
         found = named or (run_dir / CHECKPOINT if (run_dir / CHECKPOINT).exists() else None)
         return Claim(resume_from=str(found) if found is not None else None)
-    return claim_folder(
-        run_dir,
-        flat,
-        resume=cfg.get("resume"),
-        ckpt_path=None if ckpt_path is None else str(ckpt_path),
-        sweep_cell=sweep_cell,
-    )
+    return claim_folder(run_dir, run.flat_config(), resume=run.resume, ckpt_path=ckpt_path, sweep_cell=sweep_cell)
 
 
 def check_init_from(path: str) -> None:

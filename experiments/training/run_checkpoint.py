@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from experiments.config.errors import ConfigError
+from experiments.config.spec import TaskSpec
 from experiments.training.folder import CHECKPOINT, RECORD_KEY, RESULT, read_checkpoint
 
 
@@ -43,12 +44,12 @@ class RunCheckpoint:
         return self.path.parent.parent if self.path.parent.name == CHECKPOINT.parent.name else self.path.parent
 
 
-def evaluation_record(cfg: Any, run_id: str) -> dict[str, Any]:
+def evaluation_record(task: TaskSpec, run_id: str) -> dict[str, Any]:
     """What a checkpoint records beside its config so that it can be evaluated alone: the run's id and its data,
     ``{"files": {key: path}}``: every task setting that names an existing file, made absolute (the task reads
     the same settings again; this is only where the files lie)."""
     files = {}
-    for key, value in (cfg.task or {}).items():
+    for key, value in {"name": task.name, **task.params}.items():
         if isinstance(value, str) and value and Path(value).expanduser().is_file():
             files[str(key)] = str(Path(value).expanduser().resolve())
     return {"run_id": run_id, "data": {"files": files}}

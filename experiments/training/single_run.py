@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hydra.utils import get_original_cwd
-from omegaconf import DictConfig
 
 from attnlab.stops import describe as describe_stop
-from experiments.app.quiet import quiet_library_warnings, quiet_lightning_info
-from experiments.config.roles import expand_roles, role_labels, used_variants
+from experiments.config.spec import Spec
 from experiments.config.unused import record_unused
 from experiments.record.files import OutputError, check_free_space
 from experiments.record.loggers import keep_history, metrics_csv
@@ -31,7 +29,6 @@ from experiments.record.result import (
     environment,
     now_iso,
     read_result,
-    resolved,
     variant_references,
     write_json_atomic,
 )
@@ -40,6 +37,7 @@ from experiments.training import build, lightning_parts, outcome, stops
 from experiments.training import folder as run_folder
 from experiments.training.cell_contract import completed, continues_completed, stop_guard, write_ending, writing
 from experiments.training.checkpointing import checkpoint_bytes, checkpoint_step
+from experiments.training.quiet import quiet_library_warnings, quiet_lightning_info
 from experiments.training.run_checkpoint import evaluation_record
 
 log = logging.getLogger("attnlab")
@@ -104,23 +102,22 @@ def quiet_lightning_handlers() -> None:
 
 
 def new_result(
-    cfg: DictConfig, run_dir: Path, overrides: list[str], flat: dict[str, Any], cfg_hash: str, run_id: str
+    spec: Spec, run_dir: Path, overrides: list[str], run_id: str, cfg_hash: str | None = None
 ) -> dict[str, Any]:
-    """A result that says ``failed`` until the run proves otherwise."""
+    """A result that says ``failed`` until the run proves otherwise; ``cfg_hash``: another hash than the spec's
+    (an evaluation records its checkpoint's)."""
     return {
         "schema": SCHEMA,
         "run_id": run_id,
-        "sweep": cfg.name,
+        "sweep": spec.run.name,
         "status": "failed",
         "error": None,
-        "task": cfg.task.name,
-        "attention": cfg.attention.name,
-        "position": cfg.position.name,
-        "seed": cfg.seed,
-        "arch": cfg.model.arch,
+        **spec.names(),
+        "seed": spec.run.seed,
+        "arch": spec.model.arch,
         "overrides": overrides,
-        "config": flat,
-        "config_hash": cfg_hash,
+        "config": spec.run.flat_config(),
+        "config_hash": cfg_hash or spec.run.config_hash,
         "metrics": {},
         "by_length": {},
         "cost": {},
@@ -132,7 +129,7 @@ def new_result(
         "run_dir": str(run_dir),
         # the variant of each role that has its own, e.g. "local(mode=predictive,window=4)";
         # null where the role uses ``attention``
-        **role_labels(cfg),
+        **spec.model.role_labels(),
     }
 
 
@@ -144,8 +141,9 @@ def objective(result: dict[str, Any], metric: str = "val/loss") -> float:
     return float(value)
 
 
-def train(cfg: DictConfig, run_dir: Path, overrides: list[str], *, sweep_cell: bool = False) -> dict[str, Any]:
-    """Run one configuration; returns the result dict (also written to ``run_dir/result.json``).
+def train(spec: Spec, run_dir: Path, overrides: list[str], *, sweep_cell: bool = False) -> dict[str, Any]:
+    """Run one configuration (its spec, ``experiments.config.spec.build_spec``); returns the result dict (also
+    written to ``run_dir/result.json``).
 
     The cell contract (experiments/training/cell_contract.py): one process writes a folder at a time, and the
     folder's checkpoint is resumed only by the same computation (experiments/training/folder.py): another one
@@ -154,48 +152,48 @@ def train(cfg: DictConfig, run_dir: Path, overrides: list[str], *, sweep_cell: b
     """
     # DDP ranks > 0 write under their rank 0's lock
     with writing(run_dir, sweep_cell=sweep_cell, enabled=is_rank_zero()), stop_guard():
-        return _train(cfg, run_dir, overrides, sweep_cell)
+        return _train(spec, run_dir, overrides, sweep_cell)
 
 
-def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: bool) -> dict[str, Any]:
+def _train(spec: Spec, run_dir: Path, overrides: list[str], sweep_cell: bool) -> dict[str, Any]:
     began = time.perf_counter()
     quiet_library_warnings()
     quiet_lightning_handlers()
-    expand_roles(cfg)
-    flat, cfg_hash = resolved(cfg)
-    done = completed(cfg, run_dir, cfg_hash)
+    run = spec.run
+    flat, cfg_hash = run.flat_config(), run.config_hash
+    done = completed(run.resume, run_dir, cfg_hash)
     if done:
         return done
-    claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=sweep_cell, rank_zero=is_rank_zero())
+    claim = run_folder.claim(run, run_dir, sweep_cell=sweep_cell, rank_zero=is_rank_zero())
     # a continuation (trainer.max_steps raised) of a completed run keeps that result until it completes
     keep = claim.resume_from is not None and continues_completed(run_dir, flat)
-    result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash, flat))
+    result = new_result(spec, run_dir, overrides, run_identity(run_dir, cfg_hash, flat))
     if claim.record(run_dir):  # where a changed cell's (or resume=never's) old files went, and why
         result["previous_run"] = claim.record(run_dir)
     trainer = wandb = None
     try:
-        parts = build.assemble(cfg, run_dir, run_id=result["run_id"], flat_config=flat, overrides=overrides)
+        parts = build.assemble(spec, run_dir, run_id=result["run_id"], overrides=overrides)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
         result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
         result["cost"]["params"] = parts.params
         # The kernel each layer trains on where the run trains, and why where flex could not serve it.
         longest = datamodule.longest_sequence() if hasattr(datamodule, "longest_sequence") else None
-        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(cfg), keys=longest)
+        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(spec.trainer), keys=longest)
         record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
-        result["references"] = variant_references(used_variants(cfg, result["unused"]))
+        result["references"] = variant_references(spec.used_variants(result["unused"]))
         resume_from = claim.resume_from  # only ever a checkpoint of this computation
         # every checkpoint records the computation that wrote it, for the next run's comparison
         # and what rebuilds it for evaluation alone (python -m experiments.evaluate)
-        record = {**run_folder.run_record(flat, cfg_hash), **evaluation_record(cfg, result["run_id"])}
+        record = {**run_folder.run_record(flat, cfg_hash), **evaluation_record(spec.task, result["run_id"])}
         trainer.callbacks.append(run_folder.record_callback(record))
-        if cfg.init_from is not None and not resume_from:  # resuming continues the warm-started run
+        if run.init_from is not None and not resume_from:  # resuming continues the warm-started run
             from experiments.training.warm_start import warm_start
 
-            result["init_from"] = warm_start(module, cfg.init_from)
-            log.info("starting from the weights of %s (step %d)", cfg.init_from, result["init_from"]["step"])
-        elif cfg.init_from is not None:  # the warm start happened in the run's first segment
+            result["init_from"] = warm_start(module, run.init_from)
+            log.info("starting from the weights of %s (step %d)", run.init_from, result["init_from"]["step"])
+        elif run.init_from is not None:  # the warm start happened in the run's first segment
             result["init_from"] = (read_result(run_dir / RESULT) or {}).get("init_from")
-        if not cfg.trainer.fast_dev_run and not resume_from:
+        if not spec.trainer.get("fast_dev_run") and not resume_from:
             # a disk too small for one checkpoint fails now, not at the first checkpoint
             check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
         if resume_from:
@@ -216,13 +214,13 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
         if trainer.interrupted:
             raise KeyboardInterrupt("training was interrupted")
         # the budget reached, or the limit that ended the fit first (max_time, early stopping, ...)
-        from experiments.sweep.pruning import pruned_step
+        from experiments.training.pruning import pruned_step
 
         pruned = pruned_step(trainer.callbacks)
         result["stop"] = (
-            stops.record("pruned", pruned["step"], stops.budget(cfg))
+            stops.record("pruned", pruned["step"], stops.budget(spec.trainer))
             if pruned is not None
-            else stops.stop_after_fit(trainer, stops.budget(cfg))
+            else stops.stop_after_fit(trainer, stops.budget(spec.trainer))
         )
         if result["stop"]["reason"] != stops.BUDGET:
             log.info("%s", describe_stop(result["stop"]))
@@ -233,10 +231,10 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
             outcome.release_ddp_ranks(trainer)
             _finish(result, trainer, wandb, run_dir, began, keep)
             return result
-        tested = lightning_parts.tested_checkpoint(cfg, trainer)  # None: the final weights
-        evaluate(cfg, result, parts, run_dir, tested, lambda: outcome.final_validation(trainer, module, datamodule))
+        tested = lightning_parts.tested_checkpoint(spec.eval, trainer)  # None: the final weights
+        evaluate(spec, result, parts, run_dir, tested, lambda: outcome.final_validation(trainer, module, datamodule))
         result["cost"].update(outcome.cost(trainer, module, train_seconds, compile_seconds))  # peak memory: test's too
-        result["cost"]["compile_mode"] = cfg.model.compile_mode if cfg.model.compile else None
+        result["cost"]["compile_mode"] = spec.model.compile_mode if spec.model.compile else None
         if getattr(module, "flex_options", None):
             result["kernel_options"] = module.flex_options  # chosen on the device at fit start
     except BaseException as err:  # noqa: BLE001 - every ending is recorded
@@ -245,7 +243,7 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
         if stops.signal_of(err):
             result["resume"] = resume_command(run_dir, sweep_cell, overrides)
             if trainer is not None:
-                result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(cfg))
+                result["stop"] = stops.record(stops.signal_of(err), trainer.global_step, stops.budget(spec.trainer))
         if not isinstance(err, Exception):
             _finish(result, trainer, wandb, run_dir, began, keep)
             raise
@@ -255,7 +253,7 @@ def _train(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep_cell: boo
 
 
 def evaluate(
-    cfg: DictConfig,
+    spec: Spec,
     result: dict[str, Any],
     parts: Any,
     run_dir: Path,
@@ -276,20 +274,22 @@ def evaluate(
         val = outcome.scalar_metrics(trainer.validate(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
     test = outcome.scalar_metrics(trainer.test(module, datamodule=datamodule, ckpt_path=tested, verbose=False))
     result["metrics"] = {**val, **test, **module.bleu_scores()}
-    record_objective(trainer.loggers, result["metrics"], cfg.objective, trainer.global_step)  # TensorBoard's hp_metric
+    record_objective(
+        trainer.loggers, result["metrics"], spec.run.objective, trainer.global_step
+    )  # TensorBoard's hp_metric
     result["by_length"] = module.length_metrics()
     result["cost"]["test_seconds"] = module.test_seconds
     if module.evaluation.attention_stats:
         result["cost"]["attention_stats_seconds"] = module.stats_seconds
         if trainer.is_global_zero:
             result["attention_stats"] = outcome.save_attention_stats(module, run_dir)
-    if cfg.eval.attention_maps and trainer.is_global_zero:
-        maps_to_wandb = lightning_parts.wandb_upload(cfg, "attention_maps")
+    if spec.eval.attention_maps and trainer.is_global_zero:
+        maps_to_wandb = lightning_parts.wandb_upload(spec.trainer, "attention_maps")
         outcome.save_attention_maps(module, datamodule, run_dir, parts.wandb if maps_to_wandb else None)
     result["status"] = "completed"
 
 
-def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads: int) -> dict[str, Any]:
+def train_in_child(spec: Spec, run_dir: Path, overrides: list[str], threads: int) -> dict[str, Any]:
     """A DDP cell of a multirun, run as a single run of its own in the cell's folder.
 
     Lightning starts ranks > 0 by re-running the command line, which in a multirun is
@@ -297,13 +297,12 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     A child single run gives the ranks a command that is this cell alone, and the sweep
     outlives whatever happens to the cell.
     """
-    expand_roles(cfg)
-    flat, cfg_hash = resolved(cfg)
-    done = completed(cfg, run_dir, cfg_hash)
+    cfg_hash = spec.run.config_hash
+    done = completed(spec.run.resume, run_dir, cfg_hash)
     if done:
         return done
     # a changed cell's old files move aside here; the child then finds a folder of its own computation
-    claim = run_folder.claim(cfg, run_dir, flat, sweep_cell=True)
+    claim = run_folder.claim(spec.run, run_dir, sweep_cell=True)
     quoted = str(run_dir).replace("'", "\\'")  # a quoted override value may hold "=" and ","
     command = [
         sys.executable,
@@ -319,7 +318,7 @@ def train_in_child(cfg: DictConfig, run_dir: Path, overrides: list[str], threads
     code = subprocess.run(command, cwd=get_original_cwd(), check=False).returncode
     result = read_result(run_dir / RESULT)
     if result is None or (run_dir / RESULT).stat().st_mtime < started:
-        result = new_result(cfg, run_dir, overrides, flat, cfg_hash, run_identity(run_dir, cfg_hash))
+        result = new_result(spec, run_dir, overrides, run_identity(run_dir, cfg_hash))
         result.update(
             error=f"the DDP run exited with code {code} before writing its result",
             finished_at=now_iso(),

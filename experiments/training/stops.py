@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.stops import BUDGET
+from experiments.config.spec import TrainerSpec
 
 # the shell's codes for a process ended by the signal: 128 + its number
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
@@ -39,9 +40,9 @@ def exit_code(err: BaseException) -> int | None:
     return EXIT_CODES[name] if name else None
 
 
-def budget(cfg: Any) -> int:
+def budget(trainer: TrainerSpec) -> int:
     """The configured ``trainer.max_steps`` (-1: none); Lightning's own is 1 under fast_dev_run."""
-    return int(cfg.trainer.get("max_steps", -1) or -1)
+    return trainer.max_steps
 
 
 def record(reason: str, step: int, max_steps: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ attnlab runs, on current Optuna (>= 4).
   loads it: finished trials count against ``n_trials`` and are not run again; a trial a killed sweep left
   running is failed as interrupted and run again with the same parameters.
 - Trials run through the configured launcher, ``n_jobs`` at a time.
-- Each trial's job reports ``pruning_metric`` after every validation to its trial (experiments/sweep/pruning.py),
+- Each trial's job reports ``pruning_metric`` after every validation to its trial (experiments/training/pruning.py),
   through the storage; the pruner (``hydra/sweeper/pruner=median``) stops it, and the trial is PRUNED in
   Optuna and ``status: pruned`` with its step in result.json.
 - A failed or diverged run is a FAIL trial, not a score; the study's best is over completed trials.

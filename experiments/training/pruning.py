@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from lightning.pytorch import Callback
@@ -24,7 +25,7 @@ class TrialPruning(Callback):
         import optuna
         from hydra.utils import instantiate
 
-        from experiments.sweep.optuna_study import METRIC_ATTR, PRUNER_ATTR, open_storage
+        from experiments.training.study_storage import METRIC_ATTR, PRUNER_ATTR, open_storage
 
         backend = open_storage(storage)
         # the sweeper's pruner, rebuilt here: Optuna keeps a study's pruner in the process, not the storage
@@ -55,12 +56,12 @@ class TrialPruning(Callback):
             trainer.should_stop = True
 
 
-def pruning_callback(cfg: Any) -> TrialPruning | None:
-    """The callback of a job the sweeper started as a trial of a study; None for any other run."""
-    trial = cfg.get("trial")
-    if trial is None or trial.get("number") is None:
+def pruning_callback(trial: Mapping[str, Any]) -> TrialPruning | None:
+    """The callback of a job the sweeper started as a trial of a study (``trial``: the config's number, study
+    and storage); None for any other run."""
+    if trial.get("number") is None:
         return None
-    return TrialPruning(str(trial.storage), str(trial.study), int(trial.number))
+    return TrialPruning(str(trial["storage"]), str(trial["study"]), int(trial["number"]))
 
 
 def pruned_step(callbacks: list[Any]) -> dict[str, Any] | None:
