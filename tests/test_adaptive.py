@@ -19,7 +19,8 @@ from attnlab.claims import parse_claims
 from attnlab.sequential import replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Cell, Plan
-from tests.test_sweeps import ENV, QUIET, multirun, refused_in_process, results
+from tests.helpers.env import ENV
+from tests.helpers.sweeps import QUIET, multirun, refused_in_process, results
 
 
 def claim(**fields):

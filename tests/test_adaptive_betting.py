@@ -18,9 +18,9 @@ from attnlab.claims import ClaimError, parse_claims
 from attnlab.sequential import replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Plan
+from tests.helpers.sweeps import multirun, refused_in_process, results
 from tests.test_adaptive import CLAIM, adaptive_args, cell, claim, claims_cli
 from tests.test_adaptive_claims import CASES, PLAN, _claim, _inputs
-from tests.test_sweeps import multirun, refused_in_process, results
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,9 @@ from attnlab.claims import ClaimError, parse_claims
 from attnlab.sequential import BOUNDARIES, replay
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Plan
+from tests.helpers.sweeps import multirun, refused_in_process, results
 from tests.test_adaptive import BUDGET, CLAIM, adaptive_args, cell, claim, claims_cli, report_md
 from tests.test_adaptive_claims import CASES, PLAN, _claim, _inputs
-from tests.test_sweeps import multirun, refused_in_process, results
 
 MEDIAN = Plan((0, 1), 1, 40, 0.05, 1.0, "median")
 RATIO = {"metric": "token_acc@48", "over": 24, "a": {"position": "rope"}, "expect": "ratio", "bounds": [0.5, None]}

@@ -10,7 +10,7 @@ import pytest
 from experiments.config.checks import check_config
 from experiments.config.schema import ARCHS, EMBEDDINGS, NORMS, POOLINGS, SCHEDULES, OptimConf
 from experiments.model.transformer import ModelSpec, VariantSpec
-from tests.conftest import TINY, compose
+from tests.helpers.config import TINY, compose
 
 
 def spec(**options) -> ModelSpec:

@@ -18,7 +18,7 @@ from attnlab.claims import parse_claims
 from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Cell, Plan
 from hydra_plugins.attnlab_launcher.adaptive_sweeper import _decide, _decision_row
-from tests.cell_fixtures import flat_config, result, write
+from tests.helpers.cell_fixtures import flat_config, result, write
 
 METRIC = "test/token_acc"
 RAW = [{"name": "soft beats local", "metric": METRIC, "a": {"attention": "soft"}, "b": {"attention": "local"}}]

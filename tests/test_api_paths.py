@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from experiments.app.preflight import PreflightError
-from tests.conftest import TINY
-from tests.test_cli import train_cli
+from tests.helpers.cli import train_cli
+from tests.helpers.config import TINY
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, reinforce_terms
 from variants.attention.hard import ESTIMATORS
 from variants.attention.local import MODES

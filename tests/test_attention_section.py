@@ -14,8 +14,8 @@ from analysis.data.collect import collect
 from analysis.report.build import build_report
 from analysis.report.document.model import fmt
 from analysis.report.sections.attention_section import attention_frame, attention_section, best_cross_layer, cell_labels
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = [4, 8, 16]
 TRAIN = [2, 8]
 LAYERS = ["encoder_self/0", "decoder_self/0", "cross/0", "cross/1"]

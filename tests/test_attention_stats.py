@@ -10,7 +10,7 @@ import torch
 
 from experiments.model import attention_stats as A
 from experiments.tasks import TASKS
-from tests.cases import one_thread  # noqa: F401
+from tests.helpers.cases import one_thread  # noqa: F401
 
 
 def reference(weights: np.ndarray, visible: np.ndarray, aligned: np.ndarray | None = None) -> dict[str, np.ndarray]:

@@ -20,8 +20,9 @@ from experiments.app.summary import print_summary
 from experiments.model import attention_stats as A
 from experiments.tasks import TASKS
 from experiments.training.module import EvalOptions, TransformerModule
-from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
-from tests.conftest import ROOT, TINY
+from tests.helpers.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
+from tests.helpers.config import TINY
+from tests.helpers.paths import ROOT
 from variants import ATTENTION, POSITION
 
 LENGTHS = [3, 5]

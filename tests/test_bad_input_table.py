@@ -9,7 +9,6 @@ namespace, skipped where the kernel does not allow one); a row with ``fsize`` ru
 
 from __future__ import annotations
 
-import os
 import resource
 import shutil
 import subprocess
@@ -19,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cell_fixtures import flat_config, result, write
-from tests.conftest import ROOT, TINY
+from tests.helpers.cell_fixtures import flat_config, result, write
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 TRAIN = [sys.executable, "-m", "experiments.train"]
 REPORT = [sys.executable, "-m", "analysis.report"]
 

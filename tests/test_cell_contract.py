@@ -77,7 +77,7 @@ def test_a_study_stored_before_settings_were_recorded_is_checked_for_its_directi
 def test_a_tuned_rerun_with_a_new_best_never_pools_the_old_bests_final_seeds(tmp_path: Path) -> None:
     """The case the issue reports: n_trials raised, a new best, its final seeds beside the old best's."""
     from analysis.report.sections.tuned import load
-    from tests.test_analysis import result_dict, write_result
+    from tests.helpers.results import result_dict, write_result
 
     sweep = tmp_path / "sweep"
     study = "s__all"

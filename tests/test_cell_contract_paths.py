@@ -262,7 +262,7 @@ CHECKS = {
 
 def test_the_table_covers_every_sweeper_and_launcher_attnlab_ships() -> None:
     """A sweeper or launcher added to conf/hydra/ without a row in ``PATHS`` fails here."""
-    from tests.conftest import CONF
+    from tests.helpers.paths import CONF
 
     sweepers = {p.stem for p in (CONF / "hydra" / "sweeper").glob("*.yaml")}
     # slurm needs a cluster; its jobs run the grid's cells (tests/test_slurm.py)

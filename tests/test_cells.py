@@ -8,7 +8,7 @@ import pytest
 from analysis.data.cells import assign_cells
 from analysis.data.collect import collect
 from analysis.report.plan.layout import asked_factors
-from tests.cell_fixtures import flat_config, result, write
+from tests.helpers.cell_fixtures import flat_config, result, write
 
 # What this test takes as not changing the computation, spelled out independently of analysis.data.cells.
 NOISE = [

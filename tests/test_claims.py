@@ -25,8 +25,8 @@ from analysis.claims.evaluate import evaluate as evaluate_claims
 from analysis.data.collect import collect
 from analysis.stats.claims import two_sample_test
 from attnlab.claims import ClaimError, parse_claim, parse_claims
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.05
 # test/score per seed (a metric without a range: Welch's test as written; test/token_acc, the same values as an
 # accuracy, is decided over the divergence rates its seeds leave possible, tests/test_claims_unseen_divergence.py);

@@ -22,7 +22,7 @@ import yaml
 from scipy import stats as sps
 
 from analysis.claims.cli import main as claims_main
-from tests.test_analysis import result_dict
+from tests.helpers.results import result_dict
 
 METRIC = "test/token_acc"
 # a metric whose name gives no range: Welch's and the exact test as written (an accuracy is decided over the

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,16 +15,15 @@ from omegaconf import OmegaConf
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from experiments.training import build
 from experiments.training.single_run import train
-from tests.cases import skip_if_incompatible
-from tests.conftest import CONF, ROOT, TINY, compose
+from tests.helpers.cases import skip_if_incompatible
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
+from tests.helpers.paths import CONF
+from tests.helpers.runs import run
 from variants import ATTENTION, POSITION
 
 PAD, VOCAB = 0, 10
 CLASSIFY_TASKS = ["listops", "parity"]
-
-
-def run(overrides: list[str], run_dir: Path) -> dict:
-    return train(compose(overrides), run_dir, overrides)
 
 
 def encoder(attention: str, position: str, pooling: str) -> Transformer:
@@ -258,7 +256,7 @@ def test_cli_bad_pooling_exits_2_with_one_line(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)},
+        env=environment(),
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()

@@ -4,7 +4,6 @@ Hydra flag, console scripts that name themselves, and the Python API giving the 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,20 +12,10 @@ import pytest
 import tomllib
 
 from experiments.app.preflight import overrides_of
-from tests.conftest import CONF, ROOT, TINY
-
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
-
-
-def train_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.train", *args],
-        cwd=ROOT,
-        env=ENV,
-        text=True,
-        capture_output=True,
-        timeout=timeout,
-    )
+from tests.helpers.cli import train_cli
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV
+from tests.helpers.paths import CONF, ROOT
 
 
 def test_help_is_attnlabs_own_with_every_group_and_its_options() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -18,7 +17,9 @@ from rich.console import Console
 from experiments.app.summary import print_summary
 from experiments.sweep.grid import cell_labels
 from experiments.training.single_run import resume_command
-from tests.conftest import ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.env import environment
+from tests.helpers.paths import ROOT
 
 AWKWARD = "runs/it's a b,c=d [x]"  # a space, a quote, Hydra's sweep comma, '=' and brackets
 
@@ -62,7 +63,7 @@ def test_a_users_own_preset_works_under_multirun(tmp_path: Path) -> None:
     mine.parent.mkdir(parents=True)
     mine.write_text("# @package _global_\nname: mine\noptim:\n  lr: 0.002\n")
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = environment(OMP_NUM_THREADS="1")
     done = subprocess.run(
         [sys.executable, "-m", "experiments.train", "--config-dir", str(mine.parent.parent), "-m"]
         + ["experiment=mine", "seed=0,1", *TINY, "trainer.max_steps=1", f"hydra.sweep.dir={sweep}"],

@@ -112,7 +112,7 @@ def test_compiled_model_equals_eager(arch: str, attention: str, position: str) -
 @needs_compiler
 def test_training_app_runs_with_model_compile(tmp_path) -> None:
     from experiments.training.single_run import train
-    from tests.conftest import TINY, compose
+    from tests.helpers.config import TINY, compose
 
     overrides = [*TINY, "model.compile=true", "model.dropout=0.1", "trainer.max_steps=3"]
     result = train(compose(overrides), tmp_path, overrides)

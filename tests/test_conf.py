@@ -7,7 +7,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from experiments.tasks import TASKS
-from tests.conftest import CONF, compose
+from tests.helpers.config import compose
+from tests.helpers.paths import CONF
 from variants import ATTENTION, POSITION
 
 GROUPS = {"attention": ATTENTION, "position": POSITION, "task": TASKS}

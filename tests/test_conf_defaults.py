@@ -23,9 +23,8 @@ import pytest
 import yaml
 
 from experiments.config.schema import Config, ModelConf
-from experiments.tasks import TASKS
-from tests.conftest import CONF
-from variants import ATTENTION, POSITION
+from tests.helpers.paths import CONF
+from tests.helpers.registries import REGISTRIES
 from variants.registry import keyword_parameters
 
 # "<file under conf/>:<dotted key>" -> why the yaml's value differs from the code's default
@@ -72,7 +71,6 @@ DELIBERATE: dict[str, str] = {
     "logger/tensorboard.yaml:tensorboard.version": "the events go straight into the run's folder, without version_N/",
 }
 
-REGISTRIES = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
 TARGET_GROUPS = ("trainer", "callbacks", "logger")
 MANDATORY = "???"  # Hydra's "no default: give it"
 

@@ -10,7 +10,7 @@ import torch
 
 from experiments.training import callbacks
 from experiments.training.callbacks import StepTimer
-from tests.conftest import TINY, compose
+from tests.helpers.config import TINY, compose
 
 
 class Module:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+
 LAYERS = ("variants", "experiments", "analysis", "attnlab", "hydra_plugins")
 CHECKED = ("variants", "experiments", "analysis", "attnlab")
 CONFIG_FILES = ("conf/**/*.yaml", "Makefile", ".ci/*", "pyproject.toml")

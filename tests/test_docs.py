@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compose
+from tests.helpers.config import compose
+from tests.helpers.paths import CONF, ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-CONF = ROOT / "conf"
 PROJECT = ("variants", "experiments", "analysis", "attnlab")
 
 

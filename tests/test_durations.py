@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.durations import from_junit, longest_files_first
+from tests.helpers.durations import from_junit, longest_files_first
 
 
 @dataclass

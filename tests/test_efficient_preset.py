@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 from experiments.app.preflight import preflight
 from experiments.config.roles import expand_roles
 from experiments.training.single_run import train
-from tests.conftest import CONF, SHARED_DATA, compose
+from tests.helpers.config import compose
+from tests.helpers.paths import CONF, SHARED_DATA
 from variants import ATTENTION
 
 PRESETS = {"efficient": "encoder_attention", "efficient_charlm": "decoder_attention"}

@@ -16,8 +16,8 @@ import torch
 from experiments.bench.ensemble_equality import compare, differences
 from experiments.ensemble import train_ensemble
 from experiments.training.single_run import train
-from tests.cases import skip_if_incompatible
-from tests.conftest import TINY, compose
+from tests.helpers.cases import skip_if_incompatible
+from tests.helpers.config import TINY, compose
 from variants import ATTENTION, POSITION
 
 TOL = 1e-4

@@ -17,15 +17,8 @@ import pytest
 
 from analysis.data.pending import cells_without_result
 from attnlab.run_folders import LOCK
-from tests.conftest import ROOT
-
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
-
-
-def ended_pid() -> int:
-    """The pid of a process that has ended (and was reaped)."""
-    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    return int(proc.stdout)
+from tests.helpers.cli import ended_pid
+from tests.helpers.env import ENV
 
 
 def cell_folder(root: Path, members: dict[int, str], lock_pid: int | None) -> Path:

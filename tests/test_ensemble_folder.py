@@ -7,7 +7,6 @@ single run's are at fit start."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -24,7 +23,9 @@ from experiments.ensemble.members import SHARED
 from experiments.training.folder import RunFolderError
 from experiments.training.lock import FolderBusyError
 from experiments.training.single_run import train
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.cli import train_cli
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
 
 BASE = [*TINY, "trainer.max_steps=4", "checkpoint_every_n_steps=2", "model.dropout=0.0"]
 
@@ -35,15 +36,7 @@ def ensemble(overrides: list[str], folder: Path, seeds: int = 2, **kwargs) -> li
 
 
 def cli(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return train_cli(*overrides, f"hydra.run.dir={run_dir}", env=environment(OMP_NUM_THREADS="1"), timeout=120)
 
 
 @pytest.mark.parametrize("first_ended", ["completed", "killed"])

@@ -21,7 +21,7 @@ from hydra_plugins.attnlab_launcher.ensemble_launcher import (
     group_jobs,
     member_returns,
 )
-from tests.test_sweeps import QUIET, multirun, refused_in_process, results
+from tests.helpers.sweeps import QUIET, multirun, refused_in_process, results
 
 
 def job(idx: int, *overrides: str, seed: int | None = None) -> Job:

@@ -15,8 +15,8 @@ from experiments.ensemble import run as ensemble_run
 from experiments.ensemble import train_ensemble
 from experiments.model.transformer import count_parameters
 from experiments.training import build
-from tests.conftest import TINY, compose
-from tests.test_sweeps import refused_in_process
+from tests.helpers.config import TINY, compose
+from tests.helpers.sweeps import refused_in_process
 
 SIZE = [*TINY, "model.d_model=32", "model.ffn_dim=64", "task.batch_size=16"]
 

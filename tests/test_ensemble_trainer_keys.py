@@ -12,9 +12,10 @@ from experiments.bench.ensemble_equality import differences
 from experiments.config.errors import ConfigError
 from experiments.ensemble import trainer_keys
 from experiments.ensemble.trainer_keys import check_trainer_keys
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.config import TINY, compose
+from tests.helpers.paths import ROOT
+from tests.helpers.sweeps import refused_in_process
 from tests.test_ensemble import ensemble, separate
-from tests.test_sweeps import refused_in_process
 
 # the Trainer keywords a researcher adds with +trainer.<key>, besides the trainer config's own
 PLUS_KEYS = ["profiler", "limit_train_batches", "overfit_batches", "max_time", "max_epochs", "min_epochs", "min_steps"]

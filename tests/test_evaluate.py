@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import TINY
+from tests.helpers.config import TINY
 
 # a seq2seq run long enough that its accuracy is not 0 (a metric of 0 would match any broken evaluation)
 REVERSE = [

@@ -22,9 +22,8 @@ import torch
 from omegaconf import OmegaConf
 
 from experiments.config.inert_keys import INERT
-from tests.conftest import compose
-
-CONF = Path(__file__).resolve().parent.parent / "conf"
+from tests.helpers.config import compose
+from tests.helpers.paths import CONF, ROOT
 
 # the tiny run every probe starts from: validation at every step, so that when and what it
 # validates is part of what is compared
@@ -116,7 +115,7 @@ TESTED_ELSEWHERE = {
 def test_each_key_tested_elsewhere_names_a_test_that_exists() -> None:
     for key, where in TESTED_ELSEWHERE.items():
         path, name = where.split("::")
-        assert f"def {name}(" in (Path(__file__).parent.parent / path).read_text(), f"{key}: {where} is not a test"
+        assert f"def {name}(" in (ROOT / path).read_text(), f"{key}: {where} is not a test"
 
 
 OTHER: dict[str, str] = {

@@ -11,7 +11,7 @@ import tomllib
 
 from experiments.app.preflight import PreflightError, preflight
 from experiments.config import extras
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OPTIONAL = {"optuna", "hydra-optuna-sweeper", "submitit", "hydra-submitit-launcher", "tensorboard"}

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from attnlab.run_folders import LOCK
-from tests.conftest import ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 QUICK = [*TINY, "num_threads=1", "logger=csv", "optim.warmup_steps=0"]
 LONG = ["trainer.max_steps=100000", "trainer.val_check_interval=20", "checkpoint_every_n_steps=10"]
 
@@ -90,7 +90,7 @@ def test_sigterm_during_a_continuation_keeps_the_completed_result(tmp_path: Path
 
 def test_the_report_leaves_out_a_run_whose_folder_a_live_process_writes(tmp_path: Path) -> None:
     from analysis.data.collect import collect
-    from tests.test_analysis import result_dict, write_result
+    from tests.helpers.results import result_dict, write_result
 
     for seed in (0, 1):
         write_result(tmp_path / f"s{seed}", result_dict("reverse", "soft", "none", seed, metrics={"test/loss": 1.0}))
@@ -104,7 +104,7 @@ def test_the_report_leaves_out_a_run_whose_folder_a_live_process_writes(tmp_path
 
 def test_a_lock_left_by_a_killed_writer_does_not_hide_its_result(tmp_path: Path) -> None:
     from analysis.data.collect import collect
-    from tests.test_analysis import result_dict, write_result
+    from tests.helpers.results import result_dict, write_result
 
     write_result(tmp_path / "s0", result_dict("reverse", "soft", "none", 0, metrics={"test/loss": 1.0}))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab.bibliography import BIBLIOGRAPHY
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import POSITION
 from variants.checks import VariantConfigError
 

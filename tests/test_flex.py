@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.attention.flex_attention as torch_flex
 
-from tests.cases import one_thread  # noqa: F401 (autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.checks import VariantConfigError
 from variants.flex import (

@@ -16,7 +16,7 @@ from torch._dynamo.utils import counters
 
 import variants.flex as flex
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
-from tests.cases import one_thread  # noqa: F401 (autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (autouse fixture)
 
 #: one compile per (mask_mod, score_mod) pair the model calls flex with, at one batch size and grad mode
 SIGNATURES = 3

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.collect import collect, learning_curves
-from tests.test_analysis import result_dict, write_csv_log, write_result
+from tests.helpers.results import result_dict, write_csv_log, write_result
 
 pytest.importorskip("pyarrow")
 

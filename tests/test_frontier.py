@@ -20,7 +20,7 @@ from analysis.report.build import build_report
 from analysis.report.plan.bench_cells import CACHE_FILE, measure_cells
 from analysis.report.plan.frontier_data import pareto_mask
 from experiments.training.callbacks import StepTimer, step_time_summary
-from tests.cell_fixtures import flat_config, result, write
+from tests.helpers.cell_fixtures import flat_config, result, write
 
 TRAIN, LENGTHS = [2, 12], (8, 12, 16)
 CELLS = [(a, p) for a in ("multihead", "local", "soft") for p in ("sinusoidal", "rope")]

@@ -17,8 +17,8 @@ from experiments.diagnostics import gpu_check
 from experiments.diagnostics.gpu_check import CheckFailed, cli, kernel_cases, processes, registry, run_check, runs
 from experiments.diagnostics.gpu_check import kernels as kernel_checks
 from experiments.diagnostics.kernel_compare import FP32_TOL, LOW_PRECISION_FLOOR, LOW_PRECISION_FUDGE, within_tolerance
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
-from tests.conftest import TINY, compose
+from tests.helpers.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.config import TINY, compose
 
 
 def test_bf16_mixed_training_on_cpu_runs_its_matmuls_in_bf16(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_without_cuda_every_gpu_check_skips_with_its_reason_and_the_run_is_not_a
 
 
 def test_one_check_passing_beside_skipped_ones_is_a_success(tmp_path, monkeypatch) -> None:
-    from tests.gpu_check_plants import PLANTED, plant
+    from tests.helpers.gpu_check_plants import PLANTED, plant
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     plant(monkeypatch, {"passes": PLANTED["passes"], "needs-gpu": PLANTED["hangs"]}, needs_cuda={"needs-gpu"})
@@ -127,7 +127,7 @@ def test_a_hanging_check_and_a_dying_one_end_alone_and_the_summary_is_whole(tmp_
     process dies (as a sticky CUDA error leaves it) fails alone, and the others are recorded."""
     import time
 
-    from tests.gpu_check_plants import PLANTED, plant
+    from tests.helpers.gpu_check_plants import PLANTED, plant
 
     cap = 2.0  # the hanging check's own cap; the others have --timeout's
     plant(monkeypatch, {n: PLANTED[n] for n in ("passes", "hangs", "dies")}, caps={"hangs": cap})
@@ -285,7 +285,7 @@ def test_the_budget_stops_a_running_check_and_skips_the_rest_and_the_summary_is_
     import threading
     import time
 
-    from tests.gpu_check_plants import PLANTED, plant
+    from tests.helpers.gpu_check_plants import PLANTED, plant
 
     plant(monkeypatch, {"hangs": PLANTED["hangs"], "passes": PLANTED["passes"]})
     monkeypatch.setattr(processes, "STOP_WAIT", 1.0)

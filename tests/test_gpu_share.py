@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from experiments.sweep import gpu_share
-from tests.conftest import ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.paths import ROOT
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def test_a_job_finding_every_slot_taken_waits_for_one(tmp_path, fake_gpus) -> No
 def test_a_cpu_trainer_or_a_single_job_per_gpu_claims_nothing(tmp_path, fake_gpus) -> None:
     from omegaconf import OmegaConf
 
-    from tests.conftest import compose
+    from tests.helpers.config import compose
 
     hydra_cfg = OmegaConf.create({"sweep": {"dir": str(tmp_path)}, "job": {"num": 0}})
     for overrides, multirun in (

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, KVCache
 from variants.checks import VariantConfigError
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+
 LAYERS = ("variants", "experiments", "analysis", "attnlab")
 ALLOWED = {
     "variants": {"variants", "attnlab"},

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from experiments.tasks.batches import IGNORE, seq2seq_io
 from experiments.training.module import TransformerModule
-from tests.conftest import TINY, compose
+from tests.helpers.config import TINY, compose
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])

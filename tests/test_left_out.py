@@ -22,9 +22,9 @@ from analysis.report.build import build_report
 from analysis.report.build import main as report_main
 from analysis.report.figures import figure_canvas, summary_figure
 from analysis.report.figures import plots as figures
-from tests.cell_fixtures import flat_config, result, write
+from tests.helpers.cell_fixtures import flat_config, result, write
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ACC = "test/token_acc"
 
 

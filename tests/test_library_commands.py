@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments.app.summary import report_command
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11: pyproject.toml read as TOML, not by the code under test
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]

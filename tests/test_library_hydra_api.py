@@ -6,14 +6,11 @@ Each runs in a fresh process (Hydra's ConfigStore and GlobalHydra are per proces
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+from tests.helpers.cli import installed_python
 
 COMPOSE = """
 from hydra import compose, initialize_config_module
@@ -24,12 +21,8 @@ print(cfg.attention.name, cfg.attention.window, cfg.optim.lr > 0)
 """
 
 
-def python(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=folder, env=ENV, capture_output=True, text=True, timeout=180)
-
-
 def test_the_compose_api_composes_the_config_by_module_name(tmp_path: Path) -> None:
-    done = python(tmp_path, "-c", COMPOSE)
+    done = installed_python(tmp_path, "-c", COMPOSE, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["local", "5", "True"]
 
@@ -42,10 +35,14 @@ def test_an_option_from_a_command_line_searchpath_is_the_one_used(tmp_path: Path
     # a window no option of attnlab's conf/ has, so the composed value can only come from this file
     mine.write_text("name: local\nnum_heads: 1\nscore: scaled_dot\nmode: monotonic\nwindow: 3\nratio: 1.0\n")
     searchpath = f"hydra.searchpath=[{scheme}{mine.parent.parent}]"
-    done = python(tmp_path, "-m", "experiments.train", "--cfg", "job", searchpath, "attention=narrow_local")
+    done = installed_python(
+        tmp_path, "-m", "experiments.train", "--cfg", "job", searchpath, "attention=narrow_local", timeout=180
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     attention = done.stdout.split("attention:\n", 1)[1].split("\n\n")[0]
     assert "name: local" in attention and "window: 3" in attention, done.stdout
     # a name in neither folder is still refused in one line, the added folder's options among the choices
-    typo = python(tmp_path, "-m", "experiments.train", "--cfg", "job", searchpath, "attention=narrow_locl")
+    typo = installed_python(
+        tmp_path, "-m", "experiments.train", "--cfg", "job", searchpath, "attention=narrow_locl", timeout=180
+    )
     assert typo.returncode == 2 and "did you mean 'narrow_local'?" in typo.stderr, typo.stderr[-2000:]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.paths import ROOT
 from tests.test_library_user_folder import user_folder
 from tests.test_plugins_plain_app import FORBIDDEN, run_app
 

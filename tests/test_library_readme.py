@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import attnlab
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 from tests.test_docs import code_blocks
 
 

@@ -8,16 +8,13 @@ break; each runs as a child process in such a folder, on the installed packages 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY
-
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+from tests.helpers.cli import installed_python
+from tests.helpers.config import TINY
 
 
 def user_folder(root: Path, conf_package: bool) -> Path:
@@ -33,17 +30,13 @@ def user_folder(root: Path, conf_package: bool) -> Path:
     return root
 
 
-def python(folder: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=folder, env=ENV, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("conf_package", [True, False], ids=["conf-package", "conf-folder"])
 def test_the_train_command_composes_attnlabs_config_beside_a_users_conf(tmp_path: Path, conf_package: bool) -> None:
     folder = user_folder(tmp_path / "notebook", conf_package)
-    version = python(folder, "-m", "experiments.train", "--version")
+    version = installed_python(folder, "-m", "experiments.train", "--version")
     assert version.returncode == 0 and version.stdout.startswith("attnlab "), version.stderr
-    job = python(folder, "-m", "experiments.train", "--cfg", "job", "attention=local", "attention.window=3")
+    job = installed_python(folder, "-m", "experiments.train", "--cfg", "job", "attention=local", "attention.window=3")
     assert job.returncode == 0, job.stdout + job.stderr
     assert "mysql" not in job.stdout  # the user's config.yaml was not the primary config
     assert "name: local" in job.stdout and "window: 3" in job.stdout
@@ -55,9 +48,11 @@ def test_the_console_script_and_the_front_door_beside_a_users_modules(tmp_path: 
     if not script.is_file():
         pytest.skip("attnlab-train is not installed beside this Python (pip install -e .)")
     # the script file run by this Python: its shebang may name another environment's
-    version = python(folder, str(script), "--version")
+    version = installed_python(folder, str(script), "--version")
     assert version.returncode == 0 and version.stdout.startswith("attnlab "), version.stderr
-    composed = python(folder, "-c", "import attnlab; print(attnlab.compose(['attention=local']).attention.name)")
+    composed = installed_python(
+        folder, "-c", "import attnlab; print(attnlab.compose(['attention=local']).attention.name)"
+    )
     assert composed.returncode == 0 and composed.stdout.strip() == "local", composed.stderr
 
 
@@ -65,8 +60,8 @@ def test_the_console_script_and_the_front_door_beside_a_users_modules(tmp_path: 
 def test_a_tiny_run_and_its_collection_beside_a_users_modules(tmp_path: Path) -> None:
     folder = user_folder(tmp_path / "notebook", conf_package=True)
     run_dir = tmp_path / "run"
-    done = python(folder, "-m", "experiments.train", *TINY, f"hydra.run.dir={run_dir}", timeout=300)
+    done = installed_python(folder, "-m", "experiments.train", *TINY, f"hydra.run.dir={run_dir}", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads((run_dir / "result.json").read_text())["status"] == "completed"
-    read = python(folder, "-c", f"import attnlab; print(len(attnlab.collect([{str(run_dir)!r}]).runs))")
+    read = installed_python(folder, "-c", f"import attnlab; print(len(attnlab.collect([{str(run_dir)!r}]).runs))")
     assert read.returncode == 0 and read.stdout.strip() == "1", read.stderr

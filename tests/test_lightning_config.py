@@ -16,7 +16,7 @@ from lightning.pytorch.profilers import SimpleProfiler
 
 from experiments.training.build import assemble
 from experiments.training.single_run import train
-from tests.conftest import TINY, compose
+from tests.helpers.config import TINY, compose
 
 # a tiny run (2 steps, no loggers); a test's own overrides come after, and the later one wins
 SHORT = TINY

@@ -3,7 +3,6 @@ a profiler given by its class, and the run's settings in the TensorBoard and CSV
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +12,9 @@ import yaml
 
 from experiments.training.lightning_parts import check_trainer_key
 from experiments.training.single_run import train
-from tests.conftest import ROOT, TINY, compose
-
-ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import ONE_THREAD_ENV
+from tests.helpers.paths import ROOT
 
 
 @pytest.mark.slow
@@ -24,7 +23,7 @@ def test_a_profiler_prints_its_report(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "experiments.train", *TINY, "+trainer.profiler=simple", f"hydra.run.dir={run_dir}"],
         cwd=ROOT,
-        env=ENV,
+        env=ONE_THREAD_ENV,
         capture_output=True,
         text=True,
         timeout=240,

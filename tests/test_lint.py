@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+
 CONFIG = ROOT / "pyproject.toml"
 
 CLEAN = 'import os\n\n\ndef home() -> str:\n    return os.environ.get("HOME", "")\n'

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from experiments.record.throughput import BATCHES_PER_SEC, STEP_MS, TOKENS_PER_SEC, window_metrics
-from tests.conftest import TINY
+from tests.helpers.config import TINY
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: E402

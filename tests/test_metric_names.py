@@ -7,7 +7,7 @@ import pytest
 
 from experiments.config.metric_names import logged_metrics
 from experiments.tasks import TASKS
-from tests.conftest import compose
+from tests.helpers.config import compose
 
 # the scores TaskModule.bleu_scores adds to result.json when the task's test decodes text
 BLEU = {"test/bleu", "test/chrf"}

@@ -7,7 +7,7 @@ import torch
 
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from experiments.tasks.batches import IGNORE, concat_io, lm_io, seq2seq_io
-from tests.cases import skip_if_incompatible
+from tests.helpers.cases import skip_if_incompatible
 from variants import ATTENTION, POSITION
 
 VOCAB, PAD, BOS, EOS = 12, 0, 1, 2

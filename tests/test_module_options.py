@@ -10,7 +10,7 @@ import torch
 
 from experiments.training.build import assemble
 from experiments.training.module import EvalOptions, TransformerModule
-from tests.conftest import TINY, compose
+from tests.helpers.config import TINY, compose
 
 LENGTHS = (3, 5)
 CAP = 3  # eval.attention_stats_examples: fewer than the test examples of each length

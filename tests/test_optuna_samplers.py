@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from tests.conftest import CONF
+from tests.helpers.paths import CONF
 from tests.test_optuna_sweeper import LR, composed, load, sweep
 
 optuna = pytest.importorskip("optuna")

@@ -4,7 +4,6 @@ failed trials as failures, and the one-line refusals before any trial."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from importlib import metadata
@@ -16,9 +15,10 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
 from experiments.config.schema import register_configs
-from tests.conftest import CONF, ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV
+from tests.helpers.paths import CONF, ROOT
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 QUICK = [*TINY, "num_threads=1", "logger=none", "optim.warmup_steps=0"]
 RANDOM = ["hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=7"]
 LR = "optim.lr=tag(log, interval(1e-4, 1e-2))"
@@ -101,7 +101,7 @@ def test_the_search_space_reads_hydras_sweep_syntax() -> None:
 
 
 def test_an_objective_the_task_never_logs_stops_the_sweep_in_one_line(tmp_path: Path, monkeypatch, capfd) -> None:
-    from tests.test_sweeps import refused_in_process
+    from tests.helpers.sweeps import refused_in_process
 
     args = ["hparams_search=optuna", *QUICK, "objective=val/bleu", "hydra.sweeper.n_trials=2"]
     code, stderr, _ = refused_in_process(tmp_path, monkeypatch, capfd, *args)

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from experiments.training.single_run import train
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
+from tests.helpers.paths import ROOT
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
+ENV = environment()
 
 
 @contextlib.contextmanager

@@ -24,11 +24,10 @@ from analysis.report.build import build_report
 from analysis.report.figures.figure_style import OKABE_ITO
 from attnlab.bibliography import BIBLIOGRAPHY
 from experiments.record.result import variant_references
-from experiments.tasks import TASKS
-from tests.cell_fixtures import flat_config, result, write
-from variants import ATTENTION, POSITION
+from tests.helpers.cell_fixtures import flat_config, result, write
+from tests.helpers.registries import REGISTRIES
+from variants import ATTENTION
 
-REGISTRIES = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
 RNG_MEANS = {
     ("soft", "sinusoidal"): (0.91, 0.52),
     ("soft", "rope"): (0.83, 0.31),
@@ -358,7 +357,7 @@ def test_a_new_variant_brings_its_reference_into_the_report(tmp_path: Path, monk
 
 def test_training_records_the_references_of_every_variant_it_used(tmp_path: Path) -> None:
     from experiments.training.single_run import train
-    from tests.conftest import TINY, compose
+    from tests.helpers.config import TINY, compose
 
     overrides = [*TINY, "attention@model.cross_attention=local", "logger=none"]
     res = train(compose(overrides), tmp_path / "run", overrides)

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.cases import one_thread  # noqa: F401 (autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.flex import band_rule
 from variants.position.relative import SPREAD, shaw_slot, spread_table

@@ -13,7 +13,7 @@ from analysis.report import build_report
 from analysis.report.document.model import Paragraph, Section
 from analysis.report.sections.registry import SECTIONS, in_order, input_names
 from attnlab.registry import registry
-from tests.cell_fixtures import flat_config, result, write
+from tests.helpers.cell_fixtures import flat_config, result, write
 
 
 def section_problems() -> tuple[list[str], list[str]]:

@@ -19,7 +19,8 @@ from experiments.tasks import TASKS
 from experiments.tasks.base import FIRST_SYMBOL_ID
 from experiments.tasks.synthetic import SyntheticTask, with_eos
 from experiments.training.task_adapters import adapter_for
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.config import TINY, compose
+from tests.helpers.paths import ROOT
 
 BLEU = {"test/bleu", "test/chrf"}  # what TaskModule adds to result.json when the task's test decodes text
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import SMALL, cases, one_thread, positions, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache, PositionEncoding
 from variants.position.alibi import alibi_slopes
 from variants.position.learned import SequenceTooLongError
@@ -15,10 +15,6 @@ from variants.position.t5 import t5_bucket
 
 B, T, D_MODEL, HEADS = 2, 9, 16, 2
 HEAD_DIM = D_MODEL // HEADS
-SMALL = {"window": 2, "block_size": 3, "chunk_size": 3}
-
-
-positions = pytest.mark.parametrize("position, p_params", cases(POSITION))
 
 
 def build_position(position: str, p_params: dict) -> PositionEncoding:

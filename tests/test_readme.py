@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 from variants import ATTENTION, POSITION
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"

@@ -3,7 +3,6 @@ window."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -11,12 +10,12 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.cell_fixtures import md_table
-from tests.conftest import ROOT
+from tests.helpers.cell_fixtures import md_table
+from tests.helpers.env import ENV
+from tests.helpers.paths import ROOT
 from tests.test_readme import doc_block
 
 SWEEPS = ROOT / "docs" / "sweeps.md"
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 
 
 def commands(block: str) -> list[list[str]]:

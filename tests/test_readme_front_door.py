@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 README = ROOT / "README.md"
 MAX_LINES = 400

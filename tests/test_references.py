@@ -12,11 +12,10 @@ import pytest
 from attnlab import bibliography
 from attnlab.bibliography import BIBLIOGRAPHY
 from experiments.record.result import variant_references
-from experiments.tasks import TASKS
-from variants import ATTENTION, POSITION, RegistryError
+from tests.helpers.paths import ROOT
+from tests.helpers.registries import REGISTRIES
+from variants import ATTENTION, RegistryError
 
-ROOT = Path(__file__).resolve().parent.parent
-REGISTRIES = {"attention": ATTENTION, "position": POSITION, "task": TASKS}
 HOME = ROOT / "attnlab" / "bibliography.py"
 # A BibTeX entry's head as a BibTeX reader sees it: "@type{key," (white space allowed around the parts).
 HEAD = re.compile(r"\s*@\s*(\w+)\s*\{\s*([^,\s{}]+)\s*,")

@@ -7,7 +7,7 @@ import inspect
 import pytest
 import torch
 
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, AttentionLayer, PositionEncoding, Registry, RegistryError, VariantConfigError
 from variants.attention.hard import ESTIMATORS
 from variants.attention.local import MODES

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from experiments.model.reinforce import Baseline, ReinforceSpec, leave_one_out, returns, stack_log_probs, surrogate
-from tests.cases import one_thread  # noqa: F401 (autouse)
+from tests.helpers.cases import one_thread  # noqa: F401 (autouse)
 from variants import ATTENTION, VariantConfigError
 from variants.attention.hard import reinforce_layers
 

@@ -19,7 +19,10 @@ import torch
 
 from experiments.app.preflight import PreflightError, preflight
 from experiments.training.single_run import train
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.cli import start_train
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
+from tests.helpers.paths import ROOT
 
 
 def write_file(path: Path, data: bytes) -> Path:
@@ -292,18 +295,7 @@ RESUME = [
 
 
 def cli(overrides: list[str], run_dir: Path) -> subprocess.Popen:
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        # Ctrl-C as a terminal delivers it: a shell without job control starts a background job
-        # (`make test &`) with SIGINT ignored, and the child would inherit that and never see it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    return start_train(*overrides, f"hydra.run.dir={run_dir}", env=environment(OMP_NUM_THREADS="1"))
 
 
 @pytest.mark.slow
@@ -386,7 +378,7 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
 
     command = shlex.split(lines[0].split("; resume: ", 1)[1])
     assert command[:3] == ["python", "-m", "experiments.train"] and f"hydra.run.dir={run_dir}" in command
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = environment(OMP_NUM_THREADS="1")
     resumed = subprocess.run(
         [sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from analysis.report.build import build_report
-from tests.test_analysis import result_dict, write_result
+from tests.helpers.results import result_dict, write_result
 from tests.test_summary import (
     report,  # noqa: F401  (the fixture: one report for both test files)
     write_sweep,

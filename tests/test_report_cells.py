@@ -18,8 +18,8 @@ from scipy import stats as sps
 from analysis.report.build import build_report, main
 from analysis.report.document.model import fmt
 from analysis.stats import inference
-from tests import grid_effects
-from tests.cell_fixtures import flat_config, md_table, result, write
+from tests.helpers import grid_effects
+from tests.helpers.cell_fixtures import flat_config, md_table, result, write
 
 METRIC = "test/token_acc"
 # (attention, window, max_steps) -> accuracy centre; window None: multihead has none.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis.data.collect import collect
 from analysis.report.build import build_report
-from tests.cell_fixtures import flat_config, result, write
+from tests.helpers.cell_fixtures import flat_config, result, write
 
 ACC = "test/token_acc"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.report.build import main
-from tests.cell_fixtures import flat_config, result, write
+from tests.helpers.cell_fixtures import flat_config, result, write
 from tests.test_wandb_run import offline_runs
 
 

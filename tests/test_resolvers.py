@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from experiments.sweep.grid import SweepSummary
-from tests.conftest import ROOT
+from tests.helpers.paths import ROOT
 
 NAMES = ("attnlab_cell", "attnlab_gpus")
 

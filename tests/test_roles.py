@@ -7,7 +7,6 @@ registry's own classes; bad input is checked for one line that names the role.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +19,10 @@ from omegaconf import OmegaConf
 from experiments.app.preflight import PreflightError, preflight
 from experiments.config.roles import RoleError, check_roles, expand_roles, label, role_labels
 from experiments.record.result import config_hash, flatten
-from tests.conftest import CONF, ROOT, TINY, compose
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import ENV
+from tests.helpers.paths import CONF
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 DATA = SimpleNamespace(vocab_size=13, pad_id=0, bos_id=1, eos_id=2, num_classes=0)
 
 
@@ -139,7 +139,7 @@ def test_check_roles_names_the_role_of_a_bad_variant():
 # -- the alignment preset ------------------------------------------------------------------------------------
 def alignment_cells() -> list[str]:
     from experiments.sweep.grid import grid_values
-    from tests.test_sweeps import hydra_config
+    from tests.helpers.sweeps import hydra_config
 
     return dict(grid_values(hydra_config(["experiment=alignment"])))["model.cross_attention"]
 

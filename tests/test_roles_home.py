@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from attnlab.roles import ROLES, built
 from experiments.config.schema import ModelConf, ModelOptions
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ARCHS = ("seq2seq", "decoder", "encoder")
 
 

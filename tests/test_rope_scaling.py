@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.checks import VariantConfigError
 

@@ -5,7 +5,6 @@ old files moved aside (a sweep cell). ``ckpt_path`` resumes, ``init_from`` warm-
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,10 @@ import torch
 from experiments.sweep.grid import cell_line
 from experiments.training.folder import RunFolderError
 from experiments.training.single_run import train
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.cli import train_cli
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
+from tests.helpers.paths import ROOT
 
 # a few steps with a checkpoint every 2, so that a resumed run continues from a real step
 BASE = [*TINY, "trainer.max_steps=4", "trainer.val_check_interval=4", "checkpoint_every_n_steps=2", "seed=1"]
@@ -65,13 +67,9 @@ def test_a_changed_computation_is_refused_before_any_work(tmp_path: Path, first,
     assert folder_state(run_dir) == before  # nothing written, nothing moved
 
 
-def cli(run_dir: Path, *overrides: str, wait: bool = True):
+def cli(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     """``python -m experiments.train`` on ``run_dir`` as its own process (stderr kept)."""
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "experiments.train", *BASE, *overrides, f"hydra.run.dir={run_dir}"]
-    if wait:
-        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return train_cli(*BASE, *overrides, f"hydra.run.dir={run_dir}", env=environment(OMP_NUM_THREADS="1"))
 
 
 @pytest.mark.slow
@@ -226,7 +224,7 @@ def test_a_named_checkpoint_that_runs_code_is_refused_without_running_it(tmp_pat
 def test_a_multirun_retrains_a_changed_cell_and_its_closing_line_says_so(tmp_path: Path) -> None:
     """A real sweep: the learning rate is left out of the cell's folder name, as an edited preset's value is,
     so the second sweep finds the first one's cell with another configuration."""
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = environment(OMP_NUM_THREADS="1")
     same_folder = "hydra.job.config.override_dirname.exclude_keys=[optim.lr]"
 
     def sweep(lr: str) -> subprocess.CompletedProcess:

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,26 +16,13 @@ import pytest
 from attnlab.run_folders import LOCK
 from experiments.training.lock import FolderBusyError, one_writer
 from experiments.training.single_run import train
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.cli import ended_pid, start_train
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
 
 
 def cli(run_dir: Path, *overrides: str) -> subprocess.Popen:
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "experiments.train", *TINY, *overrides, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-
-
-def ended_pid() -> int:
-    """The pid of a process that has ended (and been reaped), as a killed run's lock would name."""
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    return int(done.stdout)
+    return start_train(*TINY, *overrides, f"hydra.run.dir={run_dir}", env=environment(OMP_NUM_THREADS="1"))
 
 
 @pytest.mark.slow

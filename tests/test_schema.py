@@ -1,6 +1,6 @@
 """One schema for the model and the optimiser: every preset resolves to the settings it had before.
 
-tests/fixtures/preset_settings.json was written by ``python -m tests.preset_settings`` from the code
+tests/helpers/fixtures/preset_settings.json was written by ``python -m tests.helpers.preset_settings`` from the code
 before the defaults moved into experiments/config/schema.py (then in conf/config.yaml, conf/model/small.yaml,
 config.py's dataclasses and the runtime specs, joined by a dict round trip).
 """
@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from experiments.config.schema import ModelConf, ModelOptions, OptimConf
 from experiments.model.transformer import ModelSpec
-from tests.conftest import compose
-from tests.preset_settings import FIXTURE, presets, settings
+from tests.helpers.config import compose
+from tests.helpers.preset_settings import FIXTURE, presets, settings
 
 BEFORE = json.loads(FIXTURE.read_text())
 

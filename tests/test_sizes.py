@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ast
 import functools
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
+
 PACKAGES = ("variants", "experiments", "analysis", "attnlab", "hydra_plugins")
 MODULE_LINES = 450
 FUNCTION_LINES = 60

@@ -19,7 +19,7 @@ from experiments.sweep.slurm import (
     parse_sinfo,
     squeue_states,
 )
-from tests.test_sweeps import hydra_config
+from tests.helpers.sweeps import hydra_config
 
 SINFO = """gpu|64|512000|gpu:a100:4(S:0-1)
 gpu|64|512000|gpu:a100:4(S:0-1)

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from experiments.training.callbacks import StepTimer
-from tests.cases import skip_if_incompatible
-from tests.conftest import TINY, compose
+from tests.helpers.cases import skip_if_incompatible
+from tests.helpers.config import TINY, compose
 from variants import ATTENTION, POSITION
 from variants.host_reads import DECLARED
 

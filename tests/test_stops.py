@@ -4,7 +4,6 @@ short of max_steps records the limit and the step; a resumed run's cost covers a
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,9 +14,10 @@ import pytest
 import torch
 
 from experiments.training.single_run import train
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import ONE_THREAD_ENV
+from tests.helpers.paths import ROOT
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # long enough that the run cannot finish between its first checkpoint and the signal
 LONG = [*TINY, "trainer.max_steps=100000", "trainer.val_check_interval=1000", "checkpoint_every_n_steps=5"]
 
@@ -27,7 +27,7 @@ def start(args: list[str], out: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "experiments.train", *args],
         cwd=ROOT,
-        env=ENV,
+        env=ONE_THREAD_ENV,
         stdout=out.open("w"),
         stderr=subprocess.PIPE,
         text=True,
@@ -61,7 +61,7 @@ def test_sigterm_exits_143_in_one_line_and_keeps_a_resumable_checkpoint(tmp_path
     resumed = subprocess.run(
         [sys.executable, "-m", "experiments.train", *LONG, f"trainer.max_steps={budget}", f"hydra.run.dir={run_dir}"],
         cwd=ROOT,
-        env=ENV,
+        env=ONE_THREAD_ENV,
         capture_output=True,
         text=True,
         timeout=240,

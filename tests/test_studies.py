@@ -19,13 +19,14 @@ from analysis.data.collect import collect
 from attnlab.claims import parse_claims
 from experiments.config.schema import register_configs
 from experiments.sweep.grid import grid_values
-from tests.conftest import CONF, ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV
+from tests.helpers.paths import CONF
 
 STUDIES = sorted(
     p.relative_to(CONF / "experiment").with_suffix("").as_posix()
     for p in (CONF / "experiment" / "study").glob("*.yaml")
 )
-ENV_KEYS = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 
 
 def study_config(study: str, extra: list[str] = ()):
@@ -67,7 +68,6 @@ def test_study_composes_and_its_claims_name_cells_of_its_grid(study: str) -> Non
 
 @pytest.mark.slow
 def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: Path) -> None:
-    import os
 
     sweep = tmp_path / "sweep"
     command = [
@@ -81,9 +81,7 @@ def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: P
         "seed=0,1",
         f"hydra.sweep.dir={sweep}",
     ]
-    proc = subprocess.run(
-        command, cwd=tmp_path, env={**os.environ, **ENV_KEYS}, capture_output=True, text=True, timeout=480
-    )
+    proc = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=480)
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = collect(sweep)
     assert len(runs) == 4 * 2 and (runs.runs["status"] == "completed").all()

@@ -21,7 +21,7 @@ from analysis.data.collect import collect
 from analysis.report.build import build_report
 from analysis.report.front.summary_text import summary_section
 from analysis.report.plan.summary import summarise_task
-from tests.test_analysis import result_dict, write_result
+from tests.helpers.results import result_dict, write_result
 
 TRAIN = [2, 12]
 IN_LENGTHS, BEYOND_LENGTHS, BELOW = (8, 12), (16, 24), 1

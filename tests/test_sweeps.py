@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -21,9 +20,8 @@ import pytest
 import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
-from experiments.config.schema import register_configs
 from experiments.sweep.grid import (
     MAX_CELL_NAME,
     SweepConfigError,
@@ -32,13 +30,14 @@ from experiments.sweep.grid import (
     cell_dirname,
     check_grid,
     grid_values,
-    register_resolvers,
     threads_per_process,
 )
 from experiments.training.single_run import BAD_OBJECTIVE, objective
-from tests.conftest import CONF, ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV
+from tests.helpers.paths import CONF
+from tests.helpers.sweeps import QUIET, cell_with, hydra_config, multirun, results
 
-ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
 REQUIRED = {
     "schema",
     "run_id",
@@ -60,57 +59,6 @@ REQUIRED = {
     "started_at",
     "finished_at",
 }
-# one intra-op thread per training process: the tests may run two at a time on two cores
-QUIET = [*TINY, "num_threads=1"]
-
-
-def multirun(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subprocess.CompletedProcess, Path]:
-    sweep_dir = tmp_path / "sweep"
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return proc, sweep_dir
-
-
-def refused_in_process(tmp_path: Path, monkeypatch, capfd, *args: str, multirun: bool = True) -> tuple[int, str, Path]:
-    """``python -m experiments.train -m *args`` (without ``-m`` when not ``multirun``) run in this process:
-    (exit code, stderr, sweep folder).
-
-    For a command refused before its first job, where a process of its own would cost more than the
-    refusal: the same main(), the same Hydra sweeper, the same SystemExit and stderr line."""
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-
-    from experiments.app.train import main
-
-    sweep_dir = tmp_path / "sweep"
-    mode = ["-m", f"hydra.sweep.dir={sweep_dir}"] if multirun else []
-    monkeypatch.setattr(sys, "argv", ["experiments.train", *mode[:1], *args, *mode[1:]])
-    monkeypatch.chdir(tmp_path)
-    for key in ("WANDB_MODE", "WANDB_SILENT", "HYDRA_FULL_ERROR"):
-        monkeypatch.setenv(key, ENV[key])
-    # what Hydra sets for its run, given back after it: later tests in this worker read HydraConfig
-    # (a W&B run asks it whether it is a multirun's cell) and log through the root logger
-    root, hydra_cfg = logging.getLogger(), HydraConfig.instance().cfg
-    handlers, level = root.handlers[:], root.level
-    try:
-        with pytest.raises(SystemExit) as stopped:
-            main()
-    finally:
-        GlobalHydra.instance().clear()
-        HydraConfig.instance().cfg = hydra_cfg
-        root.handlers[:] = handlers
-        root.setLevel(level)
-    return stopped.value.code, capfd.readouterr().err, sweep_dir
-
-
-def results(sweep_dir: Path) -> dict[Path, dict]:
-    return {p.parent: json.loads(p.read_text()) for p in sorted(sweep_dir.rglob("result.json"))}
 
 
 def offline_runs(folder: Path) -> list[dict]:
@@ -226,14 +174,6 @@ def test_a_multirun_is_quiet_and_ends_with_one_line_per_cell_and_the_report_comm
     assert tail[2] == f"report  python -m analysis.report {sweep_dir} --out {sweep_dir / 'report'}"
 
 
-def cell_with(sweep_dir: Path, override: str) -> Path | None:
-    """The cell folder whose overrides include ``override`` (long override lists name folders by hash)."""
-    for saved in sweep_dir.glob("*/.hydra/overrides.yaml"):
-        if override in (yaml.safe_load(saved.read_text()) or []):  # empty while Hydra writes it
-            return saved.parent.parent
-    return None
-
-
 def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -311,7 +251,7 @@ def test_ddp_on_two_cpu_processes_writes_one_result(tmp_path: Path) -> None:
     # The two ranks' test metrics equal one process testing the same final weights.
     from experiments.training.build import assemble
     from experiments.training.outcome import scalar_metrics
-    from tests.conftest import compose
+    from tests.helpers.config import compose
 
     parts = assemble(compose([*cell, "logger=none"]), tmp_path / "single", run_id="single", flat_config={})
     single = scalar_metrics(
@@ -375,19 +315,6 @@ def test_a_sweep_folder_that_cannot_be_written_stops_the_sweep_in_one_line(tmp_p
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and "hydra.sweep.dir" in said[0] and "is a file, not a folder" in said[0], said
     assert blocker.read_text() == ""
-
-
-def hydra_config(overrides: list[str], sweep: list[str] | None = None, params: dict | None = None):
-    """The config the launching process sees: ``sweep`` stands for the grid on the command line."""
-    register_configs()
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.hydra.overrides.task = [*overrides, *(sweep or [])]
-        if params is not None:
-            cfg.hydra.sweeper.params = params
-    return cfg
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,8 @@ import pytest
 from hydra.utils import instantiate
 
 from experiments.training.lightning_parts import MOVED
-from tests.conftest import compose
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from tests.helpers.config import compose
+from tests.helpers.paths import CONF, ROOT
 
 
 def _options(group: str) -> list[str]:
@@ -105,7 +104,7 @@ def test_old_spelling_exits_2_before_any_work(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=ROOT,
     )
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() + out.stdout.splitlines() if line.strip()]

@@ -16,12 +16,12 @@ from omegaconf import OmegaConf
 from experiments.tasks import TASKS, TaskConfigError, TaskDataModule
 from experiments.tasks.base import BOS_ID, EOS_ID, FIRST_SYMBOL_ID, PAD_ID, SEP_ID
 from experiments.tasks.batches import REPEATED, lm_io
+from tests.helpers.paths import SHARED_DATA
 from variants.registry import RegistryError
 
 SEQ2SEQ = ["addition", "copy", "recall", "reverse", "sort"]
 CLASSIFY = ["listops", "parity"]
 SYNTHETIC = SEQ2SEQ + CLASSIFY
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 # Small but with eval lengths beyond the training range, as real runs use them.
 SMALL = dict(train_lengths=[2, 6], eval_lengths=[4, 6, 9], train_size=96, val_size=24, test_size=10)

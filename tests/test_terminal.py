@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -11,13 +10,15 @@ from types import SimpleNamespace
 import pytest
 
 from experiments.training.progress import StepProgressBar, loss_at_log_step
-from tests.conftest import ROOT, TINY
+from tests.helpers.config import TINY
+from tests.helpers.env import environment
+from tests.helpers.paths import ROOT
 
 
 @pytest.mark.slow
 def test_the_bar_counts_global_steps_and_shows_loss_rate_and_time_left(tmp_path) -> None:
     overrides = [*TINY, "trainer.max_steps=10", "trainer.log_every_n_steps=5", "progress_bar=true"]
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
+    env = environment(COLUMNS="160")
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={tmp_path}"],
         cwd=ROOT,

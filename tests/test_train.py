@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
-from experiments.training.single_run import train
-from tests.cases import skip_if_incompatible
-from tests.conftest import ROOT, TINY, compose
+from tests.helpers.cases import skip_if_incompatible
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
+from tests.helpers.runs import run
 from variants import ATTENTION, POSITION
 
 SCHEMA_KEYS = {
@@ -43,10 +44,6 @@ SCHEMA_KEYS = {
 }
 
 
-def run(overrides: list[str], run_dir: Path) -> dict:
-    return train(compose(overrides), run_dir, overrides)
-
-
 def all_finite(tree) -> bool:
     if isinstance(tree, dict):
         return all(all_finite(v) for v in tree.values())
@@ -64,7 +61,7 @@ def test_cli_writes_a_valid_result(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)},
+        env=environment(),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())

@@ -97,7 +97,7 @@ def test_a_presets_grid_makes_the_cells_and_its_seeds_give_way() -> None:
 def _tuned_sweep(root: Path, scores: dict[str, dict[str, list[float]]]) -> Path:
     """A tuned sweep's folder without training: ``tuned.json`` and one result.json per final seed, each cell's
     test/loss at its tuned configuration and at the shared defaults (``scores[cell][role]``)."""
-    from tests.test_analysis import result_dict, write_result
+    from tests.helpers.results import result_dict, write_result
 
     sweep = root / "tuned_sweep"
     cells = []

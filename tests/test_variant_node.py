@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 from experiments.config.roles import expand_roles, role_variants
 from experiments.config.variant_node import variant_node
 from experiments.model.transformer import VariantSpec
-from tests.conftest import ROOT, compose
+from tests.helpers.config import compose
+from tests.helpers.paths import ROOT
 
 # Each form a config gives a variant in, and the plain node it stands for (written out by hand).
 ROOT_CONFIG = OmegaConf.create({"width": 4, "attention": {"name": "local", "window": "${width}", "mode": "hard"}})

@@ -9,7 +9,6 @@ registries' own declarations (estimators, scores) and from what the preset is fo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,9 @@ from experiments.config.checks import check_config
 from experiments.config.schema import register_configs
 from experiments.model.transformer import VariantSpec
 from experiments.sweep.grid import check_grid, grid_values
-from tests.conftest import CONF, ROOT, TINY, compose
+from tests.helpers.config import TINY, compose
+from tests.helpers.env import environment
+from tests.helpers.paths import CONF
 from variants import ATTENTION, POSITION
 from variants.attention.hard import ESTIMATORS
 from variants.attention.scores import SCORES
@@ -97,7 +98,7 @@ def test_a_misspelt_option_is_one_line_before_anything_runs():
 @pytest.mark.slow
 def test_a_tiny_variant_params_multirun_records_each_parameter(tmp_path: Path):
     options = ["local_window_1", "relative_max_distance_0"]
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"}
+    env = environment(HYDRA_FULL_ERROR="0")
     proc = subprocess.run(
         [
             sys.executable,

@@ -11,7 +11,7 @@ from experiments import bench
 from experiments.bench.measure import LiveTensorMemory, loglog_slope, peak_memory_mb
 from experiments.bench.registry import BENCHMARKS
 from experiments.bench.scaling import exponents
-from tests.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import one_thread  # noqa: F401 (one_thread is an autouse fixture)
 
 MB = 2**20
 

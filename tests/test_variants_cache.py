@@ -5,15 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.cases import cases, one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import SMALL, cases, one_thread, positions, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 
 B, T, S, D_MODEL, HEADS = 2, 10, 7, 16, 2
-SMALL = {"window": 2, "block_size": 3, "chunk_size": 3}
 
 
 pairs = pytest.mark.parametrize("attention, a_params", cases(ATTENTION))
-positions = pytest.mark.parametrize("position, p_params", cases(POSITION))
 
 
 def build(attention: str, a_params: dict, position: str, p_params: dict):

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.cases import one_thread, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
+from tests.helpers.cases import one_thread, positions, skip_if_incompatible  # noqa: F401 (one_thread is an autouse fixture)
 from variants import ATTENTION, POSITION, KVCache
 from variants.kernels import xformers_available
 
@@ -33,7 +33,6 @@ def cases(registry, names: list[str] | None = None) -> list:
 FUSED = [n for n in ATTENTION.names() if {"sdpa", "xformers"} & set(ATTENTION.get(n).backends)]
 BANDED = [n for n in ATTENTION.names() if "block_size" in ATTENTION.accepted_params(n)]
 RUNNING_SUM = [n for n in ATTENTION.names() if "running_sum" in ATTENTION.get(n).backends]
-positions = pytest.mark.parametrize("position, p_params", cases(POSITION))
 
 
 def twin_layers(attention: str, a_params: dict, fast: str, **extra) -> tuple[nn.Module, nn.Module]:

@@ -12,7 +12,7 @@ from analysis.data.wandb_offline import find_offline_runs, iter_record_bytes
 from experiments.record.result import resolved
 from experiments.record.wandb_run import display_name
 from experiments.training.single_run import run_identity
-from tests.conftest import compose
+from tests.helpers.config import compose
 from tests.test_wandb_run import WITH_WANDB, offline_runs
 
 

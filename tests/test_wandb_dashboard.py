@@ -4,14 +4,14 @@ offline CLI."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from analysis.dashboards.wandb_dashboard import GROUP_BY, build, specification
-from tests.conftest import ROOT
+from tests.helpers.env import environment
+from tests.helpers.paths import ROOT
 
 
 def panels(spec: dict) -> list[dict]:
@@ -45,7 +45,7 @@ def test_wandb_workspaces_accepts_every_panel() -> None:
 
 
 def test_without_a_key_it_prints_the_specification_and_exits_0() -> None:
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
+    env = environment()
     done = subprocess.run(
         [sys.executable, "-m", "analysis.dashboards.wandb_dashboard", "--project", "attnlab", "--group", "g"],
         cwd=ROOT,

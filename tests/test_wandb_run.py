@@ -12,8 +12,9 @@ import pytest
 
 from analysis.collect import collect
 from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_run
-from tests.conftest import ROOT, TINY
-from tests.test_cli import ENV
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV
+from tests.helpers.paths import ROOT
 
 WITH_WANDB = [o for o in TINY if o != "logger=none"] + ["logger=default"]
 

@@ -2,13 +2,13 @@
 their own order.
 
 Under ``pytest -n 2`` a worker that starts a long test last runs it alone while the other waits; with the long
-files first, the work that is left at the end is short. ``durations.json`` beside this module holds the seconds
+files first, the work that is left at the end is short. ``tests/durations.json`` holds the seconds
 of each test as a run of the slow tier measured them (JUnit's ``time``: set-up, call and tear-down); a test it
 does not name counts 0, so new tests run after the measured ones, in their collection order. Regenerate it from
 a run's JUnit XML:
 
     .venv/bin/python -m pytest -n 2 --dist worksteal -m slow --junitxml=slow.xml
-    .venv/bin/python -m tests.durations slow.xml
+    .venv/bin/python -m tests.helpers.durations slow.xml
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-RECORD = Path(__file__).with_name("durations.json")
+from tests.helpers.paths import TESTS
+
+RECORD = TESTS / "durations.json"
 
 
 class HasNodeId(Protocol):
@@ -55,7 +57,7 @@ def from_junit(xml: Path) -> dict[str, float]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_file():
-        print("usage: python -m tests.durations JUNIT_XML (a pytest --junitxml report)", file=sys.stderr)
+        print("usage: python -m tests.helpers.durations JUNIT_XML (a pytest --junitxml report)", file=sys.stderr)
         return 2
     RECORD.write_text(json.dumps(from_junit(Path(argv[0])), indent=0) + "\n")
     print(f"{RECORD}: {len(recorded())} tests")

@@ -37,7 +37,7 @@ def plant(monkeypatch, checks: dict, needs_cuda: set[str] = frozenset(), caps: d
     monkeypatch.setattr(registry, "CHECKS", checks)
     monkeypatch.setattr(registry, "NEEDS_CUDA", set(needs_cuda))
     monkeypatch.setattr(registry, "CAPS", dict(caps or {}))
-    program = "import sys; from tests.gpu_check_plants import child; sys.exit(child())"
+    program = "import sys; from tests.helpers.gpu_check_plants import child; sys.exit(child())"
     monkeypatch.setattr(processes, "CHILD", [sys.executable, "-c", program])
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from variants import POSITION
+
 
 def cases(registry) -> list:
     """One pytest case per (name, variation) of a registry: new variants are covered unedited."""
@@ -13,6 +15,10 @@ def cases(registry) -> list:
         for name in registry.names()
         for params in registry.variations(name)
     ]
+
+
+# small enough that the short test sequences span several windows, blocks and chunks
+SMALL = {"window": 2, "block_size": 3, "chunk_size": 3}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -36,3 +42,7 @@ def skip_if_incompatible(attention: str, position: str, p_params: dict | None = 
     )
     if problem is not None:
         pytest.skip(f"attention={attention} cannot take position={position}: {problem} (refused at build time)")
+
+
+# one case per (encoding, variation): a test parametrised with it covers a new encoding unedited
+positions = pytest.mark.parametrize("position, p_params", cases(POSITION))

@@ -1,6 +1,6 @@
 """The model and optimiser settings every preset resolves to, as a run would build them.
 
-``python -m tests.preset_settings`` writes tests/fixtures/preset_settings.json. The file in the
+``python -m tests.helpers.preset_settings`` writes tests/helpers/fixtures/preset_settings.json. The file in the
 repository was written by the code before the model and optimiser defaults moved into one schema
 (then through build.model_dict and module._model_spec); tests/test_schema.py holds today's code to it.
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tests.conftest import CONF, compose
+from tests.helpers.config import compose
+from tests.helpers.paths import CONF
 
 FIXTURE = Path(__file__).parent / "fixtures" / "preset_settings.json"
 # what a datamodule hands the model: the same for every preset, so only the config varies
