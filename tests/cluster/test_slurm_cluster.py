@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.experiments.sweep.test_sweeps import offline_runs
 from tests.helpers.env import ENV
 from tests.helpers.sweeps import QUIET, cell_with, results
-from tests.test_sweeps import offline_runs
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 
