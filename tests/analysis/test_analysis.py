@@ -170,7 +170,7 @@ def test_collect_rows_columns_and_corrupt_file_warning(tmp_path):
         *METRICS,
     ):
         assert column in frame.columns
-    # the in-range and beyond-range aggregates: tests/test_summary.py
+    # the in-range and beyond-range aggregates: tests/analysis/report/test_summary.py
     ranged = {m for m in runs.metrics if m.startswith(("test_in_range/", "test_beyond_range/"))}
     assert set(runs.metrics) - ranged == set(METRICS)
     # Values read back equal the values written.

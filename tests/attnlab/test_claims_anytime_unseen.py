@@ -1,6 +1,6 @@
 """The adaptive sweep's t-mixture on a bounded metric: its interval also spans the divergence rates its seeds leave
 possible (attnlab.sequential.widened), as the fixed-n engine's does
-(tests/test_claims_unseen_divergence.py).
+(tests/analysis/claims/test_claims_unseen_divergence.py).
 
 Expected values: the beta-binomial mixture's bound found by integrating the mixture numerically (scipy's quad) and
 solving for the rate (brentq), and Lai's t-mixture interval from its closed form written out here.

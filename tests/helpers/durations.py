@@ -47,7 +47,8 @@ def longest_files_first(items: list[Item], seconds: dict[str, float]) -> list[It
 
 
 def from_junit(xml: Path) -> dict[str, float]:
-    """{test id: seconds} of each test case of a JUnit XML report (classname ``tests.test_x``: ``tests/test_x.py``)."""
+    """{test id: seconds} of each test case of a JUnit XML report (classname ``tests.variants.test_x``:
+    ``tests/variants/test_x.py``)."""
     seconds = {}
     for case in ET.parse(xml).iter("testcase"):
         file = case.get("classname", "").replace(".", "/") + ".py"

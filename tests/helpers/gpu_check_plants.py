@@ -1,4 +1,4 @@
-"""Checks planted into ``python -m experiments.gpu_check`` by tests/test_gpu_check.py, in
+"""Checks planted into ``python -m experiments.gpu_check`` by tests/experiments/diagnostics/test_gpu_check.py, in
 place of the real ones, in the run's own process and in each check's process: one that passes, one that hangs,
 one whose process dies as a sticky CUDA error leaves it."""
 

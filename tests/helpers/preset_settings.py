@@ -2,7 +2,7 @@
 
 ``python -m tests.helpers.preset_settings`` writes tests/helpers/fixtures/preset_settings.json. The file in the
 repository was written by the code before the model and optimiser defaults moved into one schema
-(then through build.model_dict and module._model_spec); tests/test_schema.py holds today's code
+(then through build.model_dict and module._model_spec); tests/experiments/config/test_schema.py holds today's code
 to it.
 """
 

@@ -213,7 +213,7 @@ def test_every_analysis_module_sits_in_a_sub_package():
         assert init.exists(), f"{package.relative_to(ROOT)} has no __init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc, f"{init.relative_to(ROOT)} does not say what the package holds"
-        # the report's rooms (tests/test_report_rooms.py), one level below it
+        # the report's rooms (tests/analysis/report/test_report_rooms.py), one level below it
         if package.name == "report":
             for room in sorted(p for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"):
                 assert ast.get_docstring(ast.parse((room / "__init__.py").read_text())), f"{room} says nothing"

@@ -1,6 +1,6 @@
 """The registry-parametrised tests cover a new entry with no edit: a throwaway attention type, position encoding
 and task, registered by a pytest plugin module before collection, are picked up by the unedited parametrised
-tests of tests/test_attention.py, tests/test_position.py and tests/test_tasks.py,
+tests of tests/variants/test_attention.py, tests/variants/test_position.py and tests/experiments/tasks/test_tasks.py,
 and pass them."""
 
 from __future__ import annotations
@@ -60,12 +60,12 @@ def test_throwaway_entries_are_covered_by_the_unedited_parametrised_tests(tmp_pa
     (tmp_path / "throwaway_plugins.py").write_text(textwrap.dedent(PLUGIN))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "OMP_NUM_THREADS": "1"}
     tests = [
-        "tests/test_attention.py::test_causal_future_does_not_change_the_past",
-        "tests/test_attention.py::test_padded_keys_have_no_influence",
-        "tests/test_position.py::test_hooks_depend_on_relative_position_only",
-        "tests/test_position.py::test_layer_is_translation_invariant",
-        "tests/test_tasks.py::test_batches_follow_the_contract_of_their_kind",
-        "tests/test_tasks.py::test_same_seed_same_batches_other_seed_other_batches",
+        "tests/variants/test_attention.py::test_causal_future_does_not_change_the_past",
+        "tests/variants/test_attention.py::test_padded_keys_have_no_influence",
+        "tests/variants/test_position.py::test_hooks_depend_on_relative_position_only",
+        "tests/variants/test_position.py::test_layer_is_translation_invariant",
+        "tests/experiments/tasks/test_tasks.py::test_batches_follow_the_contract_of_their_kind",
+        "tests/experiments/tasks/test_tasks.py::test_same_seed_same_batches_other_seed_other_batches",
     ]
     command = [sys.executable, "-m", "pytest", "-q", "-rA", "-n", "0", "-p", "no:randomly", "-p", "throwaway_plugins"]
     select = [

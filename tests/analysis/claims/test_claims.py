@@ -30,7 +30,7 @@ from tests.helpers.paths import ROOT
 ALPHA = 0.05
 # test/score per seed (a metric without a range: Welch's test as written; test/token_acc, the same values as an
 # accuracy, is decided over the divergence rates its seeds leave possible,
-# tests/test_claims_unseen_divergence.py);
+# tests/analysis/claims/test_claims_unseen_divergence.py);
 # by_length token_acc at 16 is value - drop, at 8 it is value.
 VALUES = {
     "alibi": [0.90, 0.93, 0.88, 0.95, 0.91],

@@ -29,7 +29,7 @@ def welch_interval(a: list[float], b: list[float], level: float) -> tuple[float,
 
 
 def test_a_declared_assumption_decides_ten_converged_seeds_and_is_named(tmp_path, capsys):
-    # without it the same folder is inconclusive (tests/test_claims_unseen_divergence.py): 10 seeds
+    # without it the same folder is inconclusive (tests/analysis/claims/test_claims_unseen_divergence.py): 10 seeds
     # leave a divergence rate up to 0.4 possible
     folder = write_folder(tmp_path / "sweep", {"local": STRONG, "soft": SOFT})
     file = claims_file(tmp_path / "c.yaml", claim("local beats soft", "greater", assume="no_divergence"))

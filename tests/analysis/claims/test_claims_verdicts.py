@@ -26,7 +26,7 @@ from tests.helpers.results import result_dict
 
 METRIC = "test/token_acc"
 # a metric whose name gives no range: Welch's and the exact test as written (an accuracy is decided over the
-# divergence rates its seeds leave possible, tests/test_claims_unseen_divergence.py)
+# divergence rates its seeds leave possible, tests/analysis/claims/test_claims_unseen_divergence.py)
 UNRANGED = "test/score"
 SOFT = [0.912, 0.905, 0.921, 0.899, 0.915, 0.908, 0.918, 0.902, 0.911, 0.907]
 

@@ -1,4 +1,4 @@
-"""analysis/report/'s rooms, read with ``ast`` (tests/test_imports.py's graph; nothing is imported).
+"""analysis/report/'s rooms, read with ``ast`` (tests/project/test_imports.py's graph; nothing is imported).
 
 Lowest first: ``document`` (the document model) <- ``plan`` (what is compared) <- ``figures`` <- ``sections`` <-
 ``front`` (the lead) <- the top (build, its exports and the commands). A module imports from its own room and

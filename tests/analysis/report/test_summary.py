@@ -92,7 +92,7 @@ def expected_ties(truth: pd.DataFrame, column: str) -> tuple[str, set[str], dict
 
 @pytest.fixture(scope="session")
 def report(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
-    """The fixture sweep's report folder and truth (shared with tests/test_report_browser.py)."""
+    """The fixture sweep's report folder and truth (shared with tests/analysis/report/test_report_browser.py)."""
     root = tmp_path_factory.mktemp("sweep")
     truth = write_sweep(root / "runs")
     build_report([root / "runs"], root / "report")

@@ -108,7 +108,8 @@ CONTEXT["optim.reinforce_discount"] += ["optim.reinforce_reward=position"]
 # another valid value, where doubling a number, negating a bool or this table's choice does not fit
 # keys whose other value is a file that a run writes first: their effect is tested there
 TESTED_ELSEWHERE = {
-    "init_from": "tests/test_run_folder.py::test_init_from_starts_new_training_from_the_weights_and_is_recorded",
+    "init_from": "tests/experiments/training/test_run_folder.py::"
+    "test_init_from_starts_new_training_from_the_weights_and_is_recorded",
 }
 
 

@@ -26,6 +26,6 @@ def test_bleu_metrics_follow_the_tasks_declaration(name: str, monkeypatch) -> No
 
 
 def test_translation_is_the_built_in_task_that_scores_bleu() -> None:
-    # the declaration a translation run's result.json follows (tests/test_train.py trains one
+    # the declaration a translation run's result.json follows (tests/experiments/training/test_train.py trains one
     # and finds test/bleu)
     assert [name for name in TASKS.names() if TASKS.get(name).bleu_at_test] == ["translation"]

@@ -265,7 +265,7 @@ def test_the_table_covers_every_sweeper_and_launcher_attnlab_ships() -> None:
     from tests.helpers.paths import CONF
 
     sweepers = {p.stem for p in (CONF / "hydra" / "sweeper").glob("*.yaml")}
-    # slurm needs a cluster; its jobs run the grid's cells (tests/test_slurm.py)
+    # slurm needs a cluster; its jobs run the grid's cells (tests/experiments/sweep/test_slurm.py)
     launchers = {p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml")} - {"slurm"}
     assert sweepers | launchers <= {p.name for p in PATHS}, sorted(sweepers | launchers - {p.name for p in PATHS})
     assert set(CASES) == set(CHECKS)

@@ -44,7 +44,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
 
 
 @pytest.mark.slow
-# the handler's any-delay rule itself: tests/test_stop_guard.py
+# the handler's any-delay rule itself: tests/experiments/training/test_stop_guard.py
 @pytest.mark.parametrize("delay", [0.01])
 def test_a_second_ctrl_c_at_any_delay_leaves_an_interrupted_result(tmp_path: Path, delay: float) -> None:
     run_dir = tmp_path / "run"

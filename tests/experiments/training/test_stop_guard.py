@@ -1,6 +1,6 @@
 """stop_guard (experiments/training/cell_contract.py) in the test's process: the first Ctrl-C stops the block, a
 second one while its ending is recorded is noted and not raised, and the previous handler comes back. The
-end-to-end check of a real run given two Ctrl-C is tests/test_faults.py (one delay)."""
+end-to-end check of a real run given two Ctrl-C is tests/experiments/training/test_faults.py (one delay)."""
 
 from __future__ import annotations
 
