@@ -111,9 +111,9 @@ def _brute_expected_min(scores: list[float], n: int) -> float:
 def test_pruned_trials_are_drawn_in_the_expected_best_curve(tmp_path):
     from analysis.report.document.model import Table, fmt
     from analysis.report.sections.tuned import tuned_section
-    from tests.experiments.sweep.test_tuned import _tuned_sweep
+    from tests.helpers.studies import tuned_sweep
 
-    sweep = _tuned_sweep(tmp_path, {"multihead": {"tuned": [1.0, 1.1], "default": [1.2, 1.3]}})
+    sweep = tuned_sweep(tmp_path, {"multihead": {"tuned": [1.0, 1.1], "default": [1.2, 1.3]}})
     record = json.loads((sweep / "tuned.json").read_text())
     record["cells"][0]["trials"] = [
         {"number": 0, "state": "complete", "params": {"optim.lr": 0.002}, "value": 2.0},

@@ -11,7 +11,7 @@ import pytest
 
 from analysis.report.document.model import Code, Document, Figure, Paragraph, Section, to_html
 from analysis.report.sections.tuned import tuned_section
-from tests.experiments.sweep.test_tuned import _tuned_sweep
+from tests.helpers.studies import tuned_sweep
 
 optuna = pytest.importorskip("optuna")
 
@@ -48,7 +48,7 @@ def _blocks(section: Section) -> list:
 
 
 def test_the_tuned_section_has_each_studys_three_plots_and_the_dashboard_command(tmp_path: Path) -> None:
-    sweep = _tuned_sweep(tmp_path, SCORES)
+    sweep = tuned_sweep(tmp_path, SCORES)
     journal = _studies(sweep)
     section = tuned_section(sweep, tmp_path / "out")
     blocks = _blocks(section)
@@ -69,7 +69,7 @@ def test_the_tuned_section_has_each_studys_three_plots_and_the_dashboard_command
 
 
 def test_without_the_journal_the_plots_are_left_out_with_a_note(tmp_path: Path) -> None:
-    sweep = _tuned_sweep(tmp_path, SCORES)
+    sweep = tuned_sweep(tmp_path, SCORES)
     blocks = _blocks(tuned_section(sweep, tmp_path / "out"))
     assert [b.path.name for b in blocks if isinstance(b, Figure)] == ["tuned_sensitivity.png"]
     notes = [b.text for b in blocks if isinstance(b, Paragraph) and b.kind == "note"]
@@ -77,7 +77,7 @@ def test_without_the_journal_the_plots_are_left_out_with_a_note(tmp_path: Path) 
 
 
 def test_a_cell_whose_study_is_not_in_the_journal_is_named(tmp_path: Path) -> None:
-    sweep = _tuned_sweep(tmp_path, SCORES)
+    sweep = tuned_sweep(tmp_path, SCORES)
     _studies(sweep, cells=("soft",))
     blocks = _blocks(tuned_section(sweep, tmp_path / "out"))
     captions = [b.caption for b in blocks if isinstance(b, Figure) and "tuned_sensitivity" not in b.path.name]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from analysis.report.build import main
-from tests.experiments.record.test_wandb_run import offline_runs
 from tests.helpers.cell_fixtures import flat_config, result, write
+from tests.helpers.wandb_runs import offline_runs
 
 
 def small_sweep(root: Path, project: str) -> Path:

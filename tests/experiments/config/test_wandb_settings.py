@@ -11,7 +11,7 @@ import pytest
 
 from experiments.config.errors import ConfigError
 from experiments.config.wandb_settings import check_mode, resolve
-from tests.experiments.record.test_wandb_run import WITH_WANDB, offline_runs
+from tests.helpers.wandb_runs import WITH_WANDB, offline_runs
 
 OWN = {"name": "local+alibi seed=0", "group": "abl", "job_type": "train", "save_dir": "/runs/a"}
 OWN_TAGS = ["copy", "local", "alibi"]

@@ -12,8 +12,8 @@ from analysis.data.wandb_offline import find_offline_runs, iter_record_bytes
 from experiments.record.result import resolved
 from experiments.record.wandb_run import display_name
 from experiments.training.single_run import run_identity
-from tests.experiments.record.test_wandb_run import WITH_WANDB, offline_runs
 from tests.helpers.config import compose
+from tests.helpers.wandb_runs import WITH_WANDB, offline_runs
 
 
 def display_names(folder: Path) -> list[str]:

@@ -5,28 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from analysis.collect import collect
-from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_run
-from tests.helpers.config import TINY
 from tests.helpers.env import ENV
 from tests.helpers.paths import ROOT
-
-WITH_WANDB = [o for o in TINY if o != "logger=none"] + ["logger=default"]
-
-
-def offline_runs(folder: Path, wait_s: float = 60) -> dict[str, dict]:
-    """{run id: what its offline record log holds}, once W&B's service has written each log to its end."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        runs = [read_wandb_offline_run(p) for p in find_offline_runs([folder])]
-        if all(r["finished"] for r in runs) or time.monotonic() > deadline:
-            return {r["id"]: r for r in runs}
-        time.sleep(0.5)
+from tests.helpers.wandb_runs import WITH_WANDB, offline_runs
 
 
 def test_a_single_run_is_train_with_result_and_checkpoint_artifacts(tmp_path: Path) -> None:

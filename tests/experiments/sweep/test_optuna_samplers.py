@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from tests.experiments.sweep.test_optuna_sweeper import LR, composed, load, sweep
 from tests.helpers.paths import CONF
+from tests.helpers.studies import LR, composed, load, sweep
 
 optuna = pytest.importorskip("optuna")
 

@@ -4,46 +4,16 @@ failed trials as failures, and the one-line refusals before any trial."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 import tomllib
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
 
-from experiments.config.schema import register_configs
-from tests.helpers.config import TINY
-from tests.helpers.env import ENV
-from tests.helpers.paths import CONF, ROOT
+from tests.helpers.paths import ROOT
+from tests.helpers.studies import LR, QUICK, composed, load, sweep
 
-QUICK = [*TINY, "num_threads=1", "logger=none", "optim.warmup_steps=0"]
 RANDOM = ["hydra/sweeper/sampler=random", "hydra.sweeper.sampler.seed=7"]
-LR = "optim.lr=tag(log, interval(1e-4, 1e-2))"
-
-
-def sweep(tmp_path: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.train", "-m", "hparams_search=optuna", *QUICK, *args,
-         f"hydra.sweep.dir={sweep_dir}"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-
-def load(sweep_dir: Path, name: str = "default_reverse_multihead_sinusoidal"):
-    import optuna
-
-    from experiments.sweep.optuna_study import open_storage, storage_spec
-
-    return optuna.load_study(study_name=name, storage=open_storage(storage_spec(None, sweep_dir)))
-
-
-def composed(*overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
 
 # -- the extra -------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import pytest
 from analysis.report.sections.tuned import TunedError, load, ranking_sentence, tuned_section
 from experiments.sweep.optuna_study import StudyError
 from experiments.sweep.tuned_study import check_seeds, split_cells
-from tests.experiments.sweep.test_optuna_sweeper import ENV, QUICK
+from tests.helpers.env import ENV
+from tests.helpers.studies import QUICK, tuned_sweep
 
 
 def test_the_grid_on_the_command_line_makes_the_cells() -> None:
@@ -94,45 +95,6 @@ def test_a_presets_grid_makes_the_cells_and_its_seeds_give_way() -> None:
     assert split_cells({}, grid_arguments(preset, []))[1] == [[f"attention.num_heads={h}"] for h in (1, 8, 32)]
 
 
-def _tuned_sweep(root: Path, scores: dict[str, dict[str, list[float]]]) -> Path:
-    """A tuned sweep's folder without training: ``tuned.json`` and one result.json per final seed, each cell's
-    test/loss at its tuned configuration and at the shared defaults (``scores[cell][role]``)."""
-    from tests.helpers.results import result_dict, write_result
-
-    sweep = root / "tuned_sweep"
-    cells = []
-    for attention, by_role in scores.items():
-        study = f"s__attention_{attention}"
-        cells.append(
-            {
-                "cell": f"attention={attention}",
-                "study": study,
-                "best_params": {"optim.lr": 0.002},
-                "trials": [{"number": 0, "state": "complete", "params": {"optim.lr": 0.002}, "value": 2.0}],
-            }
-        )
-        for role, values in by_role.items():
-            for i, value in enumerate(values):
-                result = result_dict("reverse", attention, "none", 1000 + i, metrics={"test/loss": value})
-                result["config"].update({"trial.study": study, "trial.role": role})
-                if role == "tuned":  # the cell's best configuration, not the shared defaults
-                    result["config"]["optim.lr"] = 0.002
-                result["run_id"] = f"{attention}-{role}-{i}"
-                write_result(sweep / f"{attention}_{role}_{i}", result)
-    record = {
-        "cells": cells,
-        "compare_on": "test/loss",
-        "compare_direction": "minimize",
-        "direction": "minimize",
-        "objective": "val/loss",
-        "n_trials": 1,
-        "tuning_seeds": [0],
-        "final_seeds": [1000, 1001, 1002],
-    }
-    (sweep / "tuned.json").write_text(json.dumps(record))
-    return sweep
-
-
 def _lead_text(sweep: Path, out: Path) -> str:
     """The report's lead summary (everything before the contents) as Markdown text."""
     from analysis.report.build import build_report
@@ -162,7 +124,7 @@ def _lead_text(sweep: Path, out: Path) -> str:
 def test_the_lead_summary_says_whether_tuning_changes_the_ranking(tmp_path: Path, scores: dict, said: str) -> None:
     from scipy.stats import ttest_ind
 
-    lead = _lead_text(_tuned_sweep(tmp_path, scores), tmp_path / "out")
+    lead = _lead_text(tuned_sweep(tmp_path, scores), tmp_path / "out")
     assert re.search(said, lead), lead
     # the verdict agrees with Welch's test computed here on the raw scores (one swapped pair: Holm is a no-op)
     if "→" in said:
@@ -185,7 +147,7 @@ def _preset_checks(cfg: Any, cli: list[str] = ()) -> dict[str, Any]:
 
 @pytest.mark.parametrize("preset", TUNED_PRESETS)
 def test_a_tuned_preset_is_a_runnable_comparison_in_one_line(preset: str) -> None:
-    from tests.experiments.sweep.test_optuna_sweeper import composed
+    from tests.helpers.studies import composed
 
     cfg = composed(f"experiment={preset}")
     planned = _preset_checks(cfg)
@@ -198,7 +160,7 @@ def test_a_tuned_preset_is_a_runnable_comparison_in_one_line(preset: str) -> Non
 
 
 def test_the_cpu_preset_spends_a_fraction_of_the_gpu_budget() -> None:
-    from tests.experiments.sweep.test_optuna_sweeper import composed
+    from tests.helpers.studies import composed
 
     def steps(cfg: Any) -> int:
         sweeper = cfg.hydra.sweeper
@@ -221,7 +183,7 @@ def test_the_cpu_preset_spends_a_fraction_of_the_gpu_budget() -> None:
     ],
 )  # fmt: skip
 def test_a_tuned_preset_with_bad_input_is_refused_by_name(overrides: list[str], cli: list[str], said: str) -> None:
-    from tests.experiments.sweep.test_optuna_sweeper import composed
+    from tests.helpers.studies import composed
 
     cfg = composed(f"experiment={TUNED_PRESETS[1]}", *overrides)
     with pytest.raises(StudyError, match=said):

@@ -27,7 +27,8 @@ from typing import Callable
 import pytest
 
 from attnlab.run_folders import LOCK, PREVIOUS
-from tests.experiments.sweep.test_optuna_sweeper import ENV, QUICK
+from tests.helpers.env import ENV
+from tests.helpers.studies import QUICK
 
 JOB_FOLDERS = "hydra.sweep.subdir=${hydra.job.num}"  # cell folders by job number: 0, 1, ...
 CLAIM = {"name": "lr", "metric": "val/loss", "a": {"optim.lr": 0.01}, "b": {"optim.lr": 0.001}, "expect": "less"}
