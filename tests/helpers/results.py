@@ -8,6 +8,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+# the keys of a run's result.json (schema 1)
+RESULT_KEYS = {
+    "schema",
+    "run_id",
+    "sweep",
+    "status",
+    "error",
+    "task",
+    "attention",
+    "position",
+    "seed",
+    "arch",
+    "overrides",
+    "config",
+    "config_hash",
+    "metrics",
+    "by_length",
+    "cost",
+    "env",
+    "started_at",
+    "finished_at",
+}
+
 
 def result_dict(
     task: str,

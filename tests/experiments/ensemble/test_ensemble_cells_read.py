@@ -17,7 +17,7 @@ import pytest
 
 from analysis.data.pending import cells_without_result
 from attnlab.run_folders import LOCK
-from tests.helpers.cli import ended_pid
+from tests.helpers.cli import ended_pid, train_cli
 from tests.helpers.env import ENV
 
 
@@ -88,11 +88,16 @@ DEMO_TINY = [
 @pytest.mark.slow
 def test_the_demo_grids_report_leaves_nothing_out(tmp_path: Path) -> None:
     sweep = tmp_path / "demo"
-    train = subprocess.run(
-        [sys.executable, "-m", "experiments.train", "-m", "experiment=demo", "trainer=cpu", *DEMO_TINY,
-         f"hydra.sweep.dir={sweep}"],  # fmt: skip
-        cwd=tmp_path, env=ENV, text=True, capture_output=True, timeout=900,
-    )  # fmt: skip
+    train = train_cli(
+        "-m",
+        "experiment=demo",
+        "trainer=cpu",
+        *DEMO_TINY,
+        f"hydra.sweep.dir={sweep}",
+        env=ENV,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert train.returncode == 0, train.stderr[-3000:]
     assert len(list(sweep.glob("*/seed=*/result.json"))) == 9  # 3 cells, each an ensemble of 3 seeds
     report = subprocess.run(

@@ -3,15 +3,13 @@ result.json and the (opt-in) checkpoint as artifacts. Offline; read back from th
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from analysis.collect import collect
+from tests.helpers.cli import train_cli
 from tests.helpers.env import ENV
-from tests.helpers.paths import ROOT
 from tests.helpers.wandb_runs import WITH_WANDB, offline_runs
 
 
@@ -28,22 +26,8 @@ def test_a_single_run_is_train_with_result_and_checkpoint_artifacts(tmp_path: Pa
 @pytest.mark.slow
 def test_sweep_cells_carry_job_type_group_cell_and_factors(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.train",
-            "-m",
-            *WITH_WANDB,
-            "name=wb",
-            "attention=soft,local",
-            f"hydra.sweep.dir={sweep}",
-        ],
-        cwd=ROOT,
-        env=ENV,
-        text=True,
-        capture_output=True,
-        timeout=600,
+    proc = train_cli(
+        "-m", *WITH_WANDB, "name=wb", "attention=soft,local", f"hydra.sweep.dir={sweep}", env=ENV, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = collect([sweep]).runs

@@ -36,29 +36,8 @@ from experiments.training.single_run import BAD_OBJECTIVE, objective
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
+from tests.helpers.results import RESULT_KEYS
 from tests.helpers.sweeps import QUIET, cell_with, hydra_config, multirun, results
-
-REQUIRED = {
-    "schema",
-    "run_id",
-    "sweep",
-    "status",
-    "error",
-    "task",
-    "attention",
-    "position",
-    "seed",
-    "arch",
-    "overrides",
-    "config",
-    "config_hash",
-    "metrics",
-    "by_length",
-    "cost",
-    "env",
-    "started_at",
-    "finished_at",
-}
 
 
 def offline_runs(folder: Path) -> list[dict]:
@@ -72,7 +51,7 @@ def assert_one_folder_per_cell(sweep_dir: Path, found: dict[Path, dict], cells: 
     assert all(folder.parent == sweep_dir for folder in found), "every cell directly under the one sweep dir"
     assert len({r["run_id"] for r in found.values()}) == cells
     for folder, result in found.items():
-        assert REQUIRED <= set(result) and result["schema"] == 1
+        assert RESULT_KEYS <= set(result) and result["schema"] == 1
         assert result["run_dir"] == str(folder)
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from analysis.report.sections.tuned import TunedError, load, ranking_sentence, tuned_section
 from experiments.sweep.optuna_study import StudyError
 from experiments.sweep.tuned_study import check_seeds, split_cells
+from tests.helpers.cli import train_cli
 from tests.helpers.env import ENV
 from tests.helpers.studies import QUICK, tuned_sweep
 
@@ -47,12 +46,18 @@ def test_the_summary_says_where_the_tuned_ranking_differs() -> None:
 @pytest.mark.slow
 def test_a_tuned_grid_tests_each_cells_best_configuration_on_fresh_seeds(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "s"
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", "-m", "hparams_search=tuned", *QUICK, "attention=soft,linear",
-         "optim.warmup_steps=0", "hydra.sweeper.n_trials=2", "hydra.sweeper.final_seeds=[1000]",
-         f"hydra.sweep.dir={sweep_dir}"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = train_cli(
+        "-m",
+        "hparams_search=tuned",
+        *QUICK,
+        "attention=soft,linear",
+        "optim.warmup_steps=0",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.final_seeds=[1000]",
+        f"hydra.sweep.dir={sweep_dir}",
+        env=ENV,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((sweep_dir / "tuned.json").read_text())
     runs = [json.loads(p.read_text()) for p in sweep_dir.rglob("result.json")]

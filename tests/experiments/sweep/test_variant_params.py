@@ -9,8 +9,6 @@ registries' own declarations (estimators, scores) and from what the preset is fo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from experiments.config.checks import check_config
 from experiments.config.schema import register_configs
 from experiments.model.transformer import VariantSpec
 from experiments.sweep.grid import check_grid, grid_values
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import environment
 from tests.helpers.paths import CONF
@@ -99,23 +98,15 @@ def test_a_misspelt_option_is_one_line_before_anything_runs():
 def test_a_tiny_variant_params_multirun_records_each_parameter(tmp_path: Path):
     options = ["local_window_1", "relative_max_distance_0"]
     env = environment(HYDRA_FULL_ERROR="0")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.train",
-            "-m",
-            "experiment=variant_params",
-            f"variant_param={','.join(options)}",
-            *TINY,
-            "num_threads=1",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        ],
-        cwd=tmp_path,
+    proc = train_cli(
+        "-m",
+        "experiment=variant_params",
+        f"variant_param={','.join(options)}",
+        *TINY,
+        "num_threads=1",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = {p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "sweep").rglob("result.json")}

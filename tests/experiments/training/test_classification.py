@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from experiments.model.transformer import ModelSpec, Transformer, VariantSpec
 from experiments.training import build
 from experiments.training.single_run import train
 from tests.helpers.cases import skip_if_incompatible
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import environment
 from tests.helpers.paths import CONF
@@ -241,22 +240,14 @@ def test_bad_input_fails_in_one_line_before_training(
 
 def test_cli_bad_pooling_exits_2_with_one_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.train",
-            "task=listops",
-            "model.arch=encoder",
-            "model.pooling=max",
-            "logger=none",
-            f"hydra.run.dir={out}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = train_cli(
+        "task=listops",
+        "model.arch=encoder",
+        "model.pooling=max",
+        "logger=none",
+        f"hydra.run.dir={out}",
         env=environment(),
+        cwd=tmp_path,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()

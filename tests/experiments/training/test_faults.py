@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from attnlab.run_folders import LOCK
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV
 
@@ -250,11 +251,16 @@ def test_a_second_sweep_into_one_folder_refuses_each_busy_cell_and_says_so(tmp_p
     )
     try:
         assert other.stdout is not None and other.stdout.readline().strip() == "locked"
-        proc = subprocess.run(
-            [sys.executable, "-m", "experiments.train", "-m", *QUICK, "attention=soft,linear,multihead",
-             "hydra.sweep.subdir=${hydra.job.num}", f"hydra.sweep.dir={sweep_dir}"],
-            cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        proc = train_cli(
+            "-m",
+            *QUICK,
+            "attention=soft,linear,multihead",
+            "hydra.sweep.subdir=${hydra.job.num}",
+            f"hydra.sweep.dir={sweep_dir}",
+            env=ENV,
+            cwd=tmp_path,
+            timeout=600,
+        )
     finally:
         other.kill()
         other.wait()

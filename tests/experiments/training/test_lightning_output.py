@@ -3,8 +3,6 @@ a profiler given by its class, and the run's settings in the TensorBoard and CSV
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,22 +10,15 @@ import yaml
 
 from experiments.training.lightning_parts import check_trainer_key
 from experiments.training.single_run import train
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import ONE_THREAD_ENV
-from tests.helpers.paths import ROOT
 
 
 @pytest.mark.slow
 def test_a_profiler_prints_its_report(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.train", *TINY, "+trainer.profiler=simple", f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        env=ONE_THREAD_ENV,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = train_cli(*TINY, "+trainer.profiler=simple", f"hydra.run.dir={run_dir}", env=ONE_THREAD_ENV, timeout=240)
     assert done.returncode == 0, done.stderr
     assert "FIT Profiler Report" in done.stdout, done.stdout
     assert "FIT Profiler Report" in (run_dir / "train.log").read_text()

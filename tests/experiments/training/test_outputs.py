@@ -5,16 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from experiments.training.single_run import train
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import environment
-from tests.helpers.paths import ROOT
 
 ENV = environment()
 
@@ -73,14 +72,7 @@ def test_a_full_disk_is_named_in_one_line(model: list[str], size: str, small_dis
         "checkpoint_every_n_steps=5",
         "trainer.val_check_interval=10",
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=ENV,
-    )
+    proc = train_cli(*overrides, f"hydra.run.dir={run_dir}", env=ENV)
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, lines
     assert "no space left" in lines[0] and str(run_dir / "checkpoints") in lines[0], lines

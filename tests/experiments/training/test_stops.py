@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from experiments.training.single_run import train
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import ONE_THREAD_ENV
 from tests.helpers.paths import ROOT
@@ -58,13 +59,8 @@ def test_sigterm_exits_143_in_one_line_and_keeps_a_resumable_checkpoint(tmp_path
     assert kept <= result["stop"]["step"] < 100000 and result["stop"]["max_steps"] == 100000
     # resumable: the same command with a reachable budget continues from the kept step
     budget = kept + 5
-    resumed = subprocess.run(
-        [sys.executable, "-m", "experiments.train", *LONG, f"trainer.max_steps={budget}", f"hydra.run.dir={run_dir}"],
-        cwd=ROOT,
-        env=ONE_THREAD_ENV,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    resumed = train_cli(
+        *LONG, f"trainer.max_steps={budget}", f"hydra.run.dir={run_dir}", env=ONE_THREAD_ENV, timeout=240
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming from {ckpt}" in (run_dir / "train.log").read_text()

@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 
 from experiments.training.progress import StepProgressBar, loss_at_log_step
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
 from tests.helpers.env import environment
-from tests.helpers.paths import ROOT
 
 
 @pytest.mark.slow
 def test_the_bar_counts_global_steps_and_shows_loss_rate_and_time_left(tmp_path) -> None:
     overrides = [*TINY, "trainer.max_steps=10", "trainer.log_every_n_steps=5", "progress_bar=true"]
     env = environment(COLUMNS="160")
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={tmp_path}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = train_cli(*overrides, f"hydra.run.dir={tmp_path}", env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     bar = next(line for line in proc.stdout.splitlines() if line.startswith("step "))
     assert re.fullmatch(r"step 10/10 \S+ loss \d+\.\d{4} · \d+\.\d steps/s · \d+:\d\d:\d\d left", bar.strip()), bar

@@ -6,8 +6,6 @@ import gzip
 import json
 import math
 import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,32 +14,12 @@ import pytest
 
 from experiments.tasks.base import FIRST_SYMBOL_ID
 from tests.helpers.cases import skip_if_incompatible
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import environment
+from tests.helpers.results import RESULT_KEYS
 from tests.helpers.runs import run
 from variants import ATTENTION, POSITION
-
-SCHEMA_KEYS = {
-    "schema",
-    "run_id",
-    "sweep",
-    "status",
-    "error",
-    "task",
-    "attention",
-    "position",
-    "seed",
-    "arch",
-    "overrides",
-    "config",
-    "config_hash",
-    "metrics",
-    "by_length",
-    "cost",
-    "env",
-    "started_at",
-    "finished_at",
-}
 
 
 def all_finite(tree) -> bool:
@@ -55,17 +33,10 @@ def all_finite(tree) -> bool:
 def test_cli_writes_a_valid_result(tmp_path: Path) -> None:
     out = tmp_path / "run"
     overrides = [*TINY, "trainer.max_steps=3", "logger=default", "eval.attention_maps=true"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", *overrides, f"hydra.run.dir={out}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment(),
-    )
+    proc = train_cli(*overrides, f"hydra.run.dir={out}", env=environment(), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
-    assert SCHEMA_KEYS <= set(result)
+    assert RESULT_KEYS <= set(result)
     assert result["schema"] == 1 and result["status"] == "completed" and result["error"] is None
     assert {"val/loss", "test/token_acc", "test/seq_acc"} <= set(result["metrics"])
     assert set(result["by_length"]) == {"8", "12", "16", "24"}
