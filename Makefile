@@ -12,7 +12,7 @@ CPU_TORCH ?= torch==2.13.0
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 # worksteal: a worker that runs out of tests takes half of the other's queue, so the suite does not
 # end on one worker's tail of long end-to-end tests; tests/conftest.py runs the files whose tests took
-# longest first (tests/durations.py, from tests/durations.json), so what is left at the end is short
+# longest first (tests/helpers/durations.py, from tests/durations.json), so what is left at the end is short
 PYTEST_ARGS ?= -n 2 -q --dist worksteal
 export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true

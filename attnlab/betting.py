@@ -18,7 +18,7 @@ c/(1 - m)), c = 1/2 (the paper's Theorem 3 and its default; 3/4 is also allowed 
 0. No further cap applies: a cap of lambda_t at c before the per-candidate truncation keeps the bet small where the
 paper lets it grow (candidates near 0 or 1, where c/m or c/(1 - m) exceeds 1): on ten small paired differences in
 [-1, 1] it gave [-1, 1] at t = 10, where the paper's process (and its authors' package confseq) gives [-.46, .48]
-(tests/test_anytime_verdicts_betting.py checks every look against the paper's formulas and confseq).
+(tests/attnlab/test_anytime_verdicts_betting.py checks every look against the paper's formulas and confseq).
 
 Under mean m each K^+- is a nonnegative martingale starting at 1 (the bet is fixed before y_t is seen), so by
 Ville's inequality {m : K_t^+-(m) < 1/alpha} is a (1 - alpha) confidence sequence, whatever the distribution on [0,

@@ -1,4 +1,5 @@
-"""Shared test fixtures: offline W&B, Hydra composition, a tiny config for fast runs."""
+"""The suite's fixtures and hooks: offline W&B, Hydra composition, the cluster tests only when named, the run
+order. What test files import lives in tests/helpers/."""
 
 from __future__ import annotations
 
@@ -7,44 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.config import compose
+from tests.helpers.paths import SHARED_DATA, TESTS
+
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("WANDB_DISABLE_GIT", "true")
-
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
-SHARED_DATA = ROOT.parent / "shared" / "data"
-
-# Overrides that make a run take seconds: a tiny model, a few steps, small data.
-TINY = [
-    "model.d_model=16",
-    "model.ffn_dim=32",
-    "model.encoder_layers=1",
-    "model.decoder_layers=1",
-    "attention.num_heads=2",
-    "trainer.max_steps=2",
-    "trainer.val_check_interval=2",
-    "trainer.limit_val_batches=1",
-    "progress_bar=false",
-    "task.train_size=64",
-    "task.val_size=16",
-    "task.test_size=8",
-    "task.batch_size=8",
-    "eval.attention_maps=false",
-    "logger=csv",
-]
-
-
-def compose(overrides: list[str]):
-    """The composed config exactly as `python -m experiments.train` would see it."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from experiments.config.schema import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=overrides)
 
 
 @pytest.fixture
@@ -61,7 +30,7 @@ def shared_data() -> Path:
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
     """tests/cluster/ needs a SLURM cluster (make test-cluster); it runs only when named on the command line."""
-    cluster = ROOT / "tests" / "cluster"
+    cluster = TESTS / "cluster"
     if collection_path == cluster or cluster in collection_path.parents:
         named = [Path(arg.split("::")[0]).resolve() for arg in config.args]
         if not any(p == cluster or cluster in p.parents for p in named):
@@ -80,8 +49,8 @@ def pytest_configure(config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
-    """The longest files first (tests/durations.py): the two xdist workers end together instead of one running a
+    """The longest files first (tests/helpers/durations.py): the two xdist workers end together instead of one running a
     long test alone at the end. After pytest's own ordering, which this keeps within each file."""
-    from tests.durations import longest_files_first, recorded
+    from tests.helpers.durations import longest_files_first, recorded
 
     items[:] = longest_files_first(items, recorded())

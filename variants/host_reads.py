@@ -3,7 +3,7 @@
 On a GPU every read (``.tolist()``, ``int(t)``, ``bool(t)``) waits for all queued kernels, so a
 training step reads nothing. A kernel whose tensor shapes follow the data must read them (the
 banded local kernel slices keys by where each block of windows reaches); it says so with
-``@reads_host(reason)``. The step-sync test (tests/test_step_sync.py) allows reads made directly
+``@reads_host(reason)``. The step-sync test (tests/experiments/training/test_step_sync.py) allows reads made directly
 inside a declared function, and fails on any other read in any registered variant's step.
 """
 

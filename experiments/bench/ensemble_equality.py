@@ -9,8 +9,8 @@ For every attention type (with ``--base-position``) and every position encoding 
 dropout 0. A row is the largest |member - separate run| over every metric and per-length value the
 separate run reports, the key where it occurs, and how many values were compared; with ``--floor``,
 beside it the difference float reordering alone makes (seed 0 alone on ``backend=math``). The test
-(``tests/test_ensemble.py``) holds the same cases to 1e-4 over a tiny model; this command prints the
-numbers on the quick cell's model, at any number of steps.
+(``tests/experiments/ensemble/test_ensemble.py``) holds the same cases to 1e-4 over a tiny model; this command
+prints the numbers on the quick cell's model, at any number of steps.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A key changes the computation when another valid value gives other data, another
 parameter shapes or outputs) or another recorded training (its weights, steps or metrics). Every
 other key is declared here, by its dotted name or an ``fnmatch`` pattern, with why it is inert:
 where files go, what is logged or shown, how runs are launched or placed, what is checked.
-``tests/test_every_key.py`` holds every key under ``conf/`` to one of the two, so a new key that
+``tests/experiments/config/test_every_key.py`` holds every key under ``conf/`` to one of the two, so a new key that
 neither changes the computation nor is declared here fails there. The run's identity (the config
 hash that decides resuming and skipping) may leave out the same keys.
 """
@@ -33,7 +33,7 @@ INERT: dict[str, str] = {
     "model.compile_mode": "how torch.compile optimises the same graph (refused without model.compile)",
     "backend": "the attention kernel; every kernel is tested equal to the math reference",
     "ensemble.seeds": "how many seeds train in one process; each member computes what its own run computes "
-    "(tests/test_ensemble.py)",
+    "(tests/experiments/ensemble/test_ensemble.py)",
     # what is logged, shown or written beside the result
     "logger": "which loggers record the run",
     "logger.*": "where and how metrics are logged",

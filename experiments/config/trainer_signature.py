@@ -12,7 +12,8 @@ torch._dynamo (seconds), for a one-line refusal; so ``Trainer.__init__`` is read
 - any other name (a class of Lightning's or torch's: ``Accelerator``) stands as an opaque class of that
   name, which no plain config value (bool, int, float, str, list, dict) is, as the real class is not.
 
-tests/test_trainer_signature.py compares the result with ``inspect.signature`` of the imported Trainer.
+tests/experiments/training/test_trainer_signature.py compares the result with ``inspect.signature`` of the imported
+Trainer.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ N members train as one batched model, so every cost of a separate run is paid N 
 
 The parameters are counted on a model built on the meta device (no memory; one real model where a
 variant computes values at construction), so the estimate takes well under a second for any N.
-tests/test_ensemble_memory.py holds it against the parameters a member builds and the tensors one
+tests/experiments/ensemble/test_ensemble_memory.py holds it against the parameters a member builds and the tensors one
 training step keeps for its backward pass.
 """
 

@@ -3,8 +3,8 @@
 A task declares its kind on its class; its registry entry (``experiments.tasks.registry.TaskEntry``) reads the
 architectures and metric names from here, so the config checks and the sweepers learn them from the registry
 without building data or a model. A new kind is a row here and an adapter in
-``experiments/training/task_adapters.py``; ``tests/test_plugin_tasks.py`` holds every task's declared metrics equal
-to what its adapter logs.
+``experiments/training/task_adapters.py``; ``tests/experiments/tasks/test_plugin_tasks.py`` holds every task's
+declared metrics equal to what its adapter logs.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_sweeps import ENV, QUIET, cell_with, offline_runs, results
+from tests.experiments.sweep.test_sweeps import offline_runs
+from tests.helpers.env import ENV
+from tests.helpers.sweeps import QUIET, cell_with, results
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 

@@ -1,0 +1,52 @@
+"""Commands as a user runs them, each in a process of its own: ``python -m experiments.train`` waited for or
+started in the background, and a Python in a folder of the user's."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers.env import ENV, INSTALLED_ENV
+from tests.helpers.paths import ROOT
+
+
+def train_command(*args: str) -> list[str]:
+    """``python -m experiments.train *args`` with this interpreter."""
+    return [sys.executable, "-m", "experiments.train", *args]
+
+
+def train_cli(
+    *args: str, env: dict[str, str] = ENV, cwd: Path = ROOT, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    """The training command run to its end, its stdout and stderr kept as text."""
+    return subprocess.run(train_command(*args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def start_train(*args: str, env: dict[str, str]) -> subprocess.Popen:
+    """The training command started in the background from the checkout: stdout dropped, stderr kept as text."""
+    return subprocess.Popen(
+        train_command(*args),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # Ctrl-C as a terminal delivers it: a shell without job control starts a background job
+        # (`make test &`) with SIGINT ignored, and the child would inherit that and never see it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def installed_python(folder: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """This interpreter run in ``folder`` as an installed library's user runs it (no checkout on the path)."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=folder, env=INSTALLED_ENV, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def ended_pid() -> int:
+    """The pid of a process that has ended (and been reaped), as a killed run's lock would name."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)

@@ -1,0 +1,23 @@
+"""The environment a test gives a child process: W&B offline, this checkout first on the import path."""
+
+from __future__ import annotations
+
+import os
+
+from tests.helpers.paths import ROOT
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """This process's environment now, W&B offline and this checkout importable, then ``extra``."""
+    return {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), **extra}
+
+
+# the command line as a user meets it: no W&B chatter, Hydra's one-line errors
+ENV = environment(WANDB_SILENT="true", HYDRA_FULL_ERROR="0")
+# one intra-op thread per training process: the tests may run two at a time on two cores
+ONE_THREAD_ENV = environment(OMP_NUM_THREADS="1")
+# attnlab as an installed library sees it: imported from site-packages, never from this checkout
+INSTALLED_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+    "WANDB_MODE": "offline",
+    "OMP_NUM_THREADS": "1",
+}
