@@ -293,6 +293,7 @@ def test_kernel_options_fall_back_until_one_builds(tmp_path, monkeypatch):
     assert kernel_options(torch.device("cpu"), torch.float32, 64, True, probe=never) is None
 
 
+@pytest.mark.slow  # an Inductor compile (10-25 s on 2 cores): the slow tier's, with the other compiles
 def test_flex_inside_a_compiled_layer_equals_math():
     """``model.compile=true`` traces the layer: the block mask is built outside the graph, the kernel inside."""
     torch._dynamo.reset()

@@ -49,6 +49,7 @@ def tiny_flex_seq2seq(attention: str, a_params: dict, position: str, p_params: d
     return Transformer(spec)
 
 
+@pytest.mark.slow  # an Inductor compile (10-25 s on 2 cores): the slow tier's, with the other compiles
 def test_evaluation_at_several_lengths_and_generation_compile_a_bounded_number_of_times(compiled_on_cpu):
     model = tiny_flex_seq2seq("multihead", {"num_heads": 2}, "t5", {}).eval()
     spec = model.spec
@@ -110,6 +111,7 @@ def test_a_fit_alternating_grad_modes_compiles_within_the_stated_bound(
     assert 1 <= compiles <= min(bound, flex.RECOMPILE_BUDGET), f"{compiles} compiles; bound {bound}"
 
 
+@pytest.mark.slow  # an Inductor compile (10-25 s on 2 cores): the slow tier's, with the other compiles
 def test_a_call_past_the_recompile_limit_is_an_error_naming_the_cause(compiled_on_cpu, monkeypatch):
     q = torch.randn(1, 1, 16, 16)
     mask = flex.block_mask_from_intervals(flex.prefix_intervals(torch.arange(16), torch.arange(16), causal=True))
