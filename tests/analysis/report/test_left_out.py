@@ -23,6 +23,7 @@ from analysis.report.build import main as report_main
 from analysis.report.figures import figure_canvas, summary_figure
 from analysis.report.figures import plots as figures
 from tests.helpers.cell_fixtures import flat_config, result, write
+from tests.helpers.config import TINY
 from tests.helpers.paths import ROOT
 
 ACC = "test/token_acc"
@@ -75,22 +76,8 @@ def test_unused_setting_never_makes_a_factor_and_old_results_read_as_before(tmp_
 def test_decoder_grid_over_cross_attention_is_one_cell(tmp_path):
     """The command of the issue, end to end: two decoder-only runs that differ only in a cross attention
     the model never builds are one configuration."""
-    tiny = [
-        "model.d_model=16",
-        "model.ffn_dim=32",
-        "model.decoder_layers=1",
-        "attention.num_heads=2",
-        "trainer.max_steps=2",
-        "trainer.val_check_interval=2",
-        "trainer.limit_val_batches=1",
-        "progress_bar=false",
-        "task.train_size=64",
-        "task.val_size=16",
-        "task.test_size=8",
-        "task.batch_size=8",
-        "eval.attention_maps=false",
-        "logger=none",
-    ]
+    # the shared tiny run, with nothing set for an encoder a decoder-only model does not build, and no logger
+    tiny = [*(o for o in TINY if not o.startswith(("model.encoder_layers=", "logger="))), "logger=none"]
     proc = subprocess.run(
         [
             sys.executable,
