@@ -95,7 +95,7 @@ def compiled_cases() -> list[Case]:
     joint graph, Inductor's decompositions and partitioner, so the forward and backward graphs Inductor would
     be given, executed by ATen instead of compiled to C++. (Plain ``aot_eager`` skips the decompositions, and
     its backward fails on a view of a non-contiguous gradient that Inductor's graphs never hold.) An Inductor
-    graph costs 25-80 s of C++ compiling on 2 cores here; one of these about 5 s.
+    graph costs 25-80 s of C++ compiling on 2 cores here; one of these 5-15 s.
     """
     types = ATTENTION.names()
     scoring = [t for t in types if ATTENTION.get(t).supports_score_bias]
