@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.helpers.env import ENV, INSTALLED_ENV
 from tests.helpers.paths import ROOT
+from tests.helpers.warm import run_module
 
 
 def train_command(*args: str) -> list[str]:
@@ -20,8 +21,9 @@ def train_command(*args: str) -> list[str]:
 def train_cli(
     *args: str, env: dict[str, str] = ENV, cwd: Path = ROOT, timeout: int = 300
 ) -> subprocess.CompletedProcess:
-    """The training command run to its end, its stdout and stderr kept as text."""
-    return subprocess.run(train_command(*args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    """The training command run to its end, its stdout and stderr kept as text: in a process of its own
+    forked from one that has imported the stack already (``tests/helpers/warm.py``)."""
+    return run_module("experiments.train", *args, cwd=cwd, env=env, timeout=timeout)
 
 
 def start_train(*args: str, env: dict[str, str]) -> subprocess.Popen:

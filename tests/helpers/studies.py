@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from hydra import compose as hydra_compose
@@ -16,6 +15,7 @@ from tests.helpers.config import TINY
 from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
 from tests.helpers.results import result_dict, write_result
+from tests.helpers.warm import run_module
 
 # a trial in seconds: one thread, no logger, no warm-up
 QUICK = [*TINY, "num_threads=1", "logger=none", "optim.warmup_steps=0"]
@@ -24,10 +24,9 @@ LR = "optim.lr=tag(log, interval(1e-4, 1e-2))"
 
 def sweep(tmp_path: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
     """``python -m experiments.train -m hparams_search=optuna`` of quick trials into ``sweep_dir``."""
-    return subprocess.run(
-        [sys.executable, "-m", "experiments.train", "-m", "hparams_search=optuna", *QUICK, *args,
-         f"hydra.sweep.dir={sweep_dir}"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300,
+    return run_module(
+        "experiments.train", "-m", "hparams_search=optuna", *QUICK, *args, f"hydra.sweep.dir={sweep_dir}",
+        cwd=tmp_path, env=ENV, timeout=300,
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from experiments.sweep.grid import register_resolvers
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
+from tests.helpers.warm import run_module
 
 # one intra-op thread per training process: the tests may run two at a time on two cores
 QUIET = [*TINY, "num_threads=1"]
@@ -27,13 +28,8 @@ QUIET = [*TINY, "num_threads=1"]
 
 def multirun(tmp_path: Path, *args: str, timeout: int = 300) -> tuple[subprocess.CompletedProcess, Path]:
     sweep_dir = tmp_path / "sweep"
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    proc = run_module(
+        "experiments.train", "-m", *args, f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, env=ENV, timeout=timeout
     )
     return proc, sweep_dir
 

@@ -1,0 +1,120 @@
+"""A Python that has imported the training stack once and forks a child per command (``tests.helpers.warm``).
+
+Started as ``python -m tests.helpers.warm_server`` in the environment its commands will run in. It imports
+``PRELOAD``, then reads one JSON request a line on stdin and answers on stdout, for each request: the child's
+pid, then its exit code once it ends. The child takes the request's working folder, environment, argv and
+output files, and runs the module as ``python -m`` does (``runpy._run_module_as_main``), so the command's
+own code (its ``__main__``, Hydra's start, the run) is executed afresh in every child; only the imports
+are shared. Imports that print anything or start a Python thread make the server refuse to serve: a fresh
+process would have printed it, and a fork inherits none of its Python threads.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import importlib
+import json
+import os
+import runpy
+import signal
+import sys
+import threading
+
+# what ``python -m experiments.train`` imports on its way to a run's first step (``python -X importtime``):
+# torch and its compiler, Lightning with torchmetrics, Hydra, W&B with the module its ``init`` imports, pandas
+PRELOAD = (
+    "torch",
+    "lightning.pytorch",
+    "hydra",
+    "wandb",
+    "wandb.sdk.launch.inputs.internal",
+    "pandas",
+    "experiments.app.train",
+    "experiments.training.single_run",
+)
+
+
+def preload() -> str | None:
+    """Import ``PRELOAD``; why this process cannot serve, or None."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    # Python threads would be gone in a child with their locks held; the native ones the imports start (torch's,
+    # pyarrow's allocator) are re-made after a fork by their libraries, as for a DataLoader's forked workers
+    if threading.active_count() != 1:
+        return f"the preloaded imports started {threading.active_count() - 1} Python thread(s)"
+    return None
+
+
+def child(request: dict, channel: int) -> None:
+    """In the forked child: become the requested command, then leave through the interpreter's own exit."""
+    os.close(channel)
+    # as a fresh Python starts: Ctrl-C raises KeyboardInterrupt, SIGTERM ends the process (SIGPIPE stays ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    streams = ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY), (2, request["stderr"], os.O_WRONLY))
+    for fd, path, mode in streams:
+        opened = os.open(path, mode)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.argv = ["-m", *request["args"]]
+    sys.path[0] = request["cwd"]  # `python -m` puts the working folder first on the import path
+    os._exit(run_as_main(request["module"]))
+
+
+def run_as_main(module: str) -> int:
+    """``python -m module`` from here on, and the exit code the interpreter would give it.
+
+    What the interpreter does at its end is done here, all but tearing down the imported modules: that
+    teardown would touch (and so copy) every page the child shares with the server, seconds for torch."""
+    try:
+        runpy._run_module_as_main(module)  # the same entry as `python -m module`
+        code = 0
+    except SystemExit as stop:
+        code = exit_code(stop.code)
+    except BaseException:  # noqa: BLE001 - the top level of the command: any exception ends it, traceback shown
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    threading._shutdown()  # the non-daemon threads are waited for, as at the interpreter's end
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return code
+
+
+def exit_code(code: object) -> int:
+    """The exit code of ``SystemExit(code)``, printing what the interpreter prints for a message."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def serve() -> None:
+    problem = preload()
+    gc.freeze()  # what the imports made stays out of the children's collections, and so uncopied
+    answers = sys.stdout
+    print(json.dumps({"ready": problem is None, "problem": problem}), file=answers, flush=True)
+    if problem:
+        return
+    for line in sys.stdin:
+        request = json.loads(line)
+        answers.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            child(request, sys.stdin.fileno())
+        print(json.dumps({"pid": pid}), file=answers, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), file=answers, flush=True)
+
+
+if __name__ == "__main__":
+    serve()

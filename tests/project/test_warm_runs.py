@@ -1,0 +1,125 @@
+"""A command the tests fork from a warm Python (``tests/helpers/warm.py``) is the command a user runs.
+
+What a fresh ``python -m`` gives is the reference: its exit code, output, working folder, environment and
+import path, the interpreter's end (threads waited for, ``atexit`` run, output flushed), and a training
+run's result, metrics and weights.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers.config import TINY
+from tests.helpers.env import ENV, ONE_THREAD_ENV
+from tests.helpers.warm import run_module
+
+# a module of the test's own, importable because `python -m` puts the working folder first on the path
+PROBE = """
+import atexit, os, sys, threading, time
+
+def later():
+    time.sleep(0.2)
+    print("thread done", flush=True)
+
+atexit.register(lambda: print("atexit ran"))
+what = sys.argv[1]
+print("argv", sys.argv[1:], "cwd", os.getcwd(), "path0", sys.path[0], "X", os.environ.get("PROBE_X"))
+print("partial line without flush", end="")
+print("to stderr", file=sys.stderr)
+if what == "thread":
+    threading.Thread(target=later).start()
+elif what == "exit3":
+    sys.exit(3)
+elif what == "message":
+    sys.exit("stopped: a message")
+elif what == "raise":
+    1 / 0
+elif what == "sleep":
+    time.sleep(60)
+"""
+
+
+def both(tmp_path: Path, *args: str, env: dict[str, str] = ENV) -> tuple[subprocess.CompletedProcess, ...]:
+    """(fresh, warm) runs of ``python -m probe *args`` in ``tmp_path``."""
+    (tmp_path / "probe.py").write_text(PROBE)
+    fresh = subprocess.run(
+        [sys.executable, "-m", "probe", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    return fresh, run_module("probe", *args, cwd=tmp_path, env=env, timeout=60)
+
+
+@pytest.mark.parametrize("what", ["plain", "thread", "exit3", "message"])
+def test_a_warm_command_ends_as_a_fresh_one(tmp_path: Path, what: str) -> None:
+    fresh, warm = both(tmp_path, what, env={**ENV, "PROBE_X": "seen"})
+    assert (warm.returncode, warm.stdout, warm.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert "X seen" in fresh.stdout and f"cwd {tmp_path} path0 {tmp_path}" in fresh.stdout
+    assert fresh.stdout.endswith("atexit ran\n")
+    assert fresh.returncode == {"exit3": 3, "message": 1}.get(what, 0)
+
+
+def test_an_exception_ends_a_warm_command_with_1_and_its_traceback(tmp_path: Path) -> None:
+    fresh, warm = both(tmp_path, "raise")
+    assert warm.returncode == fresh.returncode == 1
+    assert warm.stderr.splitlines()[-1] == fresh.stderr.splitlines()[-1] == "ZeroDivisionError: division by zero"
+    assert warm.stdout == fresh.stdout
+
+
+def test_a_warm_command_past_its_timeout_is_killed_and_raises(tmp_path: Path) -> None:
+    (tmp_path / "probe.py").write_text(PROBE)
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_module("probe", "sleep", cwd=tmp_path, env=ENV, timeout=1)
+    # the server answers the next command: the killed child was reaped
+    assert run_module("probe", "plain", cwd=tmp_path, env=ENV, timeout=60).returncode == 0
+
+
+def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
+    """metrics.csv rows without the time columns."""
+    (path,) = run_dir.rglob("metrics.csv")
+    with path.open() as f:
+        return [{k: v for k, v in row.items() if "time" not in k and "second" not in k} for row in csv.DictReader(f)]
+
+
+# a result's fields that differ between any two runs: when, how fast, the folder and the run's id
+VARYING = {"started_at", "finished_at", "run_dir", "run_id", "command", "cost"}
+MEASURED = {"test_seconds", "attention_stats_seconds", "step_ms", "train_seconds", "compile_seconds", "wall_seconds"}
+MEASURED |= {"tokens_per_second", "fit_tokens_per_second", "peak_memory_mb"}
+
+
+@pytest.mark.slow
+def test_a_warm_training_run_equals_a_fresh_one(tmp_path: Path) -> None:
+    args = [*TINY, "num_threads=1"]
+    fresh = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *args, f"hydra.run.dir={tmp_path / 'fresh'}"],
+        cwd=tmp_path, env=ONE_THREAD_ENV, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    warm = run_module(
+        "experiments.train", *args, f"hydra.run.dir={tmp_path / 'warm'}", cwd=tmp_path, env=ONE_THREAD_ENV
+    )
+    assert warm.returncode == fresh.returncode == 0, warm.stderr
+    assert warm.stderr == fresh.stderr
+
+    def lines(out: str, name: str) -> list[str]:  # the log's time stamps and the speeds dropped
+        kept = [line.split(" - ", 1)[-1] for line in out.replace(str(tmp_path / name), "RUN").splitlines()]
+        return [line for line in kept if "steps/s" not in line and not line.startswith("cost")]
+
+    assert lines(warm.stdout, "warm") == lines(fresh.stdout, "fresh")
+    results = [json.loads((tmp_path / name / "result.json").read_text()) for name in ("fresh", "warm")]
+    assert [{k: v for k, v in r.items() if k not in VARYING} for r in results] == [
+        {k: v for k, v in results[0].items() if k not in VARYING}
+    ] * 2
+    counts = [{k: v for k, v in r["cost"].items() if k not in MEASURED} for r in results]
+    assert counts[0] == counts[1] and counts[0]["params"] > 0
+    assert metrics_rows(tmp_path / "warm") == metrics_rows(tmp_path / "fresh")
+    weights = [
+        torch.load(next((tmp_path / name / "checkpoints").glob("last*.ckpt")), map_location="cpu")["state_dict"]
+        for name in ("fresh", "warm")
+    ]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
