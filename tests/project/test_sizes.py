@@ -25,7 +25,6 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "experiments/ensemble/run.py:_fit": (90, "an ensemble's fit loop, set up and run in one function"),
     "experiments/ensemble/run.py:_evaluate_member": (72, "one member's evaluation with its metric bookkeeping"),
     "experiments/sweep/slurm.py:_quiet_watcher_class": (64, "a class built in a function around submitit's watcher"),
-    "experiments/training/single_run.py:_train": (95, "one run's fit and test in one function; training work"),
     "variants/attention/kernelised.py:KernelisedAttention.forward": (77, "three feature-map paths in one forward"),
     "analysis/claims/adaptive.py:evaluate_adaptive": (65, "an adaptive claim's rules; owned by the statistics work"),
     "analysis/claims/evaluate.py:evaluate_claim": (66, "a claim's verdict in one pass; the statistics work"),
