@@ -249,9 +249,10 @@ def _prepare_fit(
             wandb.logged_until = logged
 
 
-def _fit(trainer, module, datamodule, resume_from: str | None) -> tuple[float, float]:
+def _fit(trainer, module, datamodule, resume_from: str | None) -> tuple[float, float | None]:
     """Lightning's fit: (its seconds, the part of them spent compiling: model.compile's graphs, forward, backward
-    and the evaluation's, and flex's kernels without it); an interrupted fit raises KeyboardInterrupt."""
+    and the evaluation's, and flex's kernels without it; None where torch keeps no count); an interrupted fit
+    raises KeyboardInterrupt."""
     from experiments.model.compiling import compile_seconds_so_far, compiled_since
 
     compiled_before = compile_seconds_so_far()
