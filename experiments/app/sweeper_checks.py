@@ -1,4 +1,4 @@
-"""A sweeper's settings, checked before Hydra creates the sweep folder (experiments/app/preflight.py).
+"""A sweeper's settings, checked before Hydra creates the sweep folder (experiments/app/preflight/).
 
 - ``hydra/sweeper=optuna`` and ``hparams_search=tuned``: every interval of the search space is one Optuna takes
   (a log scale starts above 0), the storage is a place a study can be written (a writable folder, a database

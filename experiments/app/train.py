@@ -76,7 +76,7 @@ def refused(err: BaseException, multirun: bool, code: int = 2) -> float:
 def hydra_entry(cfg: DictConfig) -> float:
     from experiments.config.spec import build_spec
     from experiments.sweep.gpu_share import on_held_gpu, shared_gpu
-    from experiments.training.single_run import RESULT, is_rank_zero, objective, resume_command, train, train_in_child
+    from experiments.training.single_run import is_rank_zero, objective, train, train_in_child
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
@@ -109,6 +109,16 @@ def hydra_entry(cfg: DictConfig) -> float:
         # Rank 0 reports and sets the exit code. A rank > 0 exiting non-zero would make
         # Lightning's watchdog kill rank 0 before it writes the result.
         return objective(result, cfg.objective)
+    report_ending(result, run_dir, multirun, resume=cfg.resume)
+    return objective(result, cfg.objective)
+
+
+def report_ending(result: dict[str, Any], run_dir: Path, multirun: bool, resume: str | None) -> None:
+    """Rank 0's ending of one run: a line on stderr for a run that did not complete (with how to resume a failed
+    one that left a checkpoint; a single run then exits 2 or 1), else where its result is and, for a single run,
+    the closing summary."""
+    from experiments.training.single_run import RESULT, resume_command
+
     status = result["status"]
     if status not in ("completed", "pruned") or result.get("result_unwritten"):  # pruned: the study's own stop
         if result.get("result_unwritten"):
@@ -120,7 +130,7 @@ def hydra_entry(cfg: DictConfig) -> float:
         if (
             status == "failed"
             and not result.get("user_error")
-            and cfg.resume
+            and resume
             and (run_dir / "checkpoints" / "last.ckpt").exists()
         ):
             message += f"; resume: {resume_command(run_dir, multirun)}"
@@ -135,7 +145,6 @@ def hydra_entry(cfg: DictConfig) -> float:
 
         log.info("result: %s", run_dir / RESULT)
         print_summary(result, run_dir)
-    return objective(result, cfg.objective)
 
 
 def _ensemble(cfg: DictConfig, spec: Spec, run_dir: Path, overrides: list[str], multirun: bool, threads: int) -> float:

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from experiments.config.schema import OptimConf
 from experiments.model.transformer import ModelSpec, Transformer
-from experiments.training.module import lr_factor
+from experiments.training.optimiser import lr_factor
 
 # attnlab's vocabulary starts the characters after its four special ids (experiments/tasks/base.py)
 FIRST_SYMBOL_ID = 4

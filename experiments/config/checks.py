@@ -35,7 +35,7 @@ def check_config(cfg: DictConfig) -> None:
 
 def check_task(cfg: DictConfig) -> None:
     """The task is registered and every callback's ``monitor`` is a metric it logs. Apart from the other
-    values, and checked last by the command line (experiments/app/preflight.py), because naming a task
+    values, and checked last by the command line (experiments/app/preflight/), because naming a task
     imports Lightning (a task is a LightningDataModule): any other refusal comes without that wait."""
     from experiments.tasks import TASKS
 

@@ -27,7 +27,7 @@ POOLINGS = ("mean", "cls")
 # An absolute position term is matched to whichever is chosen (experiments.model.layers.Stack).
 EMBEDDINGS = ("scaled", "gpt2")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's modes
-# the learning-rate schedules experiments.training.module implements (optim.schedule)
+# the learning-rate schedules experiments.training.optimiser implements (optim.schedule)
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
 # the weights that are tested (eval.checkpoint)
 EVAL_CHECKPOINTS = ("last", "best")

@@ -6,13 +6,26 @@ work, and app/train.py ask them without importing the training.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from experiments.config.spec import Spec, spec_of
 
 SHARED = "ensemble"  # the members' shared folder under the run: checkpoint, batched log, lock
+
+
+@dataclass
+class Member:
+    """A member still to train: its seed, spec, folder, command line, result so far and assembled run parts."""
+
+    seed: int
+    spec: Spec
+    run_dir: Path
+    overrides: list[str]
+    result: dict[str, Any]
+    parts: Any = None
 
 
 def member_seeds(spec: Spec) -> list[int]:

@@ -27,7 +27,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import stack_module_state, vmap
 
-from experiments.training.module import TransformerModule, adamw_with_schedule
+from experiments.training.module import TransformerModule
+from experiments.training.optimiser import adamw_with_schedule
 
 log = logging.getLogger("attnlab")
 

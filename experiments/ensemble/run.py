@@ -20,16 +20,17 @@ import contextlib
 import logging
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from experiments.config.spec import Spec, thaw
+from experiments.config.spec import Spec
 from experiments.ensemble.capability import ensemble_problem
+from experiments.ensemble.fit import fit_members
 from experiments.ensemble.members import (
     SHARED,
+    Member,
     any_result,
     member_dirs,
     member_overrides,
@@ -41,16 +42,6 @@ from experiments.record.at_step import AtStep
 from experiments.record.result import environment, now_iso, write_json_atomic
 
 log = logging.getLogger("attnlab")
-
-
-@dataclass
-class Member:
-    seed: int
-    spec: Spec
-    run_dir: Path
-    overrides: list[str]
-    result: dict[str, Any]
-    parts: Any = None
 
 
 def train_ensemble(
@@ -161,7 +152,7 @@ def _train_members(
         m.result["references"] = variant_references(m.spec.used_variants(m.result["unused"]))
     ensemble, trainer = None, None
     try:
-        ensemble, trainer, train_seconds, validation = _fit(spec, run_dir / SHARED, todo, callbacks, resume_from)
+        ensemble, trainer, train_seconds, validation = fit_members(spec, run_dir / SHARED, todo, callbacks, resume_from)
     except BaseException as err:  # noqa: BLE001 - every ending is recorded, in every member
         failure = outcome.describe_failure(err, trainer, run_dir / SHARED)
         out = [_finish(m, failure, began, trainer) for m in todo]
@@ -175,98 +166,6 @@ def _train_members(
     return out
 
 
-def _fit(spec: Spec, shared_dir: Path, todo: list[Member], callbacks: list[Any], resume_from: str | None):
-    import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
-    from experiments.ensemble.data import MemberBatches
-    from experiments.ensemble.module import EnsembleModule
-    from experiments.ensemble.trainer_keys import passed_keywords
-    from experiments.ensemble.validation import MemberValidation, validation_interval
-    from experiments.record.loggers import csv_logger
-    from experiments.training import folder as run_folder
-    from experiments.training.callbacks import FailAtStep, PlainProgress, StepTimer
-    from experiments.training.checkpointing import AtomicCheckpointIO
-    from experiments.training.clock import RunClock
-
-    t = spec.trainer
-    seeds = [m.seed for m in todo]
-    # the clipping a single run's Trainer does with trainer.gradient_clip_val (by default optim.grad_clip)
-    clip = t.get("gradient_clip_val")
-    module = EnsembleModule([m.parts.module for m in todo], seeds, clip, log_every=t.get("log_every_n_steps"))
-    extra = [FailAtStep(int(spec.run.fail_at_step))] if spec.run.fail_at_step is not None else []
-    loaders = []
-    for m in todo:
-        dm = m.parts.datamodule
-        dm.prepare_data()
-        dm.setup("fit")
-        loaders.append(dm.train_dataloader())
-    # before the fit's callbacks: a member stopped early at this step takes no step after it
-    validation = MemberValidation(
-        [m.parts for m in todo],
-        [m.run_dir for m in todo],
-        validation_interval(todo[0].parts.trainer, min(len(x) for x in loaders)),
-    )
-    clock = RunClock()  # train_seconds across the segments of a resumed ensemble
-    # every checkpoint records the computation that wrote it (the first member's), for the next run's comparison
-    first_run = todo[0].spec.run
-    recorded = run_folder.record_callback(run_folder.run_record(first_run.flat_config(), first_run.config_hash))
-    trainer = L.Trainer(
-        # every key the table passes, as a single run's Trainer takes it; the limits that end a single run's
-        # fit end the ensemble's alike (stops.stop_after_fit then records which one did, in every member).
-        # The table's other keys are handled below or were refused before any work (preflight).
-        **passed_keywords(thaw(t.node)),
-        devices=1,
-        limit_val_batches=0,  # the members validate in MemberValidation
-        num_sanity_val_steps=0,
-        enable_progress_bar=False,
-        logger=[csv_logger(shared_dir)],
-        callbacks=[
-            ModelCheckpoint(
-                dirpath=str(shared_dir / "checkpoints"),
-                filename="step{step}",
-                save_last=True,
-                save_top_k=0,
-                every_n_train_steps=max(t.checkpoint_every_n_steps, 1),
-                auto_insert_metric_name=False,
-            ),
-            validation,
-            PlainProgress(every=max(t.get("log_every_n_steps"), 1)),
-            StepTimer(),
-            clock,
-            recorded,
-            *extra,
-            *callbacks,
-        ],
-        plugins=[AtomicCheckpointIO()],
-        default_root_dir=str(shared_dir),
-        use_distributed_sampler=False,
-    )
-    first = todo[0].parts
-    for m in todo:
-        m.parts.datamodule.trainer = (
-            trainer  # each member's sampler reads the ensemble's epoch and step, as in its own run
-        )
-    spec = first.module.spec
-    batches = MemberBatches(
-        loaders,
-        kind=first.datamodule.kind,
-        arch=spec.arch,
-        pad_id=spec.pad_id,
-        bos_id=spec.bos_id,
-        sep_id=first.datamodule.sep_id,
-    )
-    if resume_from:  # only ever a checkpoint of these members' computation (experiments/ensemble/folder.py)
-        log.info("resuming the ensemble of seeds %s from %s", seeds, resume_from)
-    start = time.perf_counter()
-    trainer.fit(module, train_dataloaders=batches, ckpt_path=resume_from)
-    # the whole fit, over every segment of a resumed ensemble (RunClock keeps the earlier ones)
-    train_seconds = time.perf_counter() - start + clock.before["seconds"]
-    if trainer.interrupted:
-        raise KeyboardInterrupt("training was interrupted")
-    return module, trainer, train_seconds, validation
-
-
 def _evaluate_member(
     m: Member, ensemble, index: int, fit_trainer, train_seconds: float, shared_seconds: float, record
 ) -> dict[str, Any]:
@@ -276,36 +175,15 @@ def _evaluate_member(
     history, logged here at a separate run's steps; its last one, which is the final validation when
     it saw the final weights; and its best weights, tested under ``eval.checkpoint=best``.
     """
-    from experiments.training import build, outcome, stops
+    from experiments.training import build, outcome
     from experiments.training.single_run import evaluate
 
     began = time.perf_counter()
-    result, n = m.result, ensemble.members
+    result = m.result
     steps = ensemble.member_steps(index, int(fit_trainer.global_step))
-    from experiments.training.callbacks import StepTimer
-
-    timer = next((c for c in fit_trainer.callbacks if isinstance(c, StepTimer)), None)
-    step_ms = timer.summary().get("step_ms") if timer is not None else None
     tokens = int(ensemble.tokens_seen[index])
-    result["cost"].update(
-        {
-            # this member's share of the batched training (N members shared every step)
-            "train_seconds": train_seconds / n,
-            "step_ms": step_ms / n if step_ms else None,
-            "steps": steps,
-            "tokens_per_second": tokens / (train_seconds / n) if train_seconds > 0 else None,
-            "threads": torch.get_num_threads(),
-            "world_size": 1,
-            "segments": _segments(fit_trainer),  # 1: trained in one go; more: resumed
-        }
-    )
-    result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
-    # why this member stopped, at its own step, as its separate run would record it
-    budget = stops.budget(m.spec.trainer)
-    result["stop"] = {**stops.stop_after_fit(fit_trainer, budget), "step": steps}
-    if record.stopped_at is not None:
-        result["ensemble"]["stopped_early"] = record.reason
-        result["stop"] = stops.record("early_stopping", steps, budget)
+    _record_member_cost(result, fit_trainer, ensemble.members, steps, tokens, train_seconds)
+    _record_member_stop(m, fit_trainer, record, steps)
     if int(ensemble.diverged_at[index]) >= 0:
         value = "nan"
         result.update(status="diverged", error=f"loss became {value} at step {steps}", diverged_at_step=steps)
@@ -339,6 +217,40 @@ def _evaluate_member(
     except Exception as err:  # noqa: BLE001 - recorded in this member; the others go on
         result.update(outcome.describe_failure(err, trainer, m.run_dir))
     return _finish(m, {}, began, trainer, shared_seconds, wandb)
+
+
+def _record_member_cost(
+    result: dict[str, Any], fit_trainer, n: int, steps: int, tokens: int, train_seconds: float
+) -> None:
+    """The member's cost: its share of the batched training (``n`` members shared every step)."""
+    from experiments.training.callbacks import StepTimer
+
+    timer = next((c for c in fit_trainer.callbacks if isinstance(c, StepTimer)), None)
+    step_ms = timer.summary().get("step_ms") if timer is not None else None
+    result["cost"].update(
+        {
+            "train_seconds": train_seconds / n,
+            "step_ms": step_ms / n if step_ms else None,
+            "steps": steps,
+            "tokens_per_second": tokens / (train_seconds / n) if train_seconds > 0 else None,
+            "threads": torch.get_num_threads(),
+            "world_size": 1,
+            "segments": _segments(fit_trainer),  # 1: trained in one go; more: resumed
+        }
+    )
+    result["ensemble"].update({"train_seconds": train_seconds, "step_ms": step_ms})
+
+
+def _record_member_stop(m: Member, fit_trainer, record, steps: int) -> None:
+    """Why the member stopped, at its own step, as its separate run would record it."""
+    from experiments.training import stops
+
+    result = m.result
+    budget = stops.budget(m.spec.trainer)
+    result["stop"] = {**stops.stop_after_fit(fit_trainer, budget), "step": steps}
+    if record.stopped_at is not None:
+        result["ensemble"]["stopped_early"] = record.reason
+        result["stop"] = stops.record("early_stopping", steps, budget)
 
 
 def _segments(trainer) -> int:

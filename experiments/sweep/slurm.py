@@ -193,55 +193,64 @@ def _quiet_watcher_class():
         use_squeue = False
 
         def update(self) -> None:
-            if not self.use_squeue:
-                command = self._make_command()
-                if command is None:
-                    return
-                self._num_calls += 1
-                try:
-                    self._output = subprocess.check_output(command, shell=False, stderr=subprocess.PIPE)
-                except (OSError, subprocess.CalledProcessError) as err:
-                    reason = getattr(err, "stderr", b"") or str(err).encode()
-                    reason = reason.decode(errors="replace").strip().splitlines()[-1:] or [""]
-                    log.info("sacct is unavailable here (%s); following the jobs with squeue", reason[0])
-                    type(self).use_squeue = True
-                    self._delay_s = min(self._delay_s, 60)  # squeue is cheap: look at least every minute
-                else:
-                    self._info_dict.update(self.read_info(self._output))
-                    self._finish_update()
-                    return
-            self._update_from_squeue()
-
-        def _update_from_squeue(self) -> None:
-            ids = sorted({x.split("_")[0] for x in self._registered - self._finished})
-            if not ids:
-                return
-            self._num_calls += 1
-            try:
-                out = subprocess.run(
-                    ["squeue", "-h", "-r", "--states=all", "-o", "%i|%T", "-j", ",".join(ids)],
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                    check=True,
-                ).stdout
-            except (OSError, subprocess.SubprocessError):
-                return  # the controller did not answer this time; the result files still say when a job ends
-            states = squeue_states(out)
-            for job_id in self._registered - self._finished:
-                # squeue lists every job the controller holds, pending ones included; one it no
-                # longer lists has ended (a waiting array task cancelled, or past MinJobAge)
-                state = states.get(job_id, NOT_LISTED)
-                self._info_dict[job_id] = {"JobID": job_id, "State": state}
-            self._finish_update()
-
-        def _finish_update(self) -> None:
-            self._last_status_check = time.time()
-            for job_id in self._registered - self._finished:
-                if self.is_done(job_id, mode="cache"):
-                    self._finished.add(job_id)
+            if self.use_squeue or not _update_from_sacct(self):
+                _update_from_squeue(self)
 
     return QuietWatcher
+
+
+def _update_from_sacct(watcher) -> bool:
+    """One poll of ``sacct``, as submitit's own watcher makes it; False where sacct failed, after one note: from
+    then on every watcher of the class asks ``squeue``."""
+    command = watcher._make_command()
+    if command is None:
+        return True
+    watcher._num_calls += 1
+    try:
+        watcher._output = subprocess.check_output(command, shell=False, stderr=subprocess.PIPE)
+    except (OSError, subprocess.CalledProcessError) as err:
+        reason = getattr(err, "stderr", b"") or str(err).encode()
+        reason = reason.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        log.info("sacct is unavailable here (%s); following the jobs with squeue", reason[0])
+        type(watcher).use_squeue = True
+        watcher._delay_s = min(watcher._delay_s, 60)  # squeue is cheap: look at least every minute
+        return False
+    watcher._info_dict.update(watcher.read_info(watcher._output))
+    _finish_update(watcher)
+    return True
+
+
+def _update_from_squeue(watcher) -> None:
+    """One poll of ``squeue`` for the watcher's registered jobs that have not finished."""
+    ids = sorted({x.split("_")[0] for x in watcher._registered - watcher._finished})
+    if not ids:
+        return
+    watcher._num_calls += 1
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "--states=all", "-o", "%i|%T", "-j", ",".join(ids)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return  # the controller did not answer this time; the result files still say when a job ends
+    states = squeue_states(out)
+    for job_id in watcher._registered - watcher._finished:
+        # squeue lists every job the controller holds, pending ones included; one it no
+        # longer lists has ended (a waiting array task cancelled, or past MinJobAge)
+        state = states.get(job_id, NOT_LISTED)
+        watcher._info_dict[job_id] = {"JobID": job_id, "State": state}
+    _finish_update(watcher)
+
+
+def _finish_update(watcher) -> None:
+    """After a poll: when it was made, and which registered jobs it found done."""
+    watcher._last_status_check = time.time()
+    for job_id in watcher._registered - watcher._finished:
+        if watcher.is_done(job_id, mode="cache"):
+            watcher._finished.add(job_id)
 
 
 def install_quiet_watcher() -> None:

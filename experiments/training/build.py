@@ -23,7 +23,8 @@ from experiments.record.loggers import wandb_logger
 from experiments.training.callbacks import FailAtStep
 from experiments.training.checkpointing import AtomicCheckpointIO
 from experiments.training.clock import RunClock
-from experiments.training.module import EvalOptions, TransformerModule
+from experiments.training.module import TransformerModule
+from experiments.training.testing import EvalOptions
 
 log = logging.getLogger("attnlab")
 

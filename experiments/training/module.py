@@ -1,32 +1,32 @@
-"""The LightningModule: loss, optimiser and schedule, evaluation by real generation.
+"""The LightningModule: loss, the training and validation steps, generation, exact resumption.
 
 Training is teacher-forced cross-entropy (with optional label smoothing) plus,
 for REINFORCE hard attention, a score-function term (``experiments/model/reinforce.py``).
 Validation is teacher-forced; testing of seq2seq tasks generates
-greedily with the key/value cache and scores exact matches per evaluation length.
+greedily with the key/value cache and scores exact matches per evaluation length (the test phase:
+``experiments/training/testing.py``; the optimiser and its schedule: ``experiments/training/optimiser.py``).
 What differs between seq2seq, lm and classify (inputs and targets, the loss, the metrics)
 lives in one adapter per kind (``experiments/training/task_adapters.py``), chosen once in ``__init__``.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
-import lightning as L
 import torch
 from torch import Tensor
-from torchmetrics import MeanMetric, SumMetric
+from torchmetrics import MeanMetric
 
+from experiments.config.reinforce_options import ReinforceSpec
 from experiments.config.schema import OptimConf
-from experiments.model import attention_stats
 from experiments.model.reinforce import Baseline, mean_entropy, repeat_batch, returns, stack_log_probs, surrogate
 from experiments.model.transformer import ModelSpec, Transformer
 from experiments.tasks.batches import IGNORE, REPEATED
+from experiments.training.optimiser import adamw_with_schedule
 from experiments.training.task_adapters import TaskAdapter, adapter_for
+from experiments.training.testing import EvalOptions, TestingPhase
 from variants.attention.hard import reinforce_layers
 from variants.flex import choose_kernel_options
 
@@ -39,74 +39,7 @@ class DivergedError(RuntimeError):
         self.step = step
 
 
-def lr_factor(step: int, spec: OptimConf, max_steps: int) -> float:
-    """Multiplier of the base learning rate at ``step`` (linear warm-up, then the schedule)."""
-    warm = max(spec.warmup_steps, 1)
-    if step < spec.warmup_steps:
-        return (step + 1) / warm
-    if spec.schedule == "inverse_sqrt":
-        return math.sqrt(warm / (step + 1))
-    if spec.schedule == "cosine":
-        progress = min((step - spec.warmup_steps) / max(max_steps - spec.warmup_steps, 1), 1.0)
-        return spec.min_lr_ratio + (1 - spec.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-    return 1.0
-
-
-def fused_adamw_available(params: list[Tensor], *, mixed_clipping: bool = False) -> bool | None:
-    """True where torch has a fused AdamW kernel for every parameter (floating point, on CPU or CUDA), else
-    None: torch's default. The fused kernel makes the same update element by element in one pass, where
-    torch's default on CPU loops over the tensors in Python, a tenth of a small model's step
-    (docs/benchmarks.md: the training loop). Not under ``mixed_clipping`` (a ``*-mixed`` precision with
-    gradient clipping): Lightning clips mixed-precision gradients itself and refuses an optimiser that
-    unscales them inside its step, as the fused one declares."""
-    if mixed_clipping:
-        return None
-    return all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params) or None
-
-
-def mixed_clipping(trainer: Any) -> bool:
-    """Whether ``trainer`` clips gradients under a mixed precision (``16-mixed``, ``bf16-mixed``)."""
-    return trainer is not None and str(trainer.precision).endswith("-mixed") and bool(trainer.gradient_clip_val)
-
-
-def adamw_with_schedule(
-    params: list[Tensor], spec: OptimConf, max_steps: int, member_dims: int = 0, trainer: Any = None
-) -> dict[str, Any]:
-    """AdamW that decays matrices only (weights of ``member_dims`` + 2 or more dimensions: an ensemble's carry
-    a leading member dimension) and the learning-rate schedule per step, as Lightning's optimiser config;
-    torch's fused kernel where it has one and ``trainer`` allows it (``fused_adamw_available``)."""
-    decay = [p for p in params if p.dim() - member_dims >= 2]
-    no_decay = [p for p in params if p.dim() - member_dims < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=spec.lr,
-        betas=tuple(spec.betas),
-        fused=fused_adamw_available(params, mixed_clipping=mixed_clipping(trainer)),
-    )
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, spec, max_steps))
-    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    """What a test measures besides the task's metrics, and the task's functions it needs for that.
-
-    Not hyper-parameters: a checkpoint keeps none of them (two are the datamodule's functions), and a
-    module loaded from one without them tests the task's metrics alone.
-    """
-
-    #: token ids -> text, for BLEU (translation)
-    decode_text: Callable[[list[int]], str] | None = None
-    #: attention statistics over the test set (``experiments.model.attention_stats``; eval.attention_stats)
-    attention_stats: bool = False
-    #: examples per evaluation length the statistics read (None: all); the first ones, so every
-    #: variant is measured on the same examples (eval.attention_stats_examples)
-    stats_examples: int | None = None
-    #: the task's alignment, (src (B, S), tgt (B, T)) -> (B, T, S) bool | None, for cross-attention statistics
-    alignment: Callable[[Tensor, Tensor], Tensor | None] | None = None
-
-
-class TransformerModule(L.LightningModule):
+class TransformerModule(TestingPhase):
     """Trains the Transformer of any ``arch`` on any compatible task ``kind`` (seq2seq, lm, classify)."""
 
     #: flex's kernel options chosen on the device at fit start (``choose_kernel_options``), or None
@@ -156,33 +89,9 @@ class TransformerModule(L.LightningModule):
         self.evaluation = evaluation or EvalOptions()
         self._bad_loss: Tensor | None = None
         self.reinforce_spec = self.optim_spec.reinforce()
-        # One baseline per stack whose hard layers train by REINFORCE (none for other models).
-        self.baselines = torch.nn.ModuleDict(
-            {
-                name: Baseline(
-                    self.reinforce_spec.baseline,
-                    self.reinforce_spec.baseline_decay,
-                    self.reinforce_spec.samples,
-                    features=self.spec.d_model,
-                )
-                for name in ("encoder", "decoder")
-                if _reinforcing(getattr(self.model, name))
-            }
-        )
+        self.baselines = reinforce_baselines(self.model, self.reinforce_spec, self.spec.d_model)
         self.val_loss, self.val_acc = MeanMetric(), MeanMetric()
-        self.test_loss, self.test_acc, self.test_seq = MeanMetric(), MeanMetric(), MeanMetric()
-        # per evaluation length: correct tokens, tokens, correct sequences, sequences
-        self.by_length = torch.nn.ModuleDict(
-            {
-                str(n): torch.nn.ModuleDict({k: SumMetric() for k in ("tok", "ntok", "seq", "nseq", "nll")})
-                for n in self.eval_lengths
-            }
-        )
-        self.hypotheses: list[str] = []
-        self.references: list[str] = []
-        self._stats_seen: dict[str, int] = {}
-        self.stats_sums: dict[tuple[str, str], dict[str, Tensor]] = {}
-        self.stats_seconds = self.test_seconds = 0.0
+        self._init_testing()
 
     # -- loss -----------------------------------------------------------------------------------
     def _io(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -314,127 +223,6 @@ class TransformerModule(L.LightningModule):
         self.val_loss.reset()
         self.val_acc.reset()
 
-    # -- test ------------------------------------------------------------------------------------
-    def on_test_epoch_start(self) -> None:
-        self.hypotheses, self.references = [], []
-        self.stats_sums, self.stats_seconds, self._stats_seen = {}, 0.0, {}
-        self._test_began = time.perf_counter()
-        for group in self.by_length.values():
-            for metric in group.values():
-                metric.reset()
-                # A zero update: a rank whose shard holds no example of this length still
-                # takes part in the sum across ranks, without torchmetrics' warning.
-                metric.update(0.0)
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        if batch.get(REPEATED):
-            return
-        logits, targets, _ = self._io(batch)
-        loss, per_example = self._losses(logits, targets)
-        mask = targets.ne(IGNORE)
-        self.test_loss.update(loss, weight=int(mask.sum()))
-        length = str(int(batch["length"][0])) if "length" in batch else None
-        # seq2seq generates greedily (when eval.generate); the others score the teacher-forced logits
-        greedy = self.greedy if self.generate_at_test else None
-        tok, real, seq, generated = self.adapter.test_scores(batch, logits, targets, greedy)
-        decode = self.evaluation.decode_text
-        if generated is not None and self.bleu and decode is not None:
-            self.hypotheses += [decode(row.tolist()) for row in generated]
-            self.references += [decode(row.tolist()) for row in batch["tgt"]]
-        self.test_acc.update(tok / real.sum().clamp(min=1), weight=int(real.sum()))
-        self.test_seq.update(seq.float().mean(), weight=seq.numel())
-        if length in self.by_length:
-            m = self.by_length[length]
-            m["tok"].update(tok.float())
-            m["ntok"].update(real.sum().float())
-            m["seq"].update(seq.sum().float())
-            m["nseq"].update(float(seq.numel()))
-            m["nll"].update(self.adapter.example_nll(per_example, targets).sum())
-        if self.evaluation.attention_stats:
-            self._sync()
-            began = time.perf_counter()
-            self._attention_stats(batch, length or "all")
-            self._sync()
-            self.stats_seconds += time.perf_counter() - began
-
-    def _stats_share(self, batch: dict[str, Tensor], length: str) -> dict[str, Tensor] | None:
-        """The rows of this batch the statistics still need for ``length`` (None: none)."""
-        size = len(next(v for v in batch.values() if isinstance(v, Tensor)))
-        seen = self._stats_seen.get(length, 0)
-        cap = self.evaluation.stats_examples
-        take = size if cap is None else min(size, cap - seen)
-        if take <= 0:
-            return None
-        self._stats_seen[length] = seen + take
-        return batch if take == size else {k: v[:take] if isinstance(v, Tensor) else v for k, v in batch.items()}
-
-    def _sync(self) -> None:
-        """Wait for the GPU, so the statistics' timer measures their work and nothing queued before."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def _attention_stats(self, batch: dict[str, Tensor], length: str) -> None:
-        """Add one batch to the per-(layer, length) sums; a separate teacher-forced forward pass with
-        weights, so the outputs scored above come from the model's usual (fused) path."""
-        batch = self._stats_share(batch, length)
-        if batch is None:
-            return
-        inputs, _, _ = self.adapter.io(batch)
-        layers = self.model.attention_weights(**inputs)
-        aligned = self.adapter.aligned(batch, self.evaluation.alignment)  # (B, T, S) | None
-        for name, (weights, visible, queries) in layers.items():
-            sums = attention_stats.layer_sums(weights, visible, queries, aligned if name.startswith("cross") else None)
-            key = (name, length)
-            self.stats_sums[key] = attention_stats.add(self.stats_sums.get(key), sums)
-
-    def on_test_epoch_end(self) -> None:
-        loss = self.test_loss.compute()
-        self.log("test/loss", loss, sync_dist=True)
-        metrics = self.adapter.epoch_metrics("test", loss, self.test_acc.compute(), self.test_seq.compute())
-        for name, value in metrics.items():
-            self.log(name, value, sync_dist=True)
-        for metric in (self.test_loss, self.test_acc, self.test_seq):
-            metric.reset()
-        if self.bleu:
-            self.hypotheses, self.references = gather_texts(self.hypotheses, self.references)
-        if self.evaluation.attention_stats:
-            self.stats_sums = gather_sums(self.stats_sums)
-        self.test_seconds = time.perf_counter() - self._test_began
-
-    def attention_statistics(self) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Any]]:
-        """From the last test run: {"<layer>": {"<length>": {stat: mean}}} and the per-head arrays
-        {"<layer>/<length>/<stat>": (H,)} (see ``experiments.model.attention_stats``)."""
-        summary: dict[str, dict[str, dict[str, float]]] = {}
-        heads: dict[str, Any] = {}
-
-        def order(key: tuple[str, str]) -> tuple:
-            layer, length = key
-            return (layer, not length.isdigit(), int(length) if length.isdigit() else 0, length)
-
-        for (layer, length), sums in sorted(self.stats_sums.items(), key=lambda kv: order(kv[0])):
-            summary.setdefault(layer, {})[length] = attention_stats.summarise(sums)
-            for stat, value in attention_stats.per_head(sums).items():
-                heads[f"{layer}/{length}/{stat}"] = value.cpu().numpy()
-        return summary, heads
-
-    def length_metrics(self) -> dict[str, dict[str, float]]:
-        """Per evaluation length, from the last test run: {"<n>": {"token_acc", "seq_acc"} | {"acc"} | ...}."""
-        out: dict[str, dict[str, float]] = {}
-        for n, m in self.by_length.items():
-            if float(m["nseq"].compute()) == 0:
-                continue
-            out[n] = self.adapter.length_metrics({k: float(metric.compute()) for k, metric in m.items()})
-        return out
-
-    def bleu_scores(self) -> dict[str, float]:
-        if not self.hypotheses:
-            return {}
-        import sacrebleu
-
-        bleu = sacrebleu.corpus_bleu(self.hypotheses, [self.references])
-        chrf = sacrebleu.corpus_chrf(self.hypotheses, [self.references])
-        return {"test/bleu": float(bleu.score), "test/chrf": float(chrf.score)}
-
     # -- generation -----------------------------------------------------------------------------
     @torch.no_grad()
     def greedy(self, batch: dict[str, Tensor], use_cache: bool = True) -> Tensor:
@@ -513,33 +301,12 @@ def _reinforcing(stack: torch.nn.Module | None) -> bool:
     )
 
 
-def gather_sums(sums: dict[Any, dict[str, Tensor]]) -> dict[Any, dict[str, Tensor]]:
-    """Every rank's statistic sums added together (a rank may lack a length: its share is absent)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return sums
-    world = torch.distributed.get_world_size()
-    if world == 1:
-        return sums
-    shares: list[Any] = [None] * world
-    local = {key: {k: v.cpu() for k, v in part.items()} for key, part in sums.items()}
-    torch.distributed.all_gather_object(shares, local)
-    total: dict[Any, dict[str, Tensor]] = {}
-    for share in shares:
-        for key, part in share.items():
-            total[key] = attention_stats.add(total.get(key), part)
-    return total
-
-
-def gather_texts(hypotheses: list[str], references: list[str]) -> tuple[list[str], list[str]]:
-    """Every rank's (hypothesis, reference) pairs on every rank, so corpus BLEU covers the whole test set.
-
-    Corpus BLEU and chrF sum statistics over sentences, so the order of the ranks' shares does not matter.
-    """
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return hypotheses, references
-    world = torch.distributed.get_world_size()
-    if world == 1:
-        return hypotheses, references
-    shares: list[Any] = [None] * world
-    torch.distributed.all_gather_object(shares, (hypotheses, references))
-    return [h for hyp, _ in shares for h in hyp], [r for _, ref in shares for r in ref]
+def reinforce_baselines(model: Transformer, spec: ReinforceSpec, features: int) -> torch.nn.ModuleDict:
+    """One baseline per stack whose hard layers train by REINFORCE (none for other models)."""
+    return torch.nn.ModuleDict(
+        {
+            name: Baseline(spec.baseline, spec.baseline_decay, spec.samples, features=features)
+            for name in ("encoder", "decoder")
+            if _reinforcing(getattr(model, name))
+        }
+    )

@@ -174,56 +174,14 @@ def _train(spec: Spec, run_dir: Path, overrides: list[str], sweep_cell: bool) ->
     try:
         parts = build.assemble(spec, run_dir, run_id=result["run_id"], overrides=overrides)
         trainer, module, datamodule, wandb = parts.trainer, parts.module, parts.datamodule, parts.wandb
-        result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
-        result["cost"]["params"] = parts.params
-        # The kernel each layer trains on where the run trains, and why where flex could not serve it.
-        longest = datamodule.longest_sequence() if hasattr(datamodule, "longest_sequence") else None
-        result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(spec.trainer), keys=longest)
-        record_unused(result, parts.module.model.unused_settings())  # e.g. cross attention on a decoder
-        result["references"] = variant_references(spec.used_variants(result["unused"]))
+        _record_parts(spec, result, parts)
         resume_from = claim.resume_from  # only ever a checkpoint of this computation
         # every checkpoint records the computation that wrote it, for the next run's comparison
         # and what rebuilds it for evaluation alone (python -m experiments.evaluate)
         record = {**run_folder.run_record(flat, cfg_hash), **evaluation_record(spec.task, result["run_id"])}
-        trainer.callbacks.append(run_folder.record_callback(record))
-        if run.init_from is not None and not resume_from:  # resuming continues the warm-started run
-            from experiments.training.warm_start import warm_start
-
-            result["init_from"] = warm_start(module, run.init_from)
-            log.info("starting from the weights of %s (step %d)", run.init_from, result["init_from"]["step"])
-        elif run.init_from is not None:  # the warm start happened in the run's first segment
-            result["init_from"] = (read_result(run_dir / RESULT) or {}).get("init_from")
-        if not spec.trainer.get("fast_dev_run") and not resume_from:
-            # a disk too small for one checkpoint fails now, not at the first checkpoint
-            check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
-        if resume_from:
-            log.info("resuming from %s", resume_from)
-        if trainer.is_global_zero:
-            # metrics.csv keeps the rows before the checkpoint; W&B (the same run id) keeps what it logged
-            logged = keep_history(metrics_csv(run_dir), checkpoint_step(resume_from) if resume_from else 0)
-            if wandb is not None and resume_from:
-                wandb.logged_until = logged
-        from experiments.model.compiling import compile_seconds_so_far, compiled_since
-
-        compiled_before = compile_seconds_so_far()  # model.compile's graphs, and flex's kernels without it
-        start = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
-        train_seconds = time.perf_counter() - start
-        # the fit's compiling (forward, backward, the evaluation graphs), a part of train_seconds
-        compile_seconds = compiled_since(compiled_before)
-        if trainer.interrupted:
-            raise KeyboardInterrupt("training was interrupted")
-        # the budget reached, or the limit that ended the fit first (max_time, early stopping, ...)
-        from experiments.training.pruning import pruned_step
-
-        pruned = pruned_step(trainer.callbacks)
-        result["stop"] = (
-            stops.record("pruned", pruned["step"], stops.budget(spec.trainer))
-            if pruned is not None
-            else stops.stop_after_fit(trainer, stops.budget(spec.trainer))
-        )
-        if result["stop"]["reason"] != stops.BUDGET:
-            log.info("%s", describe_stop(result["stop"]))
+        _prepare_fit(spec, result, parts, run_dir, resume_from, record)
+        train_seconds, compile_seconds = _fit(trainer, module, datamodule, resume_from)
+        pruned = _record_stop(spec, result, trainer)
         if pruned is not None:  # the study's pruner stopped it: no test, a pruned trial
             result.update(status="pruned", pruned=pruned, error=f"pruned at step {pruned['step']}")
             result["metrics"] = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
@@ -250,6 +208,77 @@ def _train(spec: Spec, run_dir: Path, overrides: list[str], sweep_cell: bool) ->
     outcome.release_ddp_ranks(trainer)
     _finish(result, trainer, wandb, run_dir, began, keep)
     return result
+
+
+def _record_parts(spec: Spec, result: dict[str, Any], parts: build.Parts) -> None:
+    """What the assembled run is, into its result: its training lengths and parameters, the kernel each layer
+    trains on where the run trains (and why where flex could not serve it), its unused settings (e.g. cross
+    attention on a decoder) and the papers of the variants it uses."""
+    datamodule = parts.datamodule
+    result["train_lengths"] = list(getattr(datamodule, "train_lengths", []) or []) or None
+    result["cost"]["params"] = parts.params
+    longest = datamodule.longest_sequence() if hasattr(datamodule, "longest_sequence") else None
+    result["kernels"] = parts.module.model.kernel_plan(cuda=build.trains_on_cuda(spec.trainer), keys=longest)
+    record_unused(result, parts.module.model.unused_settings())
+    result["references"] = variant_references(spec.used_variants(result["unused"]))
+
+
+def _prepare_fit(
+    spec: Spec, result: dict[str, Any], parts: build.Parts, run_dir: Path, resume_from: str | None, record: dict
+) -> None:
+    """Before the fit: ``record`` in every checkpoint, the warm start (``run.init_from``), room for a checkpoint,
+    and the logged history kept up to the checkpoint a run resumes from."""
+    run, trainer, module, wandb = spec.run, parts.trainer, parts.module, parts.wandb
+    trainer.callbacks.append(run_folder.record_callback(record))
+    if run.init_from is not None and not resume_from:  # resuming continues the warm-started run
+        from experiments.training.warm_start import warm_start
+
+        result["init_from"] = warm_start(module, run.init_from)
+        log.info("starting from the weights of %s (step %d)", run.init_from, result["init_from"]["step"])
+    elif run.init_from is not None:  # the warm start happened in the run's first segment
+        result["init_from"] = (read_result(run_dir / RESULT) or {}).get("init_from")
+    if not spec.trainer.get("fast_dev_run") and not resume_from:
+        # a disk too small for one checkpoint fails now, not at the first checkpoint
+        check_free_space(run_dir / "checkpoints", checkpoint_bytes(module), "a checkpoint")
+    if resume_from:
+        log.info("resuming from %s", resume_from)
+    if trainer.is_global_zero:
+        # metrics.csv keeps the rows before the checkpoint; W&B (the same run id) keeps what it logged
+        logged = keep_history(metrics_csv(run_dir), checkpoint_step(resume_from) if resume_from else 0)
+        if wandb is not None and resume_from:
+            wandb.logged_until = logged
+
+
+def _fit(trainer, module, datamodule, resume_from: str | None) -> tuple[float, float | None]:
+    """Lightning's fit: (its seconds, the part of them spent compiling: model.compile's graphs, forward, backward
+    and the evaluation's, and flex's kernels without it; None where torch keeps no count); an interrupted fit
+    raises KeyboardInterrupt."""
+    from experiments.model.compiling import compile_seconds_so_far, compiled_since
+
+    compiled_before = compile_seconds_so_far()
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
+    train_seconds = time.perf_counter() - start
+    compile_seconds = compiled_since(compiled_before)
+    if trainer.interrupted:
+        raise KeyboardInterrupt("training was interrupted")
+    return train_seconds, compile_seconds
+
+
+def _record_stop(spec: Spec, result: dict[str, Any], trainer) -> dict[str, Any] | None:
+    """Why the fit ended, into ``result["stop"]``: the budget reached, or the limit that ended it first (max_time,
+    early stopping, ...), or an Optuna pruner; returns the pruner's record, None when no pruner stopped it."""
+    from experiments.training.pruning import pruned_step
+
+    pruned = pruned_step(trainer.callbacks)
+    result["stop"] = (
+        stops.record("pruned", pruned["step"], stops.budget(spec.trainer))
+        if pruned is not None
+        else stops.stop_after_fit(trainer, stops.budget(spec.trainer))
+    )
+    if result["stop"]["reason"] != stops.BUDGET:
+        log.info("%s", describe_stop(result["stop"]))
+    return pruned
 
 
 def evaluate(

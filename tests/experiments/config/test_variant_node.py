@@ -49,13 +49,15 @@ CHECK_VARIANTS = """
 from omegaconf import OmegaConf
 from experiments.config.roles import expand_roles
 from experiments.config.schema import register_configs
+from experiments.app.preflight.compose import compose_overrides
+from experiments.app.preflight.single_run import build_variants
 register_configs()
-full = preflight._compose(
+full = compose_overrides(
     ["attention=local", "position=sinusoidal", "attention@model.decoder_attention=local",
      "attention@model.cross_attention=hard"]
 )
 cfg = expand_roles(OmegaConf.masked_copy(full, [k for k in full if k != "hydra"]))
-preflight._build_variants(cfg)
+build_variants(cfg)
 """
 
 

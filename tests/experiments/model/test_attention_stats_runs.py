@@ -19,7 +19,8 @@ from analysis.data.wandb_offline import find_offline_runs, read_wandb_offline_ru
 from experiments.app.summary import print_summary
 from experiments.model import attention_stats as A
 from experiments.tasks import TASKS
-from experiments.training.module import EvalOptions, TransformerModule
+from experiments.training.module import TransformerModule
+from experiments.training.testing import EvalOptions
 from tests.helpers.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
 from tests.helpers.config import TINY
 from tests.helpers.paths import ROOT

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from experiments.config.schema import OptimConf
-from experiments.training.module import adamw_with_schedule, lr_factor
+from experiments.training.optimiser import adamw_with_schedule, lr_factor
 
 
 def _params(seed: int) -> list[torch.nn.Parameter]:

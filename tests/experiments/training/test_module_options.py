@@ -10,7 +10,8 @@ import torch
 
 from experiments.config.spec import build_spec
 from experiments.training.build import assemble
-from experiments.training.module import EvalOptions, TransformerModule
+from experiments.training.module import TransformerModule
+from experiments.training.testing import EvalOptions
 from tests.helpers.config import TINY, compose
 
 LENGTHS = (3, 5)

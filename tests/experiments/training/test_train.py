@@ -311,7 +311,7 @@ def test_shared_corpora_train_briefly(shared_data: Path, tmp_path: Path) -> None
 def _gather_on_rank(rank: int, world: int, port: int, out_dir: Path) -> None:
     import torch.distributed as dist
 
-    from experiments.training.module import gather_texts
+    from experiments.training.testing import gather_texts
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -329,7 +329,7 @@ def test_bleu_sees_every_ranks_sentences(tmp_path: Path) -> None:
 
     import torch.multiprocessing as mp
 
-    from experiments.training.module import gather_texts
+    from experiments.training.testing import gather_texts
 
     assert gather_texts(["a"], ["b"]) == (["a"], ["b"])  # one process: unchanged
     with socket.socket() as s:
