@@ -31,7 +31,6 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "experiments/sweep/slurm.py:_quiet_watcher_class": (64, "a class built in a function around submitit's watcher"),
     "experiments/training/module.py:TransformerModule.__init__": (71, "the module's parts from cfg; run spec"),
     "experiments/training/single_run.py:_train": (95, "one run's fit and test in one function; training work"),
-    "variants/attention/kernelised.py:KernelisedAttention.forward": (77, "three feature-map paths in one forward"),
     "analysis/claims/adaptive.py:evaluate_adaptive": (65, "an adaptive claim's rules; owned by the statistics work"),
     "analysis/claims/evaluate.py:evaluate_claim": (66, "a claim's verdict in one pass; the statistics work"),
     "analysis/data/rows.py:result_rows": (72, "a result.json flattened into rows, every section inline"),
