@@ -38,7 +38,6 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "analysis/paper/latex.py:metric_table": (63, "the LaTeX metric table, header to footer"),
     "analysis/report/build.py:_parser": (68, "the report command's arguments, one add_argument each"),
     "analysis/report/timing.py:write_runs": (65, "the timing section's runs table"),
-    "attnlab/claims.py:parse_claim": (99, "the claim grammar parsed by hand in one function"),
     "hydra_plugins/attnlab_sweeper/tuned_sweeper.py:TunedSweeper.sweep": (62, "the tuned sweep's rounds"),
 }
 
