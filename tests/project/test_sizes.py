@@ -31,7 +31,6 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "experiments/sweep/slurm.py:_quiet_watcher_class": (64, "a class built in a function around submitit's watcher"),
     "experiments/training/module.py:TransformerModule.__init__": (71, "the module's parts from cfg; run spec"),
     "experiments/training/single_run.py:_train": (95, "one run's fit and test in one function; training work"),
-    "analysis/data/runs.py:build_runs": (64, "the runs frame built in one pass"),
     "analysis/paper/latex.py:metric_table": (63, "the LaTeX metric table, header to footer"),
     "analysis/report/build.py:_parser": (68, "the report command's arguments, one add_argument each"),
     "analysis/report/timing.py:write_runs": (65, "the timing section's runs table"),
