@@ -31,7 +31,6 @@ KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
     "experiments/sweep/slurm.py:_quiet_watcher_class": (64, "a class built in a function around submitit's watcher"),
     "experiments/training/module.py:TransformerModule.__init__": (71, "the module's parts from cfg; run spec"),
     "experiments/training/single_run.py:_train": (95, "one run's fit and test in one function; training work"),
-    "hydra_plugins/attnlab_sweeper/tuned_sweeper.py:TunedSweeper.sweep": (62, "the tuned sweep's rounds"),
 }
 
 
