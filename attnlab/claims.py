@@ -166,8 +166,8 @@ def _assumption(assume: Any, expect: str, origin: str) -> str | None:
     return str(assume)
 
 
-def parse_claim(raw: Any, origin: str) -> Claim:
-    """One claim from its YAML mapping; a bad field raises ClaimError naming ``origin.field``."""
+def _fields(raw: Any, origin: str) -> Mapping:
+    """The claim's mapping, with only known fields and the required ones present."""
     if not isinstance(raw, Mapping):
         raise ClaimError(f"{origin}={raw!r} is not a claim; a claim is a mapping with metric, a, b and expect")
     unknown = [k for k in raw if k not in FIELDS]
@@ -176,69 +176,104 @@ def parse_claim(raw: Any, origin: str) -> Claim:
     for required in ("metric", "a", "expect"):
         if raw.get(required) is None:
             raise ClaimError(f"{origin}.{required} is missing; a claim needs metric, a, b (except a ratio) and expect")
+    return raw
+
+
+def _expect(raw: Mapping, origin: str) -> str:
     expect = raw["expect"]
     if expect not in EXPECTS:
         raise ClaimError(f"{origin}.expect={expect!r} is not allowed; choose one of {list(EXPECTS)}")
+    return str(expect)
+
+
+def _metric(raw: Mapping, origin: str) -> str:
     metric = raw["metric"]
     if not isinstance(metric, str) or not re.fullmatch(r"[^@\s]+(@\d+)?", metric):
         raise ClaimError(
             f"{origin}.metric={metric!r} is not allowed; give a metric name (test/bleu) or a "
             "per-length one, NAME@LENGTH (token_acc@16)"
         )
-    a = _side(raw["a"], f"{origin}.a")
+    return metric
+
+
+def _filters(raw: Mapping, a: tuple[tuple[str, Any], ...], origin: str) -> tuple[tuple[str, Any], ...]:
+    """``where``: keys pinned for both sides, none of them also set on a side."""
     filters = _side(raw["where"], f"{origin}.where") if raw.get("where") is not None else ()
     for key, _ in filters:
         if key in dict(a) or (isinstance(raw.get("b"), Mapping) and key in raw["b"]):
             raise ClaimError(f"{origin}.where.{key} is also set on a side; a key is pinned in where or on the sides")
+    return filters
+
+
+def _ratio(raw: Mapping, metric: str, origin: str) -> tuple[int, tuple[float | None, float | None]]:
+    """An ``expect: ratio`` claim's ``over`` (the denominator's length) and ``bounds``; it has no b and no margin."""
+    for misplaced in ("b", "margin"):
+        if raw.get(misplaced) is not None:
+            raise ClaimError(
+                f"{origin}.{misplaced} is not used by expect=ratio; a ratio claim tests side a against bounds"
+            )
+    if split_metric(metric)[1] is None:
+        raise ClaimError(
+            f"{origin}.metric={metric!r} is not allowed for expect=ratio; give the length, NAME@LENGTH (token_acc@32)"
+        )
+    over = raw.get("over")
+    if isinstance(over, bool) or not isinstance(over, int) or over <= 0:
+        raise ClaimError(
+            f"{origin}.over={over!r} is not allowed; expect=ratio needs the length whose value "
+            "is the denominator, a positive integer"
+        )
+    if over == split_metric(metric)[1]:
+        raise ClaimError(f"{origin}.over={over} is the metric's own length; a ratio needs two lengths")
+    return over, _bounds(raw.get("bounds"), origin)
+
+
+def _bounds(raw_bounds: Any, origin: str) -> tuple[float | None, float | None]:
+    """A ratio's [low, high], either open (null), low below high."""
+    if not isinstance(raw_bounds, (list, tuple)) or len(raw_bounds) != 2 or raw_bounds == [None, None]:
+        raise ClaimError(
+            f"{origin}.bounds={raw_bounds!r} is not allowed; expect=ratio needs [low, high], "
+            "either may be null, e.g. [0.9, null]"
+        )
+    low, high = (
+        None if v is None else _number(v, f"{origin}.bounds", "a pair of numbers or nulls") for v in raw_bounds
+    )
+    if low is not None and high is not None and not low < high:
+        raise ClaimError(f"{origin}.bounds={list(raw_bounds)} is not allowed; low must be below high")
+    return low, high
+
+
+def _comparison(raw: Mapping, expect: str, origin: str) -> tuple[tuple[tuple[str, Any], ...], float]:
+    """A two-sided claim's side b and margin (> 0 for an equivalence); it has no over and no bounds."""
+    for misplaced in ("over", "bounds"):
+        if raw.get(misplaced) is not None:
+            raise ClaimError(f"{origin}.{misplaced} is only used by expect=ratio")
+    if raw.get("b") is None:
+        raise ClaimError(f"{origin}.b is missing; expect={expect} compares side a with side b")
+    b = _side(raw["b"], f"{origin}.b")
+    if expect != "equivalent":
+        return b, _number(raw.get("margin", 0.0), f"{origin}.margin", "a number (0: any difference)")
+    margin = _number(raw.get("margin"), f"{origin}.margin", "a number > 0 for expect=equivalent")
+    if margin <= 0:
+        raise ClaimError(
+            f"{origin}.margin={raw.get('margin')!r} is not allowed; expect=equivalent needs "
+            "a margin > 0 (the largest difference that still counts as equal)"
+        )
+    return b, margin
+
+
+def parse_claim(raw: Any, origin: str) -> Claim:
+    """One claim from its YAML mapping; a bad field raises ClaimError naming ``origin.field``."""
+    raw = _fields(raw, origin)
+    expect = _expect(raw, origin)
+    metric = _metric(raw, origin)
+    a = _side(raw["a"], f"{origin}.a")
+    filters = _filters(raw, a, origin)
     over = bounds = b = None
     margin = 0.0
     if expect == "ratio":
-        for misplaced in ("b", "margin"):
-            if raw.get(misplaced) is not None:
-                raise ClaimError(
-                    f"{origin}.{misplaced} is not used by expect=ratio; a ratio claim tests side a against bounds"
-                )
-        if split_metric(metric)[1] is None:
-            raise ClaimError(
-                f"{origin}.metric={metric!r} is not allowed for expect=ratio; give the length, "
-                "NAME@LENGTH (token_acc@32)"
-            )
-        over = raw.get("over")
-        if isinstance(over, bool) or not isinstance(over, int) or over <= 0:
-            raise ClaimError(
-                f"{origin}.over={over!r} is not allowed; expect=ratio needs the length whose value "
-                "is the denominator, a positive integer"
-            )
-        if over == split_metric(metric)[1]:
-            raise ClaimError(f"{origin}.over={over} is the metric's own length; a ratio needs two lengths")
-        raw_bounds = raw.get("bounds")
-        if not isinstance(raw_bounds, (list, tuple)) or len(raw_bounds) != 2 or raw_bounds == [None, None]:
-            raise ClaimError(
-                f"{origin}.bounds={raw_bounds!r} is not allowed; expect=ratio needs [low, high], "
-                "either may be null, e.g. [0.9, null]"
-            )
-        low, high = (
-            None if v is None else _number(v, f"{origin}.bounds", "a pair of numbers or nulls") for v in raw_bounds
-        )
-        if low is not None and high is not None and not low < high:
-            raise ClaimError(f"{origin}.bounds={list(raw_bounds)} is not allowed; low must be below high")
-        bounds = (low, high)
+        over, bounds = _ratio(raw, metric, origin)
     else:
-        for misplaced in ("over", "bounds"):
-            if raw.get(misplaced) is not None:
-                raise ClaimError(f"{origin}.{misplaced} is only used by expect=ratio")
-        if raw.get("b") is None:
-            raise ClaimError(f"{origin}.b is missing; expect={expect} compares side a with side b")
-        b = _side(raw["b"], f"{origin}.b")
-        if expect == "equivalent":
-            margin = _number(raw.get("margin"), f"{origin}.margin", "a number > 0 for expect=equivalent")
-            if margin <= 0:
-                raise ClaimError(
-                    f"{origin}.margin={raw.get('margin')!r} is not allowed; expect=equivalent needs "
-                    "a margin > 0 (the largest difference that still counts as equal)"
-                )
-        else:
-            margin = _number(raw.get("margin", 0.0), f"{origin}.margin", "a number (0: any difference)")
+        b, margin = _comparison(raw, expect, origin)
     min_effect = _min_effect(raw, expect, bounds, origin)
     assume = _assumption(raw.get("assume"), expect, origin)
     name = _text(raw.get("name"), f"{origin}.name") or origin

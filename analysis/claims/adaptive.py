@@ -30,7 +30,7 @@ from attnlab import outcomes
 from attnlab.claims import Claim, ClaimError, parse_claims, split_metric
 from attnlab.metric_scale import worst_value
 from attnlab.rules import DEFAULT, RULES, ordered
-from attnlab.sequential import correction, replay, rule
+from attnlab.sequential import Decision, correction, replay, rule
 
 STATE = "adaptive.json"  # written by experiments/sweep/adaptive.py; analysis reads files only
 SIMULATED = 2000  # comparisons simulated to price the fixed design of equal power
@@ -200,67 +200,79 @@ def expectation(claim: Claim, estimand: str) -> str:
     return said if estimand == "mean" else f"{estimand} of paired differences {said}"
 
 
+def _replay(observed: outcomes.Observations, claim: Claim, plan: Mapping[str, Any]) -> Decision:
+    """The claim's decision as the sweep reached it: its confidence sequence replayed over the paired seeds."""
+    boundary, bounds = _boundary(plan)
+    return replay(
+        observed.values,
+        claim.expect,
+        claim.margin,
+        claim.bounds,
+        float(plan["alpha_per_claim"]),
+        float(plan["mixture"]),
+        boundary,
+        _support(bounds),
+        lost=observed.lost,
+        metric=claim.metric,
+        assumed=claim.assume is not None,
+    )
+
+
+def _adaptive_row(
+    claim: Claim, sides: Mapping[str, Any], decision: Decision, lost: Sequence[bool], plan: Mapping[str, Any], test: str
+) -> dict[str, Any]:
+    """The claim's row of the claims table (COLUMNS): the replayed decision, ``test`` naming its rule and correction,
+    and each side's seeds."""
+    boundary, _ = _boundary(plan)
+    row: dict[str, Any] = {c: math.nan for c in COLUMNS}
+    row.update(
+        claim=claim.name,
+        metric=claim.metric,
+        expect=expectation(claim, RULES.declared(boundary).estimand),
+        a=sides["a"],
+        b=sides["b"],
+        diff=decision.mean,
+        diff_low=decision.low,
+        diff_high=decision.high,
+        test=test,
+        verdict=decision.verdict or "inconclusive",
+        lacked=""
+        if decision.verdict
+        else decision.reason or f"undecided at the budget of {plan['budget']} seeds per cell",
+        source=claim.source,
+        paper=claim.paper,
+        assumption=assumed(claim, boundary, lost),
+    )
+    for tag in ("a", "b"):
+        if sides[f"{tag}_values"] is not None:
+            row[f"{tag}_n"] = len(sides[f"{tag}_values"])
+            row[f"{tag}_mean"], row[f"{tag}_ci"] = _side_summary(sides[f"{tag}_values"])
+    return row
+
+
 def evaluate_adaptive(runs, state: Mapping[str, Any], origin: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The claims table of an adaptive sweep (COLUMNS, the verdicts of its confidence sequences) and per claim
     what the section reports."""
     claims = parse_claims(state.get("claims_raw"), f"{origin}: claims")
     plan = state["plan"]
     boundary, bounds = _boundary(plan)
-    declared = RULES.declared(boundary)
     refuse_ratio(claims, boundary, origin)
     rows, details = [], []
     for claim in claims:
         observed, sides = observations(runs, claim, bounds)
-        values = observed.values
-        if declared.bounds and bounds is not None:
+        if RULES.declared(boundary).bounds and bounds is not None:
             check_observed(claim, sides, bounds)
-        alpha = float(plan["alpha_per_claim"])
-        decision = replay(
-            values,
-            claim.expect,
-            claim.margin,
-            claim.bounds,
-            alpha,
-            float(plan["mixture"]),
-            boundary,
-            _support(bounds),
-            lost=observed.lost,
-            metric=claim.metric,
-            assumed=claim.assume is not None,
-        )
+        decision = _replay(observed, claim, plan)
         corrected = correction(len(claims), float(plan["alpha"]))
-        row: dict[str, Any] = {c: math.nan for c in COLUMNS}
-        row.update(
-            claim=claim.name,
-            metric=claim.metric,
-            expect=expectation(claim, declared.estimand),
-            a=sides["a"],
-            b=sides["b"],
-            diff=decision.mean,
-            diff_low=decision.low,
-            diff_high=decision.high,
-            test=f"{TESTS[boundary]}, {corrected}",
-            verdict=decision.verdict or "inconclusive",
-            lacked=""
-            if decision.verdict
-            else decision.reason or f"undecided at the budget of {plan['budget']} seeds per cell",
-            source=claim.source,
-            paper=claim.paper,
-            assumption=assumed(claim, boundary, observed.lost),
-        )
-        for tag in ("a", "b"):
-            if sides[f"{tag}_values"] is not None:
-                row[f"{tag}_n"] = len(sides[f"{tag}_values"])
-                row[f"{tag}_mean"], row[f"{tag}_ci"] = _side_summary(sides[f"{tag}_values"])
-        rows.append(row)
+        rows.append(_adaptive_row(claim, sides, decision, observed.lost, plan, f"{TESTS[boundary]}, {corrected}"))
         details.append(
             {
                 "claim": claim,
                 "decision": decision,
-                "pairs": len(values),
+                "pairs": len(observed.values),
                 "sides": observed.sides,
                 "correction": corrected,
-                "fixed": fixed_equivalent(values, sides, claim, plan),
+                "fixed": fixed_equivalent(observed.values, sides, claim, plan),
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS), details

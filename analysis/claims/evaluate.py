@@ -188,14 +188,8 @@ def _lacking(sides: Sequence[tuple[str, Side]], metric: str, worst: float) -> st
     )
 
 
-def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = ALPHA) -> dict[str, Any]:
-    """The claim's row before Holm's correction: both sides, the test, and p for and against."""
-    frame = runs.runs if scope is None else runs.runs[runs.runs["run_id"].isin(scope)]
-    factors = run_factors(runs)
-    check_metric(runs, frame, claim)
-    a = select_side(frame, factors, claim, "a")
-    name, _ = split_metric(claim.metric)
-    worst = inference.worst_value(name)
+def _blank_row(claim: Claim, a: Side) -> dict[str, Any]:
+    """The claim's row before any side is scored: every column NaN but what the claim itself says."""
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}
     row.update(
         claim=claim.name,
@@ -212,31 +206,19 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         divergence=None,
         assumption=None,
     )
-    if claim.expect == "ratio":
-        top, bottom = _ratio_sides(runs, a, claim, worst)
-        a.values = top
-        sides = [("a", a)]
-    else:
-        b, boxed = _score_two_sides(runs, frame, factors, claim, a, worst)
-        row.update(b=b.label, **_divergence(a, b))
-        sides = [("a", a), ("b", b)]
-        boxed, row["assumption"] = assumption(claim, sides, boxed, worst)
+    return row
+
+
+def _describe_sides(row: dict[str, Any], sides: Sequence[tuple[str, Side]], worst: float) -> None:
+    """Each side's seeds (what became of each), count, mean and CI half-width, into the row."""
     for tag, side in sides:
         row[f"{tag}_runs"] = side.outcomes(f"scored {_g(worst)}" if math.isfinite(worst) else "not scored")
         row[f"{tag}_n"] = side.n
         row[f"{tag}_mean"], row[f"{tag}_ci"] = _mean_ci(side.values)
-    lacked = _lacking(sides, claim.metric, worst)
-    if lacked:
-        row.update(test="—", lacked=lacked)
-        return row
-    if claim.expect == "ratio":
-        if bottom.mean() == 0:
-            row.update(test="—", lacked=f"the mean of {name}@{claim.over} over side a is 0: no ratio of means")
-            return row
-        test = ratio_test(top, bottom, claim, alpha)
-        row["a_mean"], row["a_ci"] = test.estimate, math.nan
-    else:
-        test = two_sample_test(a.values, b.values, claim, alpha, boxed)
+
+
+def _record_test(row: dict[str, Any], test: Evidence) -> None:
+    """The deciding test's statistic, interval and p for and against, into the row."""
     row.update(
         test=test.test,
         statistic=test.statistic,
@@ -249,6 +231,40 @@ def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = AL
         p_against=test.p_against,
         _test=test,
     )
+
+
+def evaluate_claim(runs, claim: Claim, scope: set[str] | None, alpha: float = ALPHA) -> dict[str, Any]:
+    """The claim's row before Holm's correction: both sides, the test, and p for and against."""
+    frame = runs.runs if scope is None else runs.runs[runs.runs["run_id"].isin(scope)]
+    factors = run_factors(runs)
+    check_metric(runs, frame, claim)
+    a = select_side(frame, factors, claim, "a")
+    name, _ = split_metric(claim.metric)
+    worst = inference.worst_value(name)
+    row = _blank_row(claim, a)
+    if claim.expect == "ratio":
+        top, bottom = _ratio_sides(runs, a, claim, worst)
+        a.values = top
+        sides = [("a", a)]
+    else:
+        b, boxed = _score_two_sides(runs, frame, factors, claim, a, worst)
+        row.update(b=b.label, **_divergence(a, b))
+        sides = [("a", a), ("b", b)]
+        boxed, row["assumption"] = assumption(claim, sides, boxed, worst)
+    _describe_sides(row, sides, worst)
+    lacked = _lacking(sides, claim.metric, worst)
+    if lacked:
+        row.update(test="—", lacked=lacked)
+        return row
+    if claim.expect == "ratio":
+        if bottom.mean() == 0:
+            row.update(test="—", lacked=f"the mean of {name}@{claim.over} over side a is 0: no ratio of means")
+            return row
+        test = ratio_test(top, bottom, claim, alpha)
+        row["a_mean"], row["a_ci"] = test.estimate, math.nan
+    else:
+        test = two_sample_test(a.values, b.values, claim, alpha, boxed)
+    _record_test(row, test)
     return row
 
 

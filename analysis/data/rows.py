@@ -76,10 +76,8 @@ def _metric_column(name: str) -> str:
     return f"metrics.{name}" if clashes else name
 
 
-def result_rows(
-    result: Mapping[str, Any], run_dir: Path | None, source: Path | str
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The runs-frame row and the by_length rows of one schema-1 result dict."""
+def _checked_seed(result: Any) -> int:
+    """The result's seed, once the dict is checked to be a schema-1 result with every required key."""
     if not isinstance(result, Mapping):
         raise BadResult(f"expected a JSON object, got {type(result).__name__}")
     if result.get("schema") != SCHEMA:
@@ -90,25 +88,40 @@ def result_rows(
     if result["status"] not in STATUSES:
         raise BadResult(f"status={result['status']!r}; expected one of {list(STATUSES)}")
     try:
-        seed = int(result["seed"])
+        return int(result["seed"])
     except (TypeError, ValueError):
         raise BadResult(f"seed={result['seed']!r} is not an integer") from None
 
+
+def _identity(result: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The ID_COLUMNS: names as text, the seed as an integer."""
     row: dict[str, Any] = {k: result.get(k) for k in ID_COLUMNS}
     row["seed"] = seed
     for key in ("task", "attention", "position", "arch", "sweep", "run_id"):
         row[key] = None if row[key] is None else str(row[key])
-    for name, value in (result.get("metrics") or {}).items():
-        row[_metric_column(str(name))] = _number(value)
+    return row
+
+
+def _measured(result: Mapping[str, Any], unused: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics (floats, under their own names), then ``cost.*``, ``config.*`` (unused settings null) and
+    ``env.*``, the package versions in one ``env.packages`` cell."""
+    metrics = (result.get("metrics") or {}).items()
+    row: dict[str, Any] = {_metric_column(str(name)): _number(value) for name, value in metrics}
     row.update(flatten(result.get("cost") or {}, "cost."))
-    unused = unused_settings(result)
     config = flatten(result.get("config") or {}, "")
     row.update({f"config.{k}": v for k, v in _without_unused(config, unused).items()})
     env = dict(result.get("env") or {})
     packages = env.pop("packages", None) or {}
     row.update(flatten(env, "env."))
     row["env.packages"] = dict(packages)  # one cell: the versions are read together for provenance
-    row.update(
+    return row
+
+
+def _provenance(
+    result: Mapping[str, Any], run_dir: Path | None, source: Path | str, unused: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The TRAILING_COLUMNS: where the run was read from, when and how it ran, what it used and left unused."""
+    return dict(
         run_dir=None if run_dir is None else str(run_dir),
         source=str(source),
         started_at=result.get("started_at"),
@@ -125,9 +138,10 @@ def result_rows(
         # where flex could not serve a layer); None before runs recorded them
         kernels="; ".join(sorted(set(map(str, (result.get("kernels") or {}).values())))) or None,
     )
-    # why the run stopped; not a column: build_runs sets a run cut short of its budget aside
-    row["stop"] = result.get("stop")
 
+
+def _length_rows(result: Mapping[str, Any], row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The by_length rows (BY_LENGTH_COLUMNS): one per evaluation length and metric."""
     by_length = []
     for length, values in (result.get("by_length") or {}).items():
         for metric, value in (values or {}).items():
@@ -141,10 +155,23 @@ def result_rows(
                     "task": row["task"],
                     "attention": row["attention"],
                     "position": row["position"],
-                    "seed": seed,
+                    "seed": row["seed"],
                     "length": length_int,
                     "metric": metric,
                     "value": _number(value),
                 }
             )
-    return row, by_length
+    return by_length
+
+
+def result_rows(
+    result: Mapping[str, Any], run_dir: Path | None, source: Path | str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The runs-frame row and the by_length rows of one schema-1 result dict."""
+    row = _identity(result, _checked_seed(result))
+    unused = unused_settings(result)
+    row.update(_measured(result, unused))
+    row.update(_provenance(result, run_dir, source, unused))
+    # why the run stopped; not a column: build_runs sets a run cut short of its budget aside
+    row["stop"] = result.get("stop")
+    return row, _length_rows(result, row)

@@ -123,16 +123,15 @@ def varied_unused(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(asked.items()) if len(v) > 1}
 
 
-def build_runs(
-    records: list[tuple[dict[str, Any], list[dict[str, Any]]]], unreadable: list[dict[str, Any]] | None = None
-) -> Runs:
-    """Frames from (row, by_length rows) pairs, in a stable column order: identity, metrics, cost, config, env.
+def _set_aside_short(
+    records: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+) -> tuple[list[tuple[dict[str, Any], list[dict[str, Any]]]], list[dict[str, Any]]]:
+    """The records without the runs cut short of their budget (max_time, early stopping, a signal), and those runs'
+    ``DROPPED_COLUMNS`` rows with the reason; every row's ``stop`` is taken out (it is not a column).
 
-    ``unreadable``: ``DROPPED_COLUMNS`` rows for files that were skipped, listed first in ``Runs.dropped``.
+    A run cut short is never compared as if it had its budget: it leaves before it can make factors (its max_time
+    would be one) or cells.
     """
-    records = _dedupe(records)
-    # a run cut short of its budget (max_time, early stopping, a signal) is never compared as if it had it:
-    # left out, with its reason, before it can make factors (its max_time would be one) or cells
     short = []
     for row, _ in records:
         stop = row.pop("stop", None)
@@ -141,9 +140,12 @@ def build_runs(
                 {"source": row["source"], "run_id": row["run_id"], "status": "stopped", "reason": describe(stop)}
             )
     set_aside = {r["run_id"] for r in short}
-    records = [(row, lengths) for row, lengths in records if row["run_id"] not in set_aside]
-    rows = [row for row, _ in records]
-    by_length = [b for _, lengths in records for b in lengths]
+    return [(row, lengths) for row, lengths in records if row["run_id"] not in set_aside], short
+
+
+def _runs_frame(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
+    """One row per run in a stable column order (identity, metrics, cost, config, env, trailing), sorted by task,
+    variant and seed, with ``_metrics`` (the metrics each run reported itself); and the metric names."""
     fixed = set(ID_COLUMNS) | set(TRAILING_COLUMNS)
     metric_names = sorted({k for r in rows for k in r if k not in fixed and not k.startswith(PREFIXES)})
     by_prefix = {p: sorted({k for r in rows for k in r if k.startswith(p)}) for p in PREFIXES}
@@ -156,27 +158,56 @@ def build_runs(
     for name in metric_names:
         runs[name] = runs[name].astype("float64")
     runs = runs.sort_values(["task", "attention", "position", "seed", "run_id"], kind="stable")
-    runs, factors = assign_cells(runs.reset_index(drop=True))
-    runs, duplicates = drop_duplicate_runs(runs)
-    unused = varied_unused(rows)
-    for key, values in unused.items():
-        warnings.warn(
-            f"{key} was given {len(values)} values ({', '.join(values)}) in runs whose model does not use "
-            "it; it is not a factor, and runs that differ only there are one cell",
-            stacklevel=3,
-        )
-    dropped = pd.DataFrame([*(unreadable or []), *short, *_left_out(runs, metric_names)], columns=DROPPED_COLUMNS)
-    runs = runs.drop(columns="_metrics")
-    for dup in duplicates.itertuples(index=False):
-        warnings.warn(
-            f"{dup.source}: the same configuration and seed as run {dup.duplicate_of!r} "
-            f"(cell {dup.cell_label}, seed {dup.seed}); counted once",
-            stacklevel=3,
-        )
+    return runs.reset_index(drop=True), metric_names
+
+
+def _lengths_frame(by_length: list[dict[str, Any]], runs: pd.DataFrame) -> pd.DataFrame:
+    """The by_length rows of the runs kept, typed, each with its run's cell."""
     lengths = pd.DataFrame(by_length, columns=BY_LENGTH_COLUMNS)
     lengths = lengths.astype({"seed": "int64", "length": "int64", "value": "float64"})
     lengths = lengths[lengths["run_id"].isin(set(runs["run_id"]))]
     lengths["cell"] = lengths["run_id"].map(dict(zip(runs["run_id"], runs["cell"])))
+    return lengths
+
+
+def _warn_unused(unused: dict[str, list[str]]) -> None:
+    # stacklevel 4: the warning names the caller of build_runs' caller, as build_runs' own warnings do
+    for key, values in unused.items():
+        warnings.warn(
+            f"{key} was given {len(values)} values ({', '.join(values)}) in runs whose model does not use "
+            "it; it is not a factor, and runs that differ only there are one cell",
+            stacklevel=4,
+        )
+
+
+def _warn_duplicates(duplicates: pd.DataFrame) -> None:
+    for dup in duplicates.itertuples(index=False):
+        warnings.warn(
+            f"{dup.source}: the same configuration and seed as run {dup.duplicate_of!r} "
+            f"(cell {dup.cell_label}, seed {dup.seed}); counted once",
+            stacklevel=4,
+        )
+
+
+def build_runs(
+    records: list[tuple[dict[str, Any], list[dict[str, Any]]]], unreadable: list[dict[str, Any]] | None = None
+) -> Runs:
+    """Frames from (row, by_length rows) pairs, in a stable column order: identity, metrics, cost, config, env.
+
+    ``unreadable``: ``DROPPED_COLUMNS`` rows for files that were skipped, listed first in ``Runs.dropped``.
+    """
+    records, short = _set_aside_short(_dedupe(records))
+    rows = [row for row, _ in records]
+    by_length = [b for _, lengths in records for b in lengths]
+    runs, metric_names = _runs_frame(rows)
+    runs, factors = assign_cells(runs)
+    runs, duplicates = drop_duplicate_runs(runs)
+    unused = varied_unused(rows)
+    _warn_unused(unused)
+    dropped = pd.DataFrame([*(unreadable or []), *short, *_left_out(runs, metric_names)], columns=DROPPED_COLUMNS)
+    runs = runs.drop(columns="_metrics")
+    _warn_duplicates(duplicates)
+    lengths = _lengths_frame(by_length, runs)
     runs, metric_names = with_range_metrics(runs.reset_index(drop=True), lengths, metric_names)  # test_in_range/...
     return Runs(
         typed(runs, rows),  # datetimes, Int64 settings, categories (analysis.data.dtypes)

@@ -238,31 +238,35 @@ def summary_table(summary) -> tuple[str, pd.DataFrame]:
     return styled(frame, caption, _label("summary", summary.task)), frame
 
 
-def metric_table(
-    grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFrame, baseline: str | None
-) -> tuple[str, pd.DataFrame]:
-    """One table of the report: the grid's rows × columns, each cell mean ± CI (n) of ``metric``.
-
-    ``cells``: ``analysis.stats.cell_summary`` of the metric; ``comparisons``: its tests against
-    the table's ``baseline`` cell (verdicts better / worse / differs mark the cells).
-    """
-    here = cells[cells["task"] == grid.task].set_index("cell")
-    better = inference.direction(metric)
+def _best_mean(here: pd.DataFrame, grid, better: str | None) -> float | None:
+    """The best mean over the grid's cells in the direction ``better`` (None: direction unknown, or no cell)."""
     present = here[here.index.isin(set(grid.cells["cell"]))]
-    best = None
-    if better is not None and len(present):
-        best = present["mean"].max() if better == "higher" else present["mean"].min()
-    verdicts = {}
-    if baseline is not None and len(comparisons):
-        mine = comparisons[(comparisons["baseline_cell"] == baseline) & (comparisons["metric"] == metric)]
-        verdicts = dict(zip(mine["cell"], mine["verdict"]))
+    if better is None or not len(present):
+        return None
+    return present["mean"].max() if better == "higher" else present["mean"].min()
+
+
+def _verdicts(comparisons: pd.DataFrame, metric: str, baseline: str | None) -> dict:
+    """{cell: verdict} of the metric's tests against the baseline cell ({} without one)."""
+    if baseline is None or not len(comparisons):
+        return {}
+    mine = comparisons[(comparisons["baseline_cell"] == baseline) & (comparisons["metric"] == metric)]
+    return dict(zip(mine["cell"], mine["verdict"]))
+
+
+def _corner(grid) -> str:
+    """The table's top-left header: the row factor / the column factor."""
+    if grid.columns is not None:
+        return f"{grid.rows.name} / {grid.columns.name}"
+    return grid.rows.name if grid.rows is not None else "cell"
+
+
+def _grid_records(
+    grid, here: pd.DataFrame, columns: list, corner: str, best: float | None, baseline: str | None, verdicts: dict
+) -> tuple[list[dict], list[Value]]:
+    """One record per grid row: each column's Value (None where the grid has no cell, "no value" where the cell
+    has no summary), and every Value placed."""
     mark_of = {"better": "better", "worse": "below", "differs": "differs"}
-    columns = grid.column_levels or [metric]
-    corner = (
-        f"{grid.rows.name} / {grid.columns.name}"
-        if grid.columns is not None
-        else (grid.rows.name if grid.rows is not None else "cell")
-    )
     records, values = [], []
     for row in grid.row_levels:
         record: dict = {corner: row}
@@ -287,8 +291,10 @@ def metric_table(
             values.append(value)
             record[column] = value
         records.append(record)
-    with_decimals(values)
-    frame = pd.DataFrame(records, columns=[corner, *columns])
+    return records, values
+
+
+def _metric_caption(grid, metric: str, better: str | None, baseline: str | None, values: list[Value]) -> str:
     where = f" ({grid.title})" if grid.where else ""
     how = f"{better} is better, the best cell bold" if better else "direction unknown, no best cell marked"
     base = " Underlined: the baseline." if baseline is not None and any(v.baseline for v in values) else ""
@@ -300,7 +306,27 @@ def metric_table(
         + " "
         + legend({v.mark for v in values if v.mark})
     )
-    return styled(frame, caption.strip(), _label(grid.task, metric, grid.title)), frame
+    return caption.strip()
+
+
+def metric_table(
+    grid, metric: str, cells: pd.DataFrame, comparisons: pd.DataFrame, baseline: str | None
+) -> tuple[str, pd.DataFrame]:
+    """One table of the report: the grid's rows × columns, each cell mean ± CI (n) of ``metric``.
+
+    ``cells``: ``analysis.stats.cell_summary`` of the metric; ``comparisons``: its tests against
+    the table's ``baseline`` cell (verdicts better / worse / differs mark the cells).
+    """
+    here = cells[cells["task"] == grid.task].set_index("cell")
+    better = inference.direction(metric)
+    columns = grid.column_levels or [metric]
+    corner = _corner(grid)
+    verdicts = _verdicts(comparisons, metric, baseline)
+    records, values = _grid_records(grid, here, columns, corner, _best_mean(here, grid, better), baseline, verdicts)
+    with_decimals(values)
+    frame = pd.DataFrame(records, columns=[corner, *columns])
+    caption = _metric_caption(grid, metric, better, baseline, values)
+    return styled(frame, caption, _label(grid.task, metric, grid.title)), frame
 
 
 def claims_table(results: pd.DataFrame) -> tuple[str, pd.DataFrame]:

@@ -199,10 +199,8 @@ def _build_report(
 # ---------------------------------------------------------------- command line
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog_name("analysis.report"), description=__doc__.split("\n")[0])
-    parser.add_argument("paths", nargs="+", metavar="SWEEP_DIR", help="sweep folders, result.json files or globs")
-    parser.add_argument("--out", required=True, type=Path, help="folder for the report")
+def _add_cells(parser: argparse.ArgumentParser) -> None:
+    """Which runs, and how they are laid out: the baseline cell, the tables' factors, the runs kept."""
     parser.add_argument(
         "--baseline",
         default=None,
@@ -224,6 +222,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="keep only runs with these config values, e.g. --where optim.lr=0.001",
     )
+
+
+def _add_contents(parser: argparse.ArgumentParser) -> None:
+    """What the report holds beside the runs: a benchmark, the metrics, claims."""
     parser.add_argument(
         "--bench",
         default=None,
@@ -242,6 +244,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="YAML file of claims, tested beside those the runs carry (see analysis/claims/)",
     )
+
+
+def _add_files(parser: argparse.ArgumentParser) -> None:
+    """The files written: figure size and formats, the paper files, a W&B artifact."""
     parser.add_argument(
         "--figure-width",
         default=None,
@@ -266,6 +272,16 @@ def _parser() -> argparse.ArgumentParser:
         help="then log the report folder as a W&B artifact (type report, job_type report, group = "
         "the sweep); WANDB_MODE, offline by default; a failure exits 2, the report kept",
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog_name("analysis.report"), description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="+", metavar="SWEEP_DIR", help="sweep folders, result.json files or globs")
+    parser.add_argument("--out", required=True, type=Path, help="folder for the report")
+    # in this order in --help: the cells, what else the report holds, the files it writes
+    _add_cells(parser)
+    _add_contents(parser)
+    _add_files(parser)
     return parser
 
 

@@ -39,6 +39,68 @@ LEVELS = {
 LENGTHS = (8, 12, 16, 24)
 
 
+def _config(values: dict, run_seed: int) -> dict:
+    """A run's flattened config: the defaults, the run's seed, its cell's ``values`` over them."""
+    return {
+        "task.name": "reverse",
+        "attention.name": "multihead",
+        "position.name": "rope",
+        "model.d_model": 64,
+        "model.ffn_dim": 128,
+        "optim.lr": 0.003,
+        "optim.warmup_steps": 50,
+        "trainer.max_steps": 1000,
+        "name": "bench",
+        "seed": run_seed,
+        **values,
+    }
+
+
+def _result(i: int, config: dict, values: dict, acc: float, cell: int, cells: int) -> dict:
+    """Run ``i``'s schema-1 result: token accuracy ``acc``, decaying beyond the training lengths; a step time that
+    grows with its cell's index ``cell`` of ``cells``."""
+    return {
+        "schema": 1,
+        "run_id": f"run{i:04d}",
+        "sweep": "bench",
+        "status": "completed",
+        "error": None,
+        "task": "reverse",
+        "attention": config["attention.name"],
+        "position": config["position.name"],
+        "seed": config["seed"],
+        "arch": "seq2seq",
+        "overrides": [f"{k}={v}" for k, v in values.items()],
+        "config": config,
+        "config_hash": None,
+        "metrics": {"test/token_acc": acc, "test/seq_acc": acc**4, "val/loss": float(2 - 2 * acc)},
+        "by_length": {
+            str(n): {"token_acc": acc * (1 - 0.02 * max(0, n - 12)), "seq_acc": acc ** (n / 3)} for n in LENGTHS
+        },
+        "cost": {
+            "params": 100_000,
+            "train_seconds": 30.0,
+            "tokens_per_second": 5000.0,
+            "steps": 1000,
+            "step_ms": 20.0 + 10.0 * cell / cells,
+            "peak_memory_mb": 400.0,
+        },
+        "env": {"torch": "2.13.0", "device": "cpu", "git_sha": "0" * 40, "python": "3.11.7"},
+        "started_at": "2026-01-01T10:00:00+00:00",
+        "finished_at": "2026-01-01T10:05:00+00:00",
+        "command": "python -m experiments.train",
+        "train_lengths": [2, 12],
+    }
+
+
+def _metrics_log(acc: float) -> str:
+    """A CSV log as the training app writes it: train and validation loss every 100 steps, settling at 2 - 2 acc."""
+    steps = np.arange(0, 1001, 100)
+    return "step,train/loss,val/loss\n" + "".join(
+        f"{s},{2 * np.exp(-s / 300) + 2 - 2 * acc},{2 * np.exp(-s / 300) + 2.05 - 2 * acc}\n" for s in steps
+    )
+
+
 def write_runs(root: Path, runs: int, factors: int, seed: int = 0) -> int:
     """``runs`` result folders over 2**factors cells; returns the number of cells."""
     if not 1 <= factors <= len(LEVELS):
@@ -48,61 +110,12 @@ def write_runs(root: Path, runs: int, factors: int, seed: int = 0) -> int:
     cells = list(itertools.product(*(LEVELS[k] for k in keys)))
     for i in range(runs):
         values = dict(zip(keys, cells[i % len(cells)]))
-        run_seed = i // len(cells)
-        config = {
-            "task.name": "reverse",
-            "attention.name": "multihead",
-            "position.name": "rope",
-            "model.d_model": 64,
-            "model.ffn_dim": 128,
-            "optim.lr": 0.003,
-            "optim.warmup_steps": 50,
-            "trainer.max_steps": 1000,
-            "name": "bench",
-            "seed": run_seed,
-            **values,
-        }
+        config = _config(values, run_seed=i // len(cells))
         acc = float(rng.uniform(0.4, 0.95))
-        result = {
-            "schema": 1,
-            "run_id": f"run{i:04d}",
-            "sweep": "bench",
-            "status": "completed",
-            "error": None,
-            "task": "reverse",
-            "attention": config["attention.name"],
-            "position": config["position.name"],
-            "seed": run_seed,
-            "arch": "seq2seq",
-            "overrides": [f"{k}={v}" for k, v in values.items()],
-            "config": config,
-            "config_hash": None,
-            "metrics": {"test/token_acc": acc, "test/seq_acc": acc**4, "val/loss": float(2 - 2 * acc)},
-            "by_length": {
-                str(n): {"token_acc": acc * (1 - 0.02 * max(0, n - 12)), "seq_acc": acc ** (n / 3)} for n in LENGTHS
-            },
-            "cost": {
-                "params": 100_000,
-                "train_seconds": 30.0,
-                "tokens_per_second": 5000.0,
-                "steps": 1000,
-                "step_ms": 20.0 + 10.0 * (i % len(cells)) / len(cells),
-                "peak_memory_mb": 400.0,
-            },
-            "env": {"torch": "2.13.0", "device": "cpu", "git_sha": "0" * 40, "python": "3.11.7"},
-            "started_at": "2026-01-01T10:00:00+00:00",
-            "finished_at": "2026-01-01T10:05:00+00:00",
-            "command": "python -m experiments.train",
-            "train_lengths": [2, 12],
-        }
         run_dir = root / f"run{i:04d}"
         (run_dir / "csv").mkdir(parents=True)
-        (run_dir / "result.json").write_text(json.dumps(result))
-        steps = np.arange(0, 1001, 100)
-        log = "step,train/loss,val/loss\n" + "".join(
-            f"{s},{2 * np.exp(-s / 300) + 2 - 2 * acc},{2 * np.exp(-s / 300) + 2.05 - 2 * acc}\n" for s in steps
-        )
-        (run_dir / "csv" / "metrics.csv").write_text(log)
+        (run_dir / "result.json").write_text(json.dumps(_result(i, config, values, acc, i % len(cells), len(cells))))
+        (run_dir / "csv" / "metrics.csv").write_text(_metrics_log(acc))
     return len(cells)
 
 

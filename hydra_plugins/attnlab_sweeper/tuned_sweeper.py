@@ -105,39 +105,17 @@ class TunedSweeper(OptunaSweeper):
         return {"space": space, "cells": cells, "fixed": fixed, "tuning": tuning, "final": final}
 
     def sweep(self, arguments: list[str]) -> Any:
-        from experiments.sweep import optuna_study as s
+        from experiments.record.result import write_json_atomic
         from experiments.sweep import tuned_study as t
-        from experiments.training.cell_contract import StudyChangedError
 
         assert self.config is not None
-        base = str(self.study_name or "tuned")
-        try:
-            planned = self.plan(arguments)
-            space, cells, fixed = planned["space"], planned["cells"], planned["fixed"]
-            tuning, final = planned["tuning"], planned["final"]
-            # every cell's study, opened before any trial: one whose settings changed is refused whole
-            studies = [
-                self._study(t.study_name(base, cell), self._settings(space, [*fixed, *cell], tuning_seeds=tuning))
-                for cell in cells
-            ]
-        except (s.StudyError, StudyChangedError) as err:  # one line and exit code 2, before any trial
-            print(f"attnlab: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
+        planned, studies = self._open(arguments)
+        space, cells, fixed = planned["space"], planned["cells"], planned["fixed"]
+        tuning, final = planned["tuning"], planned["final"]
         began = time.perf_counter()
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         earlier = _earlier_best(sweep_dir / "tuned.json")
-        record: dict[str, Any] = {
-            "objective": str(self.config.objective),
-            "direction": self.direction,
-            "compare_on": self.compare_on,
-            "compare_direction": self.compare_direction,
-            "n_trials": self.n_trials,
-            "tuning_seeds": tuning,
-            "final_seeds": final,
-            "search_space": {k: str(v) for k, v in space.items()},
-            "storage": self.spec,  # the cells' studies (the report plots them and names optuna-dashboard's command)
-            "cells": [],
-        }
+        record = self._record(planned)
         finals: list[list[str]] = []
         for cell, study in zip(cells, studies):
             self._tune(study, space, [*fixed, *cell], seeds=tuning, role="tuning")
@@ -153,19 +131,50 @@ class TunedSweeper(OptunaSweeper):
                     best,
                     earlier[study.study_name],
                 )
-            where = [f"trial.study={study.study_name}"]
-            for seed in final:
-                if best is not None:
-                    params = [f"{k}={v}" for k, v in best.items()]
-                    finals.append([*fixed, *cell, *params, f"seed={seed}", *where, "trial.role=tuned"])
-                finals.append([*fixed, *cell, f"seed={seed}", *where, "trial.role=default"])
+            finals += _final_runs([*fixed, *cell], best, final, study.study_name)
         log.info("tuned: %d cells tuned; training %d final runs on seeds %s", len(cells), len(finals), final)
         self.launcher.launch(finals, initial_job_idx=self.job_idx)
         record["seconds_this_sweep"] = time.perf_counter() - began
-        from experiments.record.result import write_json_atomic
-
         write_json_atomic(sweep_dir / "tuned.json", record)
         return record
+
+    def _open(self, arguments: list[str]) -> tuple[dict[str, Any], list[Any]]:
+        """The plan and every cell's study, opened before any trial: a bad option, or a study whose settings
+        changed, stops the sweep whole with one line and exit code 2."""
+        from experiments.sweep import optuna_study as s
+        from experiments.sweep import tuned_study as t
+        from experiments.training.cell_contract import StudyChangedError
+
+        base = str(self.study_name or "tuned")
+        try:
+            planned = self.plan(arguments)
+            settings = {"tuning_seeds": planned["tuning"]}
+            studies = [
+                self._study(
+                    t.study_name(base, cell), self._settings(planned["space"], [*planned["fixed"], *cell], **settings)
+                )
+                for cell in planned["cells"]
+            ]
+        except (s.StudyError, StudyChangedError) as err:  # one line and exit code 2, before any trial
+            print(f"attnlab: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        return planned, studies
+
+    def _record(self, planned: dict[str, Any]) -> dict[str, Any]:
+        """tuned.json's header: the protocol every cell was tuned and tested under; the cells follow."""
+        assert self.config is not None
+        return {
+            "objective": str(self.config.objective),
+            "direction": self.direction,
+            "compare_on": self.compare_on,
+            "compare_direction": self.compare_direction,
+            "n_trials": self.n_trials,
+            "tuning_seeds": planned["tuning"],
+            "final_seeds": planned["final"],
+            "search_space": {k: str(v) for k, v in planned["space"].items()},
+            "storage": self.spec,  # the cells' studies (the report plots them and names optuna-dashboard's command)
+            "cells": [],
+        }
 
     def _cell_record(self, study: Any, cell: list[str]) -> dict[str, Any]:
         from optuna.trial import TrialState
@@ -200,3 +209,15 @@ def _earlier_best(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, AttributeError):
         return {}
     return {c.get("study"): c.get("best_params") for c in cells if isinstance(c, dict)}
+
+
+def _final_runs(cell: list[str], best: Optional[dict], seeds: list[int], study: str) -> list[list[str]]:
+    """The cell's final runs, per seed its best configuration (when a trial completed) and then the defaults."""
+    runs = []
+    where = [f"trial.study={study}"]
+    for seed in seeds:
+        if best is not None:
+            params = [f"{k}={v}" for k, v in best.items()]
+            runs.append([*cell, *params, f"seed={seed}", *where, "trial.role=tuned"])
+        runs.append([*cell, f"seed={seed}", *where, "trial.role=default"])
+    return runs

@@ -1,9 +1,7 @@
 """Size limits over the whole tree: no module passes 450 lines and no function 60.
 
-A file that grows past a screenful of concepts is split by concept; these limits say when. What is still
-over them is listed in ``KNOWN_OVERSIZE`` with its size today and why it is there: a listed item may
-shrink but never grow, and one that comes within the limit must leave the list, so the list only gets
-shorter and everything new keeps the limits.
+A file that grows past a screenful of concepts is split by concept; these limits say when. They hold for
+every module and function of the packages, with no list of exceptions.
 """
 
 from __future__ import annotations
@@ -11,28 +9,11 @@ from __future__ import annotations
 import ast
 import functools
 
-import pytest
-
 from tests.helpers.paths import ROOT
 
 PACKAGES = ("variants", "experiments", "analysis", "attnlab", "hydra_plugins")
 MODULE_LINES = 450
 FUNCTION_LINES = 60
-
-# item -> (lines today, why it is still over the limit). A module is its path; a function is
-# "path:qualified.name". Shrink an entry's number when the item shrinks; delete it once within the limit.
-KNOWN_OVERSIZE: dict[str, tuple[int, str]] = {
-    "variants/attention/kernelised.py:KernelisedAttention.forward": (77, "three feature-map paths in one forward"),
-    "analysis/claims/adaptive.py:evaluate_adaptive": (65, "an adaptive claim's rules; owned by the statistics work"),
-    "analysis/claims/evaluate.py:evaluate_claim": (66, "a claim's verdict in one pass; the statistics work"),
-    "analysis/data/rows.py:result_rows": (72, "a result.json flattened into rows, every section inline"),
-    "analysis/data/runs.py:build_runs": (64, "the runs frame built in one pass"),
-    "analysis/paper/latex.py:metric_table": (63, "the LaTeX metric table, header to footer"),
-    "analysis/report/build.py:_parser": (68, "the report command's arguments, one add_argument each"),
-    "analysis/report/timing.py:write_runs": (65, "the timing section's runs table"),
-    "attnlab/claims.py:parse_claim": (99, "the claim grammar parsed by hand in one function"),
-    "hydra_plugins/attnlab_sweeper/tuned_sweeper.py:TunedSweeper.sweep": (62, "the tuned sweep's rounds"),
-}
 
 
 def function_sizes(source: str, path: str) -> dict[str, int]:
@@ -84,16 +65,8 @@ def test_function_sizes_count_from_def_to_last_line_and_name_methods_and_nested_
     assert function_sizes(source, "m.py") == {"m.py:A.f": 5, "m.py:A.f.g": 2, "m.py:h": 2}
 
 
-def test_no_new_module_or_function_passes_the_limits() -> None:
-    new = {name: n for name, n in over_the_limits().items() if name not in KNOWN_OVERSIZE}
-    assert not new, (
-        f"over the limits ({MODULE_LINES} lines a module, {FUNCTION_LINES} a function); split by concept: {new}"
+def test_no_module_or_function_passes_the_limits() -> None:
+    over = over_the_limits()
+    assert not over, (
+        f"over the limits ({MODULE_LINES} lines a module, {FUNCTION_LINES} a function); split by concept: {over}"
     )
-
-
-@pytest.mark.parametrize("name", sorted(KNOWN_OVERSIZE))
-def test_a_known_oversize_item_only_shrinks(name: str) -> None:
-    allowed, why = KNOWN_OVERSIZE[name]
-    found = over_the_limits()
-    assert name in found, f"{name} is within the limits now (or gone): delete it from KNOWN_OVERSIZE"
-    assert found[name] <= allowed, f"{name} grew to {found[name]} lines (listed at {allowed}: {why}); shrink it"

@@ -125,21 +125,27 @@ class KernelisedAttention(AttentionLayer):
                 need_weights=need_weights,
             )
         _refuse(self, position)
+        return self._running_sum(query, key_value, causal, key_padding_mask, position, cache, need_weights)
+
+    def _running_sum(
+        self,
+        query: Tensor,
+        key_value: Tensor | None,
+        causal: bool,
+        key_padding_mask: Tensor | None,
+        position: PositionEncoding | None,
+        cache: KVCache | None,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The ``running_sum`` path of ``forward``: features, then sums instead of the (Tq, Tk) weights."""
         B, Tq, _ = query.shape
         offset = cache.offset if cache is not None else 0
         q = self._split(self.w_q(query))  # (B, H, Tq, D)
         q_pos = torch.arange(offset, offset + Tq, device=query.device)
         state = None
         if key_value is None:  # self attention: the new keys sit at the query positions
-            k = self._split(self.w_k(query))  # (B, H_kv, Tq, D)
-            v = self._split(self.w_v(query))
+            q, k, v, state, key_padding_mask = self._self_keys(query, q, q_pos, key_padding_mask, position, cache)
             k_pos = q_pos
-            if position is not None:
-                q, k = position.rotate(q, k, q_pos, k_pos)
-            state = cache.state if cache is not None else None
-            seen = state.keys if state is not None else 0
-            if key_padding_mask is not None and key_padding_mask.shape == (B, seen + Tq):
-                key_padding_mask = key_padding_mask[:, seen:]  # a cached call's mask covers every key so far
         else:  # cross attention: the memory is projected once per cache
             q, k, v, k_pos = self._memory(q, q_pos, key_value, position, cache)
         if cache is not None:
@@ -158,26 +164,65 @@ class KernelisedAttention(AttentionLayer):
         phi_k = self.feature_map(k)  # (B, H_kv, Tk, F)
         if key_padding_mask is not None:
             phi_k = phi_k.masked_fill(key_padding_mask[:, None, :, None], 0.0)
+        causal = causal and key_value is None  # a memory is read whole
+        out = self._read_sums(phi_q, phi_k, v, state, causal, cache if key_value is None else None)  # (B, H, Tq, D)
+        weights = None
+        if need_weights:
+            masking = Masking(q_pos=q_pos, k_pos=k_pos, causal=causal, key_padding_mask=key_padding_mask)
+            weights = kernel_weights(phi_q, self._share_kv(phi_k), masking.dense())
+        return self.w_o(self._merge(out)), weights
+
+    def _self_keys(
+        self,
+        query: Tensor,
+        q: Tensor,
+        q_pos: Tensor,
+        key_padding_mask: Tensor | None,
+        position: PositionEncoding | None,
+        cache: KVCache | None,
+    ) -> tuple[Tensor, Tensor, Tensor, RunningState | None, Tensor | None]:
+        """Self attention's q, k, v (rotated), the cache's running state and the mask of these keys alone.
+
+        q (B, H, Tq, D) in; returns q (B, H, Tq, D), k and v (B, H_kv, Tq, D), the state, the mask (B, Tq).
+        """
+        B, Tq = q.shape[0], q.shape[2]
+        k = self._split(self.w_k(query))  # (B, H_kv, Tq, D)
+        v = self._split(self.w_v(query))
+        if position is not None:
+            q, k = position.rotate(q, k, q_pos, q_pos)
+        state = cache.state if cache is not None else None
+        seen = state.keys if state is not None else 0
+        if key_padding_mask is not None and key_padding_mask.shape == (B, seen + Tq):
+            key_padding_mask = key_padding_mask[:, seen:]  # a cached call's mask covers every key so far
+        return q, k, v, state, key_padding_mask
+
+    def _read_sums(
+        self,
+        phi_q: Tensor,
+        phi_k: Tensor,
+        v: Tensor,
+        state: RunningState | None,
+        causal: bool,
+        cache: KVCache | None,
+    ) -> Tensor:
+        """phi_q (B, H, Tq, F), phi_k (B, H_kv, Tk, F), v (B, H_kv, Tk, D) -> output (B, H, Tq, D).
+
+        Causal self attention reads prefix sums chunk by chunk, anything else the full sums; a self-attention
+        ``cache`` keeps the sums over every key so far for the next call.
+        """
         group = self.num_heads // self.num_kv_heads
         grouped = phi_q.unflatten(1, (self.num_kv_heads, group))  # (B, H_kv, G, Tq, F): head h reads KV head h // G
         values = v.to(phi_k.dtype)
-        if causal and key_value is None:
+        if causal:
             num, den, kv, k_sum = causal_sums(grouped, phi_k, values, state, self.chunk_size)
         else:
             num, den, kv, k_sum = full_sums(grouped, phi_k, values, state)
-        if cache is not None and key_value is None:
-            cache.state = RunningState(kv=kv, k_sum=k_sum, keys=(state.keys if state is not None else 0) + Tq)
+        if cache is not None:
+            keys = (state.keys if state is not None else 0) + phi_q.shape[2]
+            cache.state = RunningState(kv=kv, k_sum=k_sum, keys=keys)
         # num is exactly 0 where den is (no key to read), so a query with no key reads zero
         out = num / torch.where(den > 0, den, torch.ones_like(den))  # (B, H_kv, G, Tq, D)
-        out = out.flatten(1, 2).to(v.dtype)  # (B, H, Tq, D)
-
-        weights = None
-        if need_weights:
-            masking = Masking(
-                q_pos=q_pos, k_pos=k_pos, causal=causal and key_value is None, key_padding_mask=key_padding_mask
-            )
-            weights = kernel_weights(phi_q, self._share_kv(phi_k), masking.dense())
-        return self.w_o(self._merge(out)), weights
+        return out.flatten(1, 2).to(v.dtype)  # (B, H, Tq, D)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, num_features={self.num_features}, chunk_size={self.chunk_size}"
