@@ -21,3 +21,6 @@ INSTALLED_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
     "WANDB_MODE": "offline",
     "OMP_NUM_THREADS": "1",
 }
+# a Python under a file-size limit (ulimit -f): it would write its bytecode caches cut at the limit (one write,
+# the short count unchecked, SIGXFSZ ignored), and every later import of such a module fails (EOFError)
+LIMITED_FILES_ENV = ENV | {"PYTHONDONTWRITEBYTECODE": "1"}

@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers.cell_fixtures import flat_config, result, write
 from tests.helpers.config import TINY
-from tests.helpers.env import ENV
+from tests.helpers.env import ENV, LIMITED_FILES_ENV
 
 TRAIN = [sys.executable, "-m", "experiments.train"]
 REPORT = [sys.executable, "-m", "analysis.report"]
@@ -266,7 +266,13 @@ def run_row(row: Row, d: Path) -> subprocess.CompletedProcess:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return subprocess.run(
-        [*prefix, *command], cwd=d, env=ENV, text=True, capture_output=True, timeout=600, preexec_fn=file_size_limit
+        [*prefix, *command],
+        cwd=d,
+        env=ENV if limit is None else LIMITED_FILES_ENV,
+        text=True,
+        capture_output=True,
+        timeout=600,
+        preexec_fn=file_size_limit,
     )
 
 

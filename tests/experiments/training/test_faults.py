@@ -17,7 +17,7 @@ import pytest
 from attnlab.run_folders import LOCK
 from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
-from tests.helpers.env import ENV
+from tests.helpers.env import ENV, LIMITED_FILES_ENV
 
 QUICK = [*TINY, "num_threads=1", "logger=csv", "optim.warmup_steps=0"]
 LONG = ["trainer.max_steps=100000", "trainer.val_check_interval=20", "checkpoint_every_n_steps=10"]
@@ -161,7 +161,7 @@ def test_under_a_file_size_limit_hydras_config_is_whole_or_absent(tmp_path: Path
     # 4 KiB: the resolved config (hydra.yaml is larger) cannot be written whole
     proc = subprocess.run(
         ["bash", "-c", 'ulimit -f 4 && exec "$@"', "bash", *command],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=240,
+        cwd=tmp_path, env=LIMITED_FILES_ENV, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
