@@ -11,8 +11,6 @@ process would have printed it, and a fork inherits none of its Python threads.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import gc
 import importlib
 import json
@@ -20,26 +18,23 @@ import os
 import runpy
 import signal
 import sys
+import tempfile
 import threading
 
 # what ``python -m experiments.train`` imports on its way to a run's first step (``python -X importtime``):
-# torch and its compiler, Lightning with torchmetrics, Hydra, W&B with the module its ``init`` imports, pandas
-PRELOAD = (
-    "torch",
-    "lightning.pytorch",
-    "hydra",
-    "wandb",
-    "wandb.sdk.launch.inputs.internal",
-    "pandas",
-    "experiments.app.train",
-    "experiments.training.single_run",
-)
+# torch and its compiler, Lightning with torchmetrics, Hydra, pandas. Not W&B: its import makes a temporary
+# folder for media that the first child to end would delete under every later one.
+PRELOAD = ("torch", "lightning.pytorch", "hydra", "pandas", "experiments.app.train", "experiments.training.single_run")
 
 
 def preload() -> str | None:
     """Import ``PRELOAD``; why this process cannot serve, or None."""
     for name in PRELOAD:
         importlib.import_module(name)
+    # a temporary folder an import makes is deleted when the process ends: by the first child, under the others
+    made = [o.name for o in gc.get_objects() if type(o) is tempfile.TemporaryDirectory]
+    if made:
+        return f"the preloaded imports made temporary folders {made}, which the first child to end would delete"
     # Python threads would be gone in a child with their locks held; the native ones the imports start (torch's,
     # pyarrow's allocator) are re-made after a fork by their libraries, as for a DataLoader's forked workers
     if threading.active_count() != 1:
@@ -48,7 +43,7 @@ def preload() -> str | None:
 
 
 def child(request: dict, channel: int) -> None:
-    """In the forked child: become the requested command, then leave through the interpreter's own exit."""
+    """In the forked child: become the requested command, and end as it ends."""
     os.close(channel)
     # as a fresh Python starts: Ctrl-C raises KeyboardInterrupt, SIGTERM ends the process (SIGPIPE stays ignored)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -56,6 +51,7 @@ def child(request: dict, channel: int) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # found again from this environment, as a fresh process finds it
     streams = ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY), (2, request["stderr"], os.O_WRONLY))
     for fd, path, mode in streams:
         opened = os.open(path, mode)
@@ -63,38 +59,10 @@ def child(request: dict, channel: int) -> None:
         os.close(opened)
     sys.argv = ["-m", *request["args"]]
     sys.path[0] = request["cwd"]  # `python -m` puts the working folder first on the import path
-    os._exit(run_as_main(request["module"]))
-
-
-def run_as_main(module: str) -> int:
-    """``python -m module`` from here on, and the exit code the interpreter would give it.
-
-    What the interpreter does at its end is done here, all but tearing down the imported modules: that
-    teardown would touch (and so copy) every page the child shares with the server, seconds for torch."""
-    try:
-        runpy._run_module_as_main(module)  # the same entry as `python -m module`
-        code = 0
-    except SystemExit as stop:
-        code = exit_code(stop.code)
-    except BaseException:  # noqa: BLE001 - the top level of the command: any exception ends it, traceback shown
-        sys.excepthook(*sys.exc_info())
-        code = 1
-    threading._shutdown()  # the non-daemon threads are waited for, as at the interpreter's end
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    return code
-
-
-def exit_code(code: object) -> int:
-    """The exit code of ``SystemExit(code)``, printing what the interpreter prints for a message."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
+    # from here the child is `python -m module`, up to its end: an exception or SystemExit rises to the top and
+    # the interpreter ends the process as it ends a fresh one (threads, atexit, streams flushed, modules torn down)
+    runpy._run_module_as_main(request["module"])
+    raise SystemExit(0)
 
 
 def serve() -> None:

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import warm_server
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV, ONE_THREAD_ENV
+from tests.helpers.wandb_runs import offline_runs
 from tests.helpers.warm import run_module
 
 # a module of the test's own, importable because `python -m` puts the working folder first on the path
@@ -77,6 +79,30 @@ def test_a_warm_command_past_its_timeout_is_killed_and_raises(tmp_path: Path) ->
         run_module("probe", "sleep", cwd=tmp_path, env=ENV, timeout=1)
     # the server answers the next command: the killed child was reaped
     assert run_module("probe", "plain", cwd=tmp_path, env=ENV, timeout=60).returncode == 0
+
+
+def test_a_server_whose_imports_make_a_temporary_folder_refuses_to_serve(tmp_path: Path, monkeypatch) -> None:
+    # W&B's import makes two: the first child to end would delete them under every later child's runs
+    (tmp_path / "planted_tmp.py").write_text("import tempfile\nHELD = tempfile.TemporaryDirectory('planted')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(warm_server, "PRELOAD", ("planted_tmp",))
+    problem = warm_server.preload()
+    assert problem is not None and "planted" in problem and "temporary folders" in problem
+    sys.modules.pop("planted_tmp").HELD.cleanup()
+
+
+@pytest.mark.slow
+def test_warm_runs_one_after_another_each_log_their_wandb_run(tmp_path: Path) -> None:
+    # each child imports W&B itself, so one child's end leaves the next one's media folders in place
+    ids = []
+    for name in ("first", "second"):
+        done = run_module(
+            "experiments.train", *TINY, "num_threads=1", "logger=wandb", f"hydra.run.dir={tmp_path / name}",
+            cwd=tmp_path, env=ONE_THREAD_ENV,
+        )  # fmt: skip
+        assert done.returncode == 0 and "W&B could not" not in done.stdout + done.stderr, done.stderr[-2000:]
+        ids.append(json.loads((tmp_path / name / "result.json").read_text())["run_id"])
+    assert sorted(offline_runs(tmp_path)) == sorted(ids)
 
 
 def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
