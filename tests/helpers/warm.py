@@ -1,6 +1,7 @@
 """``python -m module args`` run to its end in a child forked from a Python that has imported the training
 stack once (``tests/helpers/warm_server.py``): the command's code runs afresh in a process of its own, the
-6-odd seconds of torch, Lightning, Hydra and W&B imports do not.
+5-odd seconds of torch, Lightning and Hydra imports do not (each child imports W&B itself: its import makes
+temporary folders, which one child's end would delete under the next).
 
 The answer is what ``subprocess.run(..., capture_output=True, text=True, timeout=...)`` gives: the exit code
 (negative for a signal), stdout and stderr as text, ``TimeoutExpired`` after killing the child. One server
