@@ -7,7 +7,7 @@ The answer is what ``subprocess.run(..., capture_output=True, text=True, timeout
 (negative for a signal), stdout and stderr as text, ``TimeoutExpired`` after killing the child. One server
 per environment (less the variables pytest changes per test), at most ``MAX_SERVERS`` alive per test
 process. A command about the process itself (signals, start-up output, file-size limits, an installed
-library) is started afresh by the caller instead; ``tests/helpers/test_warm.py`` holds a warm run equal to
+library) is started afresh by the caller instead; ``tests/project/test_warm_runs.py`` holds a warm run equal to
 a fresh one.
 """
 

@@ -5,8 +5,9 @@ Started as ``python -m tests.helpers.warm_server`` in the environment its comman
 pid, then its exit code once it ends. The child takes the request's working folder, environment, argv and
 output files, and runs the module as ``python -m`` does (``runpy._run_module_as_main``), so the command's
 own code (its ``__main__``, Hydra's start, the run) is executed afresh in every child; only the imports
-are shared. Imports that print anything or start a Python thread make the server refuse to serve: a fresh
-process would have printed it, and a fork inherits none of its Python threads.
+are shared. Imports that print anything, start a Python thread or make a temporary folder make the server
+refuse to serve: a fresh process would have printed it, a fork inherits none of its Python threads, and the
+first child to end would delete the folder under the others.
 """
 
 from __future__ import annotations
@@ -74,8 +75,7 @@ def serve() -> None:
         return
     for line in sys.stdin:
         request = json.loads(line)
-        answers.flush()
-        sys.stderr.flush()
+        sys.stderr.flush()  # nothing buffered is written twice, by the server and by its child
         pid = os.fork()
         if pid == 0:
             child(request, sys.stdin.fileno())
