@@ -314,7 +314,13 @@ def _price(row: dict[str, Any], claim: Claim, test: Evidence, alpha: float) -> N
 
 def decide(rows: list[dict[str, Any]], claims: Sequence[Claim], alpha: float = ALPHA) -> pd.DataFrame:
     """Holm over the claims' decisive p-values (the smaller of for and against, each wrong at most alpha), then
-    verdicts, each named with the correction that made it."""
+    verdicts, each named with the correction that made it: one row per claim."""
+    return pd.DataFrame(decided(rows, claims, alpha), columns=COLUMNS)
+
+
+def decided(rows: list[dict[str, Any]], claims: Sequence[Claim], alpha: float = ALPHA) -> list[dict[str, Any]]:
+    """``decide``'s rows as dicts, each given its verdict in place (a simulation reads thousands of single
+    verdicts, and a table for each costs more than the verdict)."""
     decisive = [min(r.get("p_for", math.nan), r.get("p_against", math.nan)) for r in rows]
     adjusted = inference.holm(decisive)
     k = max(1, sum(math.isfinite(p) for p in decisive))
@@ -340,7 +346,7 @@ def decide(rows: list[dict[str, Any]], claims: Sequence[Claim], alpha: float = A
             if test is not None and not test.reason:
                 _price(row, claim, test, alpha / k)
         _weigh_divergence(row, claim, alpha, k)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return rows
 
 
 def evaluate(runs, claims_file: str | Path | None = None, alpha: float = ALPHA, carried: bool = True) -> pd.DataFrame:

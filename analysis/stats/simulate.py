@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.claims.evaluate import COLUMNS, decide
+from analysis.claims.evaluate import COLUMNS, decided
 from analysis.stats import anytime
 from analysis.stats import unseen_divergence as unseen
 from analysis.stats.claims import BoundedSides, two_sample_test
@@ -175,7 +175,7 @@ def fixed_n_verdict(
     assume: bool = False,
 ) -> int:
     """+1 supported, −1 contradicted, 0 inconclusive: the fixed-n claims engine (analysis.stats.claims'
-    two_sample_test, analysis.claims.evaluate's decide over one claim) on each side's seeds, a diverged one already at
+    two_sample_test, analysis.claims.evaluate's decided over one claim) on each side's seeds, a diverged one already at
     the metric's worst value as the engine scores it. ``lost`` (which seeds of a and b diverged) marks an accuracy
     in RANGE, decided as the engine decides a bounded metric; ``assume``: the claim declares no divergence, which
     sets that bound aside unless a seed diverged (analysis.claims.evaluate.assumption). The one call of the fixed-n
@@ -189,7 +189,7 @@ def fixed_n_verdict(
     test = two_sample_test(a, b, claim, alpha, bounded)
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}
     row.update(lacked="", p_for=test.p_for, p_against=test.p_against, diff_low=test.low, diff_high=test.high)
-    verdict = decide([row], [claim], alpha)["verdict"].iloc[0]
+    (verdict,) = (r["verdict"] for r in decided([row], [claim], alpha))
     return {"supported": 1, "contradicted": -1}.get(verdict, 0)
 
 

@@ -23,8 +23,10 @@ leave a rate up to 0.40 at a quarter of 0.025), so a gap of a few points needs a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from scipy import special
 from scipy import stats as sps
 
 SHARE = 0.5  # the part of each one-sided level spent on the two divergence-rate bounds (a quarter each)
@@ -43,14 +45,23 @@ class Bounded:
         return len(self.converged) + self.diverged
 
 
+# A rate bound depends on (k, n) and the levels only, and the same few seed counts recur: in a claim's p-value
+# and interval, over a report's claims, over a simulation's thousands of draws. Each is computed once (read-only).
+@lru_cache(maxsize=4096)
+def _beta_quantile(q: bytes, a: int, b: int) -> np.ndarray:
+    quantile = sps.beta.ppf(np.frombuffer(q), a, b)
+    quantile.flags.writeable = False
+    return quantile
+
+
 def _rate_high(k: int, n: int, level: np.ndarray) -> np.ndarray:
     """Clopper–Pearson one-sided upper bound of a rate with k events in n trials, wrong at most ``level``."""
-    return np.ones_like(level) if k >= n else sps.beta.ppf(1 - level, k + 1, n - k)
+    return np.ones_like(level) if k >= n else _beta_quantile(np.asarray(1 - level, float).tobytes(), k + 1, n - k)
 
 
 def _rate_low(k: int, n: int, level: np.ndarray) -> np.ndarray:
     """Clopper–Pearson one-sided lower bound of a rate, wrong at most ``level``."""
-    return np.zeros_like(level) if k <= 0 else sps.beta.ppf(level, k, n - k + 1)
+    return np.zeros_like(level) if k <= 0 else _beta_quantile(np.asarray(level, float).tobytes(), k, n - k + 1)
 
 
 def _lower_edge(a: np.ndarray, b: np.ndarray, level: np.ndarray, weights_a, weights_b) -> np.ndarray:
@@ -63,7 +74,9 @@ def _lower_edge(a: np.ndarray, b: np.ndarray, level: np.ndarray, weights_a, weig
             se = np.sqrt(ta + tb)
             with np.errstate(invalid="ignore", divide="ignore"):  # no spread at this corner: no t term
                 df = (ta + tb) ** 2 / (ta**2 / (len(a) - 1) + tb**2 / (len(b) - 1))
-                spread = np.where(se > 0, sps.t.ppf(1 - level, df) * se, 0.0)
+                # Student's t quantile: the function scipy.stats.t.ppf evaluates, without its argument checks
+                # (df is positive or NaN here, 1 − level inside (0, 1)), which cost more than the quantile itself
+                spread = np.where(se > 0, special.stdtrit(df, 1 - level) * se, 0.0)
             edges.append(wa * a.mean() - wb * b.mean() - spread)
     return np.min(edges, axis=0)
 
