@@ -4,7 +4,6 @@ window."""
 from __future__ import annotations
 
 import shlex
-import subprocess
 import sys
 
 import pandas as pd
@@ -14,6 +13,7 @@ from tests.docs.test_readme import doc_block
 from tests.helpers.cell_fixtures import md_table
 from tests.helpers.env import ENV
 from tests.helpers.paths import ROOT
+from tests.helpers.warm import run_module
 
 SWEEPS = ROOT / "docs" / "sweeps.md"
 
@@ -35,8 +35,8 @@ def test_sweeps_page_window_ablation_runs_as_printed(tmp_path):
     train, report = commands(block)
     assert train[1:4] == ["-m", "experiments.train", "-m"] and report[1:3] == ["-m", "analysis.report"]
     windows = next(a for a in train if a.startswith("attention.window=")).split("=", 1)[1].split(",")
-    for argv in (train, report):
-        proc = subprocess.run(argv, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=500)
+    for argv in (train, report):  # `python -m module ...` as printed, from a Python with the stack imported
+        proc = run_module(argv[2], *argv[3:], cwd=tmp_path, env=ENV, timeout=500)
         assert proc.returncode == 0, proc.stderr[-2000:]
     out = tmp_path / report[report.index("--out") + 1]
     markdown = (out / "report.md").read_text()

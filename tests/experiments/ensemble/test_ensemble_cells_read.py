@@ -19,6 +19,7 @@ from analysis.data.pending import cells_without_result
 from attnlab.run_folders import LOCK
 from tests.helpers.cli import ended_pid, train_cli
 from tests.helpers.env import ENV
+from tests.helpers.warm import run_module
 
 
 def cell_folder(root: Path, members: dict[int, str], lock_pid: int | None) -> Path:
@@ -100,10 +101,9 @@ def test_the_demo_grids_report_leaves_nothing_out(tmp_path: Path) -> None:
     )
     assert train.returncode == 0, train.stderr[-3000:]
     assert len(list(sweep.glob("*/seed=*/result.json"))) == 9  # 3 cells, each an ensemble of 3 seeds
-    report = subprocess.run(
-        [sys.executable, "-m", "analysis.report", str(sweep), "--out", str(tmp_path / "report")],
-        cwd=tmp_path, env=ENV, text=True, capture_output=True, timeout=900,
-    )  # fmt: skip
+    report = run_module(
+        "analysis.report", str(sweep), "--out", str(tmp_path / "report"), cwd=tmp_path, env=ENV, timeout=900
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     text = (tmp_path / "report" / "report.md").read_text()
     assert "## Left out" not in text and "no result" not in text
@@ -136,10 +136,9 @@ def test_an_ensemble_stopped_mid_fit_is_reported_interrupted_not_lost(tmp_path: 
         said = json.loads(path.read_text())
         assert said["status"] == "failed" and said["interrupted"] is True
         assert said["error"].startswith("interrupted by SIGTERM")
-    report = subprocess.run(
-        [sys.executable, "-m", "analysis.report", str(run_dir), "--out", str(tmp_path / "report")],
-        cwd=tmp_path, env=ENV, text=True, capture_output=True, timeout=900,
-    )  # fmt: skip
+    report = run_module(
+        "analysis.report", str(run_dir), "--out", str(tmp_path / "report"), cwd=tmp_path, env=ENV, timeout=900
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     left_out = (tmp_path / "report" / "report.md").read_text().split("## Left out", 1)[1].split("\n## ", 1)[0]
     assert "no result" not in left_out

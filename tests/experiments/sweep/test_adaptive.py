@@ -21,6 +21,7 @@ from experiments.sweep import adaptive
 from experiments.sweep.adaptive import AdaptiveError, Cell, Plan
 from tests.helpers.env import ENV
 from tests.helpers.sweeps import QUIET, multirun, refused_in_process, results
+from tests.helpers.warm import run_module
 
 
 def claim(**fields):
@@ -154,21 +155,13 @@ def test_bad_input_stops_in_one_line_before_any_seed_trains(
 
 def report_md(sweep_dir: Path, out: Path) -> str:
     """The sweep's report built by ``python -m analysis.report`` as a user runs it; its report.md."""
-    report = subprocess.run(
-        [sys.executable, "-m", "analysis.report", str(sweep_dir), "--out", str(out), "--no-paper"],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
+    report = run_module("analysis.report", str(sweep_dir), "--out", str(out), "--no-paper", env=ENV, timeout=300)
     assert report.returncode == 0, report.stderr[-2000:]
     return (out / "report.md").read_text()
 
 
 def claims_cli(sweep_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "analysis.claims", str(sweep_dir)], capture_output=True, text=True, env=ENV, timeout=120
-    )
+    return run_module("analysis.claims", str(sweep_dir), env=ENV, timeout=120)
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tests.helpers.cli import start_train
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import environment
 from tests.helpers.paths import ROOT
+from tests.helpers.warm import run_module
 
 
 def write_file(path: Path, data: bytes) -> Path:
@@ -348,13 +348,13 @@ def csv_rows(run_dir: Path) -> list[tuple[int, tuple[str, ...]]]:
 
 @pytest.mark.slow
 def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resumes(tmp_path: Path) -> None:
-    # 1000 tiny steps: long enough that the run cannot finish between its first checkpoint and the
+    # 600 tiny steps: long enough that the run cannot finish between its first checkpoint (step 10) and the
     # signal when the test process waits for a core (200 once did, under `make test`'s two workers)
-    run_dir, every = tmp_path / "run", 5
+    run_dir, every, steps = tmp_path / "run", 5, 600
     overrides = [
         *TINY,
-        "trainer.max_steps=1000",
-        "trainer.val_check_interval=50",
+        f"trainer.max_steps={steps}",
+        "trainer.val_check_interval=100",
         "checkpoint_every_n_steps=10",
         f"trainer.log_every_n_steps={every}",
     ]
@@ -369,7 +369,7 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
     assert len(lines) == 1, lines
     kept = torch.load(ckpt, weights_only=True)["global_step"]
     assert re.match(
-        rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/1000; its checkpoint of step {kept} "
+        rf"attnlab: interrupted by Ctrl-C \(SIGINT\) at step \d+/{steps}; its checkpoint of step {kept} "
         rf"is kept \({re.escape(str(ckpt))}\); resume: python -m experiments.train ",
         lines[0],
     ), lines[0]
@@ -379,15 +379,13 @@ def test_ctrl_c_says_in_one_line_where_it_stopped_and_the_printed_command_resume
 
     command = shlex.split(lines[0].split("; resume: ", 1)[1])
     assert command[:3] == ["python", "-m", "experiments.train"] and f"hydra.run.dir={run_dir}" in command
-    env = environment(OMP_NUM_THREADS="1")
-    resumed = subprocess.run(
-        [sys.executable, *command[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    # the printed command as a user runs it, from a Python with the stack imported (tests.helpers.warm)
+    resumed = run_module(command[2], *command[3:], cwd=ROOT, env=environment(OMP_NUM_THREADS="1"))
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads((run_dir / "result.json").read_text())["cost"]["steps"] == 1000
+    assert json.loads((run_dir / "result.json").read_text())["cost"]["steps"] == steps
     assert f"resuming from {ckpt}" in (run_dir / "train.log").read_text()
     train_steps = [step for step, metrics in csv_rows(run_dir) if "train/loss" in metrics]
-    assert train_steps == list(range(every - 1, 1000, every)), train_steps  # every logged step, once
+    assert train_steps == list(range(every - 1, steps, every)), train_steps  # every logged step, once
 
 
 def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
