@@ -3,14 +3,14 @@ started in the background, and a Python in a folder of the user's."""
 
 from __future__ import annotations
 
-import signal
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.helpers.env import ENV, INSTALLED_ENV
 from tests.helpers.paths import ROOT
-from tests.helpers.warm import run_module
+from tests.helpers.warm import Started, run_module, start_module
 
 
 def train_command(*args: str) -> list[str]:
@@ -26,19 +26,11 @@ def train_cli(
     return run_module("experiments.train", *args, cwd=cwd, env=env, timeout=timeout)
 
 
-def start_train(*args: str, env: dict[str, str]) -> subprocess.Popen:
-    """The training command started in the background from the checkout: stdout dropped, stderr kept as text."""
-    return subprocess.Popen(
-        train_command(*args),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        # Ctrl-C as a terminal delivers it: a shell without job control starts a background job
-        # (`make test &`) with SIGINT ignored, and the child would inherit that and never see it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+def start_train(*args: str, env: dict[str, str]) -> Started | subprocess.Popen:
+    """The training command started in the background from the checkout, Ctrl-C as a terminal delivers it: stdout
+    dropped, stderr kept as text. From the warm Python (``tests.helpers.warm.start_module``): for a run signalled
+    once it has written a checkpoint, not during its start-up."""
+    return start_module("experiments.train", *args, env=env, stdout=Path(os.devnull))
 
 
 def installed_python(folder: Path, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:

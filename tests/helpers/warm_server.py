@@ -12,6 +12,7 @@ first child to end would delete the folder under the others.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import json
@@ -26,6 +27,24 @@ import threading
 # torch and its compiler, Lightning with torchmetrics, Hydra, pandas. Not W&B: its import makes a temporary
 # folder for media that the first child to end would delete under every later one.
 PRELOAD = ("torch", "lightning.pytorch", "hydra", "pandas", "experiments.app.train", "experiments.training.single_run")
+
+
+class _Interrupted:
+    """Whether this child's command ended by an uncaught KeyboardInterrupt."""
+
+    value = False
+
+
+@atexit.register  # registered before any preloaded library's, so it runs after all of theirs
+def _end_as_interrupted() -> None:
+    """A fresh ``python -m`` ends an uncaught KeyboardInterrupt by SIGINT at its default action, after its
+    shutdown (a shell then stops a script that ran it): its flag for that is not set in a forked child, so the
+    child does it here, its output flushed first."""
+    if _Interrupted.value:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def preload() -> str | None:
@@ -62,7 +81,11 @@ def child(request: dict, channel: int) -> None:
     sys.path[0] = request["cwd"]  # `python -m` puts the working folder first on the import path
     # from here the child is `python -m module`, up to its end: an exception or SystemExit rises to the top and
     # the interpreter ends the process as it ends a fresh one (threads, atexit, streams flushed, modules torn down)
-    runpy._run_module_as_main(request["module"])
+    try:
+        runpy._run_module_as_main(request["module"])
+    except KeyboardInterrupt:
+        _Interrupted.value = True
+        raise
     raise SystemExit(0)
 
 

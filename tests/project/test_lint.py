@@ -74,5 +74,12 @@ def test_make_lint_runs_every_check_and_ci_runs_it_before_the_tests() -> None:
     assert recipe, "the Makefile has no lint target"
     for check in ("-m ruff check .", "-m ruff format --check .", "-m mypy"):
         assert check in recipe.group(1), f"make lint does not run {check!r}"
-    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert "make lint" in steps and steps.index("make lint") < steps.index("make test")
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+
+    def runs(target: str) -> int:
+        """The first line of .ci/run running ``make <target>`` (not in a comment; not ``make <target>-slow``)."""
+        found = [i for i, line in enumerate(lines) if re.search(rf"(^|\s)make {target}(\s|$)", line.split("#")[0])]
+        assert found, f".ci/run does not run make {target}"
+        return found[0]
+
+    assert runs("lint") < runs("test") and runs("lint") < runs("test-slow")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from tests.helpers import warm_server
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV, ONE_THREAD_ENV
 from tests.helpers.wandb_runs import offline_runs
-from tests.helpers.warm import run_module
+from tests.helpers.warm import Started, run_module, start_module
 
 # a module of the test's own, importable because `python -m` puts the working folder first on the path
 PROBE = """
@@ -44,6 +46,9 @@ elif what == "message":
 elif what == "raise":
     1 / 0
 elif what == "sleep":
+    time.sleep(60)
+elif what == "wait":  # started: says so, then waits for a signal
+    open("ready", "w").close()
     time.sleep(60)
 """
 
@@ -89,6 +94,60 @@ def test_a_server_whose_imports_make_a_temporary_folder_refuses_to_serve(tmp_pat
     problem = warm_server.preload()
     assert problem is not None and "planted" in problem and "temporary folders" in problem
     sys.modules.pop("planted_tmp").HELD.cleanup()
+
+
+def signalled(proc, folder: Path, sig: int) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of a started probe sent ``sig`` once it said it is ready."""
+    deadline = time.monotonic() + 60
+    while not (folder / "ready").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the probe ended before it was ready"
+        time.sleep(0.02)
+    assert proc.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.1)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_command_started_in_the_background_takes_a_signal_as_a_fresh_one(tmp_path: Path, sig: int) -> None:
+    fresh_dir, warm_dir = tmp_path / "fresh", tmp_path / "warm"
+    for folder in (fresh_dir, warm_dir):
+        folder.mkdir()
+        (folder / "probe.py").write_text(PROBE)
+    fresh = subprocess.Popen(
+        [sys.executable, "-m", "probe", "wait"], cwd=fresh_dir, env=ENV, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    warm = start_module("probe", "wait", cwd=warm_dir, env=ENV)
+    assert isinstance(warm, Started), "the server was idle: the command is forked from it"
+    (code, out, err), (fresh_code, fresh_out, fresh_err) = (
+        signalled(warm, warm_dir, sig),
+        signalled(fresh, fresh_dir, sig),
+    )
+    assert code == fresh_code == -sig  # Python ends an uncaught KeyboardInterrupt by SIGINT, as a shell expects
+    assert out.replace(str(warm_dir), "DIR") == fresh_out.replace(str(fresh_dir), "DIR")
+    assert err.splitlines()[-1:] == fresh_err.splitlines()[-1:]  # KeyboardInterrupt's traceback ends alike
+    warm.send_signal(signal.SIGKILL)  # an ended command is left alone
+    assert warm.poll() == code
+
+
+def test_a_command_run_while_another_runs_in_the_background_starts_afresh(tmp_path: Path) -> None:
+    (tmp_path / "probe.py").write_text(PROBE)
+    background = start_module("probe", "wait", cwd=tmp_path, env=ENV)
+    assert isinstance(background, Started)
+    try:
+        beside = run_module("probe", "exit3", cwd=tmp_path, env=ENV, timeout=60)  # its server is busy
+        assert beside.returncode == 3 and "to stderr" in beside.stderr
+        assert background.poll() is None
+    finally:
+        background.kill()
+    assert background.wait(timeout=60) == -signal.SIGKILL
+    # the server is free again: the next command is forked from it
+    assert run_module("probe", "exit3", cwd=tmp_path, env=ENV, timeout=60).returncode == 3
+    again = start_module("probe", "exit3", cwd=tmp_path, env=ENV)
+    assert isinstance(again, Started) and again.wait(timeout=60) == 3
 
 
 @pytest.mark.slow

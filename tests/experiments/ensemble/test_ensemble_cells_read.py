@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from analysis.data.pending import cells_without_result
 from attnlab.run_folders import LOCK
 from tests.helpers.cli import ended_pid, train_cli
 from tests.helpers.env import ENV
-from tests.helpers.warm import run_module
+from tests.helpers.warm import run_module, start_module
 
 
 def cell_folder(root: Path, members: dict[int, str], lock_pid: int | None) -> Path:
@@ -113,9 +111,10 @@ def test_the_demo_grids_report_leaves_nothing_out(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_an_ensemble_stopped_mid_fit_is_reported_interrupted_not_lost(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    argv = [sys.executable, "-m", "experiments.train", "task=copy", "ensemble.seeds=3", "trainer=cpu", *DEMO_TINY,
+    argv = ["task=copy", "ensemble.seeds=3", "trainer=cpu", *DEMO_TINY,
             "trainer.max_steps=100000", "trainer.val_check_interval=1000", f"hydra.run.dir={run_dir}"]  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=ENV, text=True, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    # signalled mid-fit, long after its start-up: from the warm Python
+    proc = start_module("experiments.train", *argv, cwd=tmp_path, env=ENV, stdout=Path(os.devnull))
     try:
         deadline = time.monotonic() + 300
         # mid-fit: the shared checkpoint is written every 2 steps, so a few have passed once it exists

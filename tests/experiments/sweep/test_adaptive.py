@@ -219,7 +219,7 @@ def test_a_sweep_killed_between_rounds_resumes_at_its_round(tmp_path: Path) -> N
         if json.loads(p.read_text())["seed"] in (0, 1)
     }
     assert len(first_round) == 4
-    again = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    again = run_module(*command[2:], cwd=tmp_path, env=ENV, timeout=300)  # the same command, from the warm Python
     assert again.returncode == 0, again.stderr[-3000:]
     said = again.stdout + again.stderr
     assert "Adaptive seeds: round 1" not in said and "Adaptive seeds: round 2" in said

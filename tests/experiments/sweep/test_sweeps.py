@@ -39,6 +39,7 @@ from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
 from tests.helpers.results import RESULT_KEYS
 from tests.helpers.sweeps import QUIET, cell_with, hydra_config, multirun, results
+from tests.helpers.warm import run_module
 
 
 def offline_runs(folder: Path) -> list[dict]:
@@ -197,7 +198,7 @@ def test_killed_sweep_rerun_finishes_only_what_was_missing(tmp_path: Path) -> No
     run_id = json.loads((long_cell / "run_state.json").read_text())["run_id"]
     stamps = {folder: (folder / "result.json").stat().st_mtime_ns for folder in before}
 
-    rerun = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    rerun = run_module(*command[2:], cwd=tmp_path, env=ENV, timeout=300)  # the same command, from the warm Python
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     out = rerun.stdout + rerun.stderr
     assert out.count("already completed") == 1, "only the finished cell is skipped"

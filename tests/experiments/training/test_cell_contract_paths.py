@@ -29,6 +29,7 @@ import pytest
 from attnlab.run_folders import LOCK, PREVIOUS
 from tests.helpers.env import ENV
 from tests.helpers.studies import QUICK
+from tests.helpers.warm import run_module
 
 JOB_FOLDERS = "hydra.sweep.subdir=${hydra.job.num}"  # cell folders by job number: 0, 1, ...
 CLAIM = {"name": "lr", "metric": "val/loss", "a": {"optim.lr": 0.01}, "b": {"optim.lr": 0.001}, "expect": "less"}
@@ -107,6 +108,8 @@ def _command(path: PathUnderTest, folder: Path, *extra: str) -> list[str]:
 
 def _launch(path: PathUnderTest, folder: Path, *extra: str) -> subprocess.CompletedProcess:
     command = _command(path, folder, *extra)
+    if command[1] == "-m":  # `python -m experiments.train`, from the warm Python (tests.helpers.warm)
+        return run_module(command[2], *command[3:], cwd=folder.parent, env=ENV, timeout=600)
     return subprocess.run(command, cwd=folder.parent, env=ENV, capture_output=True, text=True, timeout=600)
 
 

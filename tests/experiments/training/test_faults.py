@@ -18,22 +18,18 @@ from attnlab.run_folders import LOCK
 from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV, LIMITED_FILES_ENV
+from tests.helpers.warm import Started, start_module
 
 QUICK = [*TINY, "num_threads=1", "logger=csv", "optim.warmup_steps=0"]
 LONG = ["trainer.max_steps=100000", "trainer.val_check_interval=20", "checkpoint_every_n_steps=10"]
 
 
-def _default_sigint() -> None:
-    # a job started in the background inherits Ctrl-C ignored; the runs here must receive it as a terminal sends it
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _train(run_dir: Path, *overrides: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "experiments.train", *QUICK, *overrides, f"hydra.run.dir={run_dir}"],
-        cwd=run_dir.parent, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_default_sigint, **popen,
-    )  # fmt: skip
+def _train(run_dir: Path, *overrides: str) -> Started | subprocess.Popen:
+    """The run started in the background from the warm Python, Ctrl-C as a terminal sends it; each test signals
+    it once it is at work (a checkpoint written, a continuation's fit begun)."""
+    return start_module(
+        "experiments.train", *QUICK, *overrides, f"hydra.run.dir={run_dir}", cwd=run_dir.parent, env=ENV
+    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:

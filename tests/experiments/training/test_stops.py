@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,22 +17,16 @@ from experiments.training.single_run import train
 from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import ONE_THREAD_ENV
-from tests.helpers.paths import ROOT
+from tests.helpers.warm import Started, start_module
 
 # long enough that the run cannot finish between its first checkpoint and the signal
 LONG = [*TINY, "trainer.max_steps=100000", "trainer.val_check_interval=1000", "checkpoint_every_n_steps=5"]
 
 
-def start(args: list[str], out: Path) -> subprocess.Popen:
-    """The command, its stdout into ``out`` (a pipe nobody reads would fill and stall a long run)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "experiments.train", *args],
-        cwd=ROOT,
-        env=ONE_THREAD_ENV,
-        stdout=out.open("w"),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start(args: list[str], out: Path) -> Started | subprocess.Popen:
+    """The command from the warm Python, its stdout into ``out`` (a pipe nobody reads would fill and stall a long
+    run); each test signals it once its first checkpoint is written."""
+    return start_module("experiments.train", *args, env=ONE_THREAD_ENV, stdout=out)
 
 
 def wait_for(path: Path, proc: subprocess.Popen) -> None:
