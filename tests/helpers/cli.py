@@ -13,11 +13,6 @@ from tests.helpers.paths import ROOT
 from tests.helpers.warm import Started, run_module, start_module
 
 
-def train_command(*args: str) -> list[str]:
-    """``python -m experiments.train *args`` with this interpreter."""
-    return [sys.executable, "-m", "experiments.train", *args]
-
-
 def train_cli(
     *args: str, env: dict[str, str] = ENV, cwd: Path = ROOT, timeout: int = 300
 ) -> subprocess.CompletedProcess:

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.helpers.paths import ROOT
@@ -34,6 +35,11 @@ MAX_SERVERS = 2
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 
 _servers: OrderedDict[tuple[tuple[str, str], ...], Server] = OrderedDict()
+
+
+def _argv(module: str, args: Sequence[str]) -> list[str]:
+    """``python -m module *args`` with this interpreter: what a fresh command runs and what its answer names."""
+    return [sys.executable, "-m", module, *args]
 
 
 class Server:
@@ -104,9 +110,7 @@ class Server:
             finally:
                 timer.cancel()
             if fired.is_set():
-                raise subprocess.TimeoutExpired(
-                    [sys.executable, "-m", module, *args], timeout, out.read_text(), err.read_text()
-                )
+                raise subprocess.TimeoutExpired(_argv(module, args), timeout, out.read_text(), err.read_text())
             return code, out.read_text(), err.read_text()
 
     def close(self) -> None:
@@ -145,11 +149,9 @@ def run_module(
     this environment's server runs a command started in the background)."""
     server = _server(env)
     if server is None:
-        return subprocess.run(
-            [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-        )
+        return subprocess.run(_argv(module, args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     code, out, err = server.run(module, list(args), cwd, env, timeout)
-    return subprocess.CompletedProcess([sys.executable, "-m", module, *args], code, out, err)
+    return subprocess.CompletedProcess(_argv(module, args), code, out, err)
 
 
 class Started:
@@ -161,7 +163,7 @@ class Started:
     def __init__(
         self, server: Server, module: str, args: list[str], cwd: Path, env: dict[str, str], stdout: Path | None
     ):
-        self.args = [sys.executable, "-m", module, *args]
+        self.args = _argv(module, args)
         self._folder = tempfile.TemporaryDirectory()
         err = Path(self._folder.name, "stderr")
         out = stdout if stdout is not None else Path(self._folder.name, "stdout")
@@ -213,7 +215,7 @@ def start_module(
     if server is not None:
         return Started(server, module, list(args), cwd, env, stdout)
     return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        _argv(module, args),
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE if stdout is None else stdout.open("w"),
