@@ -1,7 +1,9 @@
 """The GPU targets of ``targets --device cuda``: score biases and windows on FlexAttention against flash.
 
 A GPU-sized shape (``--gpu-*`` options: d_model 1024, 16 heads of 64, batch 4, causal,
-T 4096 and 16384), forward + backward, each comparison timed side by side in interleaved rounds:
+T 4096 and 16384, bfloat16), forward + backward, each comparison timed side by side in interleaved rounds.
+The dtype is ``--gpu-dtype``, never ``--dtype``: SDPA runs its flash kernel in bfloat16 or float16 only, so
+in float32 the "flash" side would be another kernel and every ratio below a different comparison.
 
 - local attention (window ``--gpu-window``) on flex against soft attention over every key on
   SDPA's flash kernel, at the longest T: local at most 0.2x soft's time; once for the whole layer and
@@ -25,7 +27,11 @@ from typing import Any, Callable
 
 from experiments.bench.kernel_only import kernel_steps
 from experiments.bench.measure import Measurement, side_by_side
+from experiments.bench.options import DTYPES
 from experiments.bench.point import Shape, make_step
+
+#: the dtypes SDPA's flash kernel takes: the only ones in which "against flash" is what is measured
+FLASH_DTYPES = ("bfloat16", "float16")
 
 #: (label, attention, position, attention params) of every flex case whose memory is tracked
 FLEX_CASES = (
@@ -49,6 +55,21 @@ def gpu_arguments(parser: argparse.ArgumentParser) -> None:
         help="GPU targets: T for the bias comparisons and T for the window one",
     )
     parser.add_argument("--gpu-window", type=int, default=256, help="GPU targets: local attention's window")
+    parser.add_argument(
+        "--gpu-dtype",
+        default="bfloat16",
+        help=f"GPU targets: the dtype, one of {', '.join(FLASH_DTYPES)} (flash's); --dtype is the CPU points'",
+    )
+
+
+def gpu_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the ``--gpu-*`` options, in one line naming the option and the allowed values."""
+    if args.gpu_dtype not in FLASH_DTYPES:
+        return (
+            f"--gpu-dtype={args.gpu_dtype} is not allowed; choose one of {', '.join(FLASH_DTYPES)} "
+            "(SDPA's flash kernel, the targets' reference, runs in no other)"
+        )
+    return None
 
 
 def skipped_reason(shape: Shape) -> str | None:
@@ -154,7 +175,14 @@ def gpu_targets(
     target: Callable[..., Any],
 ) -> list:
     """Measure the GPU targets on ``shape``'s device; ``note`` records a point, ``target`` makes a Target."""
-    gpu = replace(shape, d_model=args.gpu_d_model, heads=args.gpu_heads, batch=args.gpu_batch, causal=True)
+    gpu = replace(
+        shape,
+        d_model=args.gpu_d_model,
+        heads=args.gpu_heads,
+        batch=args.gpu_batch,
+        causal=True,
+        dtype=DTYPES[args.gpu_dtype],
+    )
     short, long = sorted(args.gpu_lengths)
     window = {"window": args.gpu_window, "mode": "monotonic"}
     rounds = dict(warmup=args.warmup, rounds=args.repeats, clock="wall")

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments.bench.gpu_targets import gpu_arguments, gpu_targets, skipped_reason
+from experiments.bench.gpu_targets import gpu_arguments, gpu_problem, gpu_targets, skipped_reason
 from experiments.bench.measure import Measurement, loglog_slope, side_by_side
 from experiments.bench.options import BenchArgumentError, configured, shared_arguments
 from experiments.bench.outcome import nothing_measured, report_nothing_measured
@@ -162,6 +162,9 @@ def targets(args: argparse.Namespace) -> int:
             raise BenchArgumentError(
                 f"--{flag.replace('_', '-')}={getattr(args, flag)} is not allowed; it must be >= 1"
             )
+    problem = gpu_problem(args)
+    if problem:
+        raise BenchArgumentError(problem)
     with configured(args) as shape:
         return _targets(args, shape)
 

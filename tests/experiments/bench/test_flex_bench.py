@@ -76,6 +76,32 @@ def test_gpu_targets_are_skipped_on_cpu_with_the_reason(tmp_path):
     assert not any("flex" in t["name"] for t in data["targets"])  # the CPU targets stay as they were
 
 
+@pytest.mark.parametrize("argv, expected", [([], torch.bfloat16), (["--gpu-dtype", "float16"], torch.float16)])
+def test_gpu_targets_time_flash_in_a_dtype_it_runs_in_whatever_the_cpu_points_dtype(monkeypatch, argv, expected):
+    """SDPA's flash kernel takes bfloat16 and float16 only: the targets' "against flash" must be timed in one of
+    them, also when ``--dtype`` (the CPU points') is float32, its default."""
+    import argparse
+
+    from experiments.bench import gpu_targets as targets_module
+    from experiments.bench.point import Shape
+
+    seen = []
+
+    def first_cases(cases, T, gpu, note, rounds):
+        seen.append(gpu.dtype)
+        raise StopIteration  # the shape is all this test needs; nothing is measured
+
+    monkeypatch.setattr(targets_module, "_steps", first_cases)
+    parser = argparse.ArgumentParser()
+    targets_module.gpu_arguments(parser)
+    args = parser.parse_args(argv)
+    args.warmup, args.repeats = 0, 1
+    shape = Shape(16, 2, 1, False, torch.device("cpu"), torch.float32, "wall")
+    with pytest.raises(StopIteration):
+        targets_module.gpu_targets(args, shape, note=lambda *a: None, target=lambda *a: None)
+    assert seen == [expected]
+
+
 @pytest.mark.parametrize("T, window", [(256, 16), (300, 40)])
 def test_the_kernel_only_case_computes_the_causal_window(T: int, window: int) -> None:
     """What the attention-call-alone target times is local attention: query i over keys i - window .. i,

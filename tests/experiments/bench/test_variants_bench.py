@@ -202,6 +202,7 @@ def test_scaling_skips_what_will_not_fit_the_time_budget(tmp_path):
         (["scaling", "--attention-param", "window"], "KEY=VALUE"),
         (["targets", "--gemm-size", "0"], "--gemm-size=0 is not allowed"),
         (["targets", "--length", "-1"], "--length=-1 is not allowed"),
+        (["targets", "--gpu-dtype", "float32"], "--gpu-dtype=float32 is not allowed; choose one of bfloat16, float16"),
     ],
 )
 def test_bad_options_are_one_line_errors(argv, fragment, capsys):
