@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from variants.checks import VariantConfigError
-from variants.flex_options import Options, first_that_builds
+from variants.flex_options import Options, first_that_builds, out_of_resources, remember, smaller_than, store_key
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import FlexKernelOptions
@@ -361,9 +361,8 @@ def flex_attend(
     if not compiled:
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
     options = kernel_options(q.device, q.dtype, q.shape[-1], needs_grad)
-    try:
-        # Past Dynamo's recompile limit the call would run eager, materialising the T x T scores: an
-        # error instead, naming the cause (bucketed lengths keep the number of compiles small).
+
+    def run(chosen: FlexKernelOptions | None) -> Tensor:
         with _flex_limits():
             return _compiled_flex()(
                 q,
@@ -373,8 +372,20 @@ def flex_attend(
                 block_mask=block_mask,
                 scale=scale,
                 enable_gqa=enable_gqa,
-                kernel_options=options,
+                kernel_options=chosen,
             )
+
+    try:
+        # Past Dynamo's recompile limit the call would run eager, materialising the T x T scores: an
+        # error instead, naming the cause (bucketed lengths keep the number of compiles small).
+        try:
+            return run(options)
+        except torch._dynamo.exc.FailOnRecompileLimitHit:
+            raise
+        except Exception as error:  # noqa: BLE001 - Inductor wraps a kernel that overflows the device
+            if not out_of_resources(error):
+                raise
+            return _on_smaller_tiles(run, q, needs_grad, cast("Options | None", options), error)
     except torch._dynamo.exc.FailOnRecompileLimitHit as error:
         raise RuntimeError(
             f"flex_attention compiled {RECOMPILE_BUDGET} times (variants.flex.RECOMPILE_BUDGET = GRAD_MODES "
@@ -383,6 +394,30 @@ def flex_attend(
             f"{tuple(k.shape)}, {q.dtype}, grad={needs_grad}, score_mod={getattr(score_mod, '__name__', None)}. "
             "Pad lengths with variants.flex.bucket_length, or raise the bound if a model calls flex in more ways"
         ) from error
+
+
+def _on_smaller_tiles(
+    run: Callable[..., Tensor], q: Tensor, backward: bool, failed: Options | None, error: Exception
+) -> Tensor:
+    """``run`` (a flex call whose kernel overflowed the device with ``failed``) on the next smaller
+    candidates (``variants.flex_options.smaller_than``); the first that builds becomes the pass's options,
+    in this process and on disk, so later calls and cells build it at once. Raises naming every failure."""
+    failures = [f"{failed or 'defaults'}: {str(error).splitlines()[0][:200]}"]
+    for candidate in smaller_than(failed, backward):
+        try:
+            out = run(candidate)
+        except Exception as again:  # noqa: BLE001 - the same overflow, on the way down
+            if not out_of_resources(again):
+                raise
+            failures.append(f"{candidate or 'defaults'}: {str(again).splitlines()[0][:200]}")
+            continue
+        _OPTIONS[(str(q.device), q.dtype, q.shape[-1], backward)] = candidate
+        remember(store_key(q.device, q.dtype, q.shape[-1], backward), candidate)
+        return out
+    raise RuntimeError(
+        f"no FlexAttention kernel builds for this call on {q.device} ({q.dtype}, head dim {q.shape[-1]}, "
+        f"{'backward' if backward else 'forward'}): " + "; ".join(failures)
+    ) from error
 
 
 def _flex_limits():

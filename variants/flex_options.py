@@ -12,6 +12,11 @@ fails. So the backward's candidates start with the one that fits Hopper (two sta
 candidate that builds is remembered per (device name, torch version, head dim, dtype, pass) in
 ``OPTIONS_FILE`` under Inductor's cache folder: the cells of a sweep that share that folder
 (``experiments.sweep.gpu_share``) probe once between them, not once each.
+
+A probe's small causal problem can build where a real call's kernel does not (a score_mod or a fused
+prologue changes the kernel Inductor writes; on one H200 the ALiBi layer's bf16 training call at T 4096
+overflowed with the options its probe chose): such a call runs again on the next smaller candidates
+(``smaller_than``), and the first that builds replaces the pass's choice, here and on disk.
 """
 
 from __future__ import annotations
@@ -135,3 +140,28 @@ def first_that_builds(
         f"no FlexAttention kernel builds on {device} for {dtype}, head dim {head_dim}, "
         f"{'backward' if backward else 'forward'}: " + "; ".join(failures)
     )
+
+
+def out_of_resources(error: BaseException) -> bool:
+    """Whether a kernel build failed for want of the device's resources (Triton's "out of resource": shared
+    memory, registers), which smaller tiles or fewer stages can cure; any other failure is not retried."""
+    return "out of resource" in str(error)
+
+
+def _grid(backward: bool) -> list[tuple[int, int, Options]]:
+    """(forward rank, backward rank, options) of every candidate of the pass; rank 0 is the largest."""
+    if not backward:
+        return [(i, 0, dict(f)) for i, f in enumerate(FORWARD_CANDIDATES)]
+    return [(i, j, {**f, **b}) for i, f in enumerate(FORWARD_CANDIDATES) for j, b in enumerate(BACKWARD_CANDIDATES)]
+
+
+def smaller_than(options: Options | None, backward: bool) -> list[Options]:
+    """The pass's candidates no larger than ``options`` in either pass and smaller in one, the least shrunk
+    first (and, at equal shrinking, the forward's tiles first): the order to try after ``options`` overflowed.
+    Options that are no candidate (set by hand) are followed by every candidate."""
+    grid = _grid(backward)
+    at = next(((i, j) for i, j, c in grid if c == (options or {})), None)
+    if at is None:
+        return [c for _, _, c in grid if c != (options or {})]
+    later = [(i + j, -i, c) for i, j, c in grid if i >= at[0] and j >= at[1] and (i, j) != at]
+    return [c for _, _, c in sorted(later, key=lambda item: item[:2])]
