@@ -17,6 +17,7 @@ backward on CPU: there it serves inference only.
 from __future__ import annotations
 
 import copy
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Hashable, cast
@@ -362,31 +363,15 @@ def flex_attend(
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
     options = kernel_options(q.device, q.dtype, q.shape[-1], needs_grad)
 
-    def run(chosen: FlexKernelOptions | None) -> Tensor:
-        with _flex_limits():
-            return _compiled_flex()(
-                q,
-                k,
-                v,
-                score_mod=score_mod,
-                block_mask=block_mask,
-                scale=scale,
-                enable_gqa=enable_gqa,
-                kernel_options=chosen,
-            )
+    run = functools.partial(
+        _run_compiled, q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa
+    )
 
     try:
+        return run(options)
+    except torch._dynamo.exc.FailOnRecompileLimitHit as error:
         # Past Dynamo's recompile limit the call would run eager, materialising the T x T scores: an
         # error instead, naming the cause (bucketed lengths keep the number of compiles small).
-        try:
-            return run(options)
-        except torch._dynamo.exc.FailOnRecompileLimitHit:
-            raise
-        except Exception as error:  # noqa: BLE001 - Inductor wraps a kernel that overflows the device
-            if not out_of_resources(error):
-                raise
-            return _on_smaller_tiles(run, q, needs_grad, cast("Options | None", options), error)
-    except torch._dynamo.exc.FailOnRecompileLimitHit as error:
         raise RuntimeError(
             f"flex_attention compiled {RECOMPILE_BUDGET} times (variants.flex.RECOMPILE_BUDGET = GRAD_MODES "
             f"{GRAD_MODES} x CALL_KINDS {CALL_KINDS} x BUCKET_PAIRS {BUCKET_PAIRS}, Dynamo's recompile_limit for "
@@ -394,6 +379,16 @@ def flex_attend(
             f"{tuple(k.shape)}, {q.dtype}, grad={needs_grad}, score_mod={getattr(score_mod, '__name__', None)}. "
             "Pad lengths with variants.flex.bucket_length, or raise the bound if a model calls flex in more ways"
         ) from error
+    except Exception as error:  # noqa: BLE001 - Inductor wraps a kernel that overflows the device
+        if not out_of_resources(error):
+            raise
+        return _on_smaller_tiles(run, q, needs_grad, cast("Options | None", options), error)
+
+
+def _run_compiled(q: Tensor, k: Tensor, v: Tensor, kernel_options: FlexKernelOptions | None, **call) -> Tensor:
+    """The compiled flex call with ``kernel_options``, under flex's Dynamo limits (``_flex_limits``)."""
+    with _flex_limits():
+        return _compiled_flex()(q, k, v, kernel_options=kernel_options, **call)
 
 
 def _on_smaller_tiles(
