@@ -26,7 +26,15 @@ import torch
 from torch import Tensor
 
 from variants.checks import VariantConfigError
-from variants.flex_options import Options, first_that_builds, out_of_resources, remember, smaller_than, store_key
+from variants.flex_options import (
+    Options,
+    failure,
+    first_that_builds,
+    out_of_resources,
+    remember,
+    smaller_than,
+    store_key,
+)
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import FlexKernelOptions
@@ -292,6 +300,11 @@ def _probe(options: FlexKernelOptions, device: torch.device, dtype: torch.dtype,
         out.sum().backward()
 
 
+def _options_key(device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool) -> tuple:
+    """``_OPTIONS``'s key: one pass's options in this process."""
+    return (str(device), dtype, head_dim, backward)
+
+
 def kernel_options(
     device: torch.device, dtype: torch.dtype, head_dim: int, backward: bool, probe: Callable[..., None] = _probe
 ) -> FlexKernelOptions | None:
@@ -300,7 +313,7 @@ def kernel_options(
     CUDA. Raises naming every failure when none builds."""
     if device.type != "cuda":
         return None
-    key = (str(device), dtype, head_dim, backward)
+    key = _options_key(device, dtype, head_dim, backward)
     if key not in _OPTIONS:
         forward = kernel_options(device, dtype, head_dim, False, probe=probe) if backward else None
         _OPTIONS[key] = first_that_builds(device, dtype, head_dim, backward, probe, cast("Options | None", forward))
@@ -347,7 +360,7 @@ def flex_attend(
     if torch.compiler.is_compiling():
         # Inside a compiled model the outer compile builds the kernel: no probe runs while tracing, so
         # the options are those chosen when the model was built on the device (choose_kernel_options).
-        chosen = cast("FlexKernelOptions | None", _OPTIONS.get((str(q.device), q.dtype, q.shape[-1], needs_grad)))
+        chosen = _OPTIONS.get(_options_key(q.device, q.dtype, q.shape[-1], needs_grad))
         return flex_attention(
             q,
             k,
@@ -356,7 +369,7 @@ def flex_attend(
             block_mask=block_mask,
             scale=scale,
             enable_gqa=enable_gqa,
-            kernel_options=chosen,
+            kernel_options=cast("FlexKernelOptions | None", chosen),
         )
     compiled = q.device.type != "cpu" or SETTINGS.compile_on_cpu
     if not compiled:
@@ -397,16 +410,16 @@ def _on_smaller_tiles(
     """``run`` (a flex call whose kernel overflowed the device with ``failed``) on the next smaller
     candidates (``variants.flex_options.smaller_than``); the first that builds becomes the pass's options,
     in this process and on disk, so later calls and cells build it at once. Raises naming every failure."""
-    failures = [f"{failed or 'defaults'}: {str(error).splitlines()[0][:200]}"]
+    failures = [failure(failed, error)]
     for candidate in smaller_than(failed, backward):
         try:
             out = run(candidate)
         except Exception as again:  # noqa: BLE001 - the same overflow, on the way down
             if not out_of_resources(again):
                 raise
-            failures.append(f"{candidate or 'defaults'}: {str(again).splitlines()[0][:200]}")
+            failures.append(failure(candidate, again))
             continue
-        _OPTIONS[(str(q.device), q.dtype, q.shape[-1], backward)] = candidate
+        _OPTIONS[_options_key(q.device, q.dtype, q.shape[-1], backward)] = candidate
         remember(store_key(q.device, q.dtype, q.shape[-1], backward), candidate)
         return out
     raise RuntimeError(

@@ -110,6 +110,12 @@ def remember(key: str, options: Options | None) -> None:
         os.replace(tmp, path)
 
 
+def failure(options: Options | None, error: BaseException) -> str:
+    """One line for a list of failed builds: the options tried and the error's first line."""
+    reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+    return f"{options or 'defaults'}: {reason}"
+
+
 def first_that_builds(
     device: torch.device,
     dtype: torch.dtype,
@@ -130,8 +136,7 @@ def first_that_builds(
         try:
             probe(candidate, device, dtype, head_dim, backward)
         except Exception as error:  # noqa: BLE001 - inductor raises when a build overflows shared memory
-            reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-            failures.append(f"{candidate or 'defaults'}: {reason}")
+            failures.append(failure(candidate, error))
             continue
         chosen: Options | None = candidate or None
         remember(key, chosen)
