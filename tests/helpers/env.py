@@ -6,10 +6,16 @@ import os
 
 from tests.helpers.paths import ROOT
 
+# The environment as the test process started, before any test ran: a run trained inside the test process leaves
+# variables behind (Lightning's PL_GLOBAL_SEED and PL_SEED_WORKERS, W&B's WANDB_SERVICE, CUBLAS_WORKSPACE_CONFIG),
+# which a user's shell would not pass to a command, and which would give each later command an environment of its
+# own (and so a warm Python of its own, tests/helpers/warm.py).
+AT_START = dict(os.environ)
+
 
 def environment(**extra: str) -> dict[str, str]:
-    """This process's environment now, W&B offline and this checkout importable, then ``extra``."""
-    return {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), **extra}
+    """This process's environment as it started, W&B offline and this checkout importable, then ``extra``."""
+    return {**AT_START, "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), **extra}
 
 
 # the command line as a user meets it: no W&B chatter, Hydra's one-line errors

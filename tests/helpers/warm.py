@@ -6,7 +6,7 @@ temporary folders, which one child's end would delete under the next).
 ``run_module`` answers what ``subprocess.run(..., capture_output=True, text=True, timeout=...)`` gives: the exit
 code (negative for a signal), stdout and stderr as text, ``TimeoutExpired`` after killing the child.
 ``start_module`` leaves the command running, as ``subprocess.Popen`` does, for a test that signals it once it is
-at work (its first checkpoint written). One server per environment (less the variables pytest changes per test),
+at work (its first checkpoint written). One server per environment (less ``RUN_TIME``, which no import reads),
 at most ``MAX_SERVERS`` alive per test process; while a server's command runs in the background, a command for
 its environment starts afresh. A command about the process itself (a signal during start-up, start-up output,
 file-size limits, an installed library) is started afresh by the caller; ``tests/project/test_warm_runs.py``
@@ -31,8 +31,10 @@ from pathlib import Path
 from tests.helpers.paths import ROOT
 
 MAX_SERVERS = 2
-# set by pytest per test phase: a server serves every test that shares the rest of the environment
-VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+# Read only once a command runs, never by the preloaded imports (W&B is not preloaded; Hydra reads HYDRA_FULL_ERROR
+# when a run fails; pytest sets PYTEST_CURRENT_TEST per test phase): a server serves every environment that differs
+# in these alone, and its child takes the command's environment whole (tests/helpers/warm_server.py: child).
+RUN_TIME = frozenset({"PYTEST_CURRENT_TEST", "WANDB_MODE", "WANDB_SILENT", "HYDRA_FULL_ERROR"})
 
 _servers: OrderedDict[tuple[tuple[str, str], ...], Server] = OrderedDict()
 
@@ -125,7 +127,7 @@ class Server:
 
 def _server(env: dict[str, str]) -> Server | None:
     """The server for ``env``, started when there is none; None while its child started in the background runs."""
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in VOLATILE))
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in RUN_TIME))
     if key in _servers:
         _servers.move_to_end(key)
         return None if _servers[key].busy else _servers[key]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import warm_server
+from tests.helpers import warm, warm_server
 from tests.helpers.config import TINY
-from tests.helpers.env import ENV, ONE_THREAD_ENV
+from tests.helpers.env import ENV, ONE_THREAD_ENV, environment
 from tests.helpers.wandb_runs import offline_runs
 from tests.helpers.warm import Started, run_module, start_module
 
@@ -84,6 +84,27 @@ def test_a_warm_command_past_its_timeout_is_killed_and_raises(tmp_path: Path) ->
         run_module("probe", "sleep", cwd=tmp_path, env=ENV, timeout=1)
     # the server answers the next command: the killed child was reaped
     assert run_module("probe", "plain", cwd=tmp_path, env=ENV, timeout=60).returncode == 0
+
+
+def test_commands_differing_only_in_run_time_variables_share_a_server_and_each_sees_its_own(tmp_path: Path) -> None:
+    printing = "import os\nprint(os.environ['WANDB_MODE'], os.environ['HYDRA_FULL_ERROR'])\n"
+    (tmp_path / "envprobe.py").write_text(printing)
+    quiet = {**ENV, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
+    loud = {**ENV, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1"}
+    assert warm._server(quiet) is warm._server(loud)  # one server: the imports it holds read neither
+    for env, printed in ((quiet, "offline 0\n"), (loud, "disabled 1\n")):
+        assert run_module("envprobe", cwd=tmp_path, env=env, timeout=60).stdout == printed
+    # torch sizes its thread pool from OMP_NUM_THREADS as it is imported: a server of its own
+    assert warm._server(ONE_THREAD_ENV) is not warm._server(quiet)
+
+
+def test_a_commands_environment_is_the_test_process_as_it_started(monkeypatch) -> None:
+    # an in-process run's seed_everything leaves PL_GLOBAL_SEED behind; a user's shell would not pass it on
+    monkeypatch.setenv("PL_GLOBAL_SEED", "7")
+    monkeypatch.setenv("WANDB_SERVICE", "left-behind")
+    env = environment(OMP_NUM_THREADS="1")
+    assert "PL_GLOBAL_SEED" not in env and "WANDB_SERVICE" not in env
+    assert env == ONE_THREAD_ENV  # so both name one warm server
 
 
 def test_a_server_whose_imports_make_a_temporary_folder_refuses_to_serve(tmp_path: Path, monkeypatch) -> None:
