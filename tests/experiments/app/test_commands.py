@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from rich.console import Console
 from experiments.app.summary import print_summary
 from experiments.sweep.grid import cell_labels
 from experiments.training.single_run import resume_command
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
 from tests.helpers.env import environment
 from tests.helpers.paths import ROOT
@@ -64,14 +64,11 @@ def test_a_users_own_preset_works_under_multirun(tmp_path: Path) -> None:
     mine.write_text("# @package _global_\nname: mine\noptim:\n  lr: 0.002\n")
     sweep = tmp_path / "sweep"
     env = environment(OMP_NUM_THREADS="1")
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.train", "--config-dir", str(mine.parent.parent), "-m"]
-        + ["experiment=mine", "seed=0,1", *TINY, "trainer.max_steps=1", f"hydra.sweep.dir={sweep}"],
-        cwd=ROOT,
+    done = train_cli(
+        *["--config-dir", str(mine.parent.parent), "-m"],
+        *["experiment=mine", "seed=0,1", *TINY, "trainer.max_steps=1", f"hydra.sweep.dir={sweep}"],
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     results = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]

@@ -4,7 +4,6 @@ and the length-generalisation study runs end to end at a tiny budget into a clai
 from __future__ import annotations
 
 import itertools
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from experiments.sweep.grid import grid_values
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
+from tests.helpers.warm import run_module
 
 STUDIES = sorted(
     p.relative_to(CONF / "experiment").with_suffix("").as_posix()
@@ -82,7 +82,7 @@ def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: P
         "seed=0,1",
         f"hydra.sweep.dir={sweep}",
     ]
-    proc = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=480)
+    proc = run_module(*command[2:], cwd=tmp_path, env=ENV, timeout=480)  # from the warm Python (tests.helpers.warm)
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = collect(sweep)
     assert len(runs) == 4 * 2 and (runs.runs["status"] == "completed").all()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from experiments.tasks import TASKS
 from experiments.training.module import TransformerModule
 from experiments.training.testing import EvalOptions
 from tests.helpers.cases import cases, one_thread, skip_if_incompatible  # noqa: F401
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
 from tests.helpers.paths import ROOT
 from variants import ATTENTION, POSITION
@@ -154,9 +153,7 @@ def test_a_run_records_statistics_cost_and_wandb_tables(tmp_path) -> None:
         "task.eval_lengths=[4,14]",
         f"hydra.run.dir={out}",
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.train", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    done = train_cli(*overrides, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
     stats = result["attention_stats"]
@@ -244,9 +241,7 @@ def test_reverse_learns_cross_attention_alignment(tmp_path) -> None:
         "progress_bar=false",
         f"hydra.run.dir={out}",
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.train", *overrides], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    done = train_cli(*overrides, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((out / "result.json").read_text())
     assert result["by_length"]["6"]["seq_acc"] >= 0.9  # it learned the task

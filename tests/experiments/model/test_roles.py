@@ -7,7 +7,6 @@ registry's own classes; bad input is checked for one line that names the role.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +22,7 @@ from experiments.record.result import config_hash, flatten
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
+from tests.helpers.warm import run_module
 
 DATA = SimpleNamespace(vocab_size=13, pad_id=0, bos_id=1, eos_id=2, num_classes=0)
 
@@ -187,7 +187,7 @@ def test_alignment_cell_runs_and_names_its_cross_attention(tmp_path: Path):
         "model.cross_attention={name:local,mode:predictive,window:2}",
         f"hydra.sweep.dir={sweep_dir}",
     ]
-    proc = subprocess.run(args, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    proc = run_module(*args[2:], cwd=tmp_path, env=ENV, timeout=300)  # from the warm Python (tests.helpers.warm)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = sweep_dir.rglob("result.json")
     result = json.loads(path.read_text())

@@ -4,8 +4,6 @@ as if run one after another."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +13,7 @@ import torch
 
 from experiments.config.spec import build_spec
 from experiments.sweep import gpu_share
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
 from tests.helpers.paths import ROOT
 
@@ -86,13 +85,7 @@ def test_a_cpu_trainer_or_a_single_job_per_gpu_claims_nothing(tmp_path, fake_gpu
 def multirun(sweep_dir: Path, *args: str) -> dict[str, dict]:
     # two cells: with two jobs at a time, both run at once
     overrides = [*TINY, "trainer.max_steps=6", "num_threads=1", "attention=soft,multihead", "position=rope"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "experiments.train", "-m", *overrides, *args, f"hydra.sweep.dir={sweep_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = train_cli("-m", *overrides, *args, f"hydra.sweep.dir={sweep_dir}", cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = [json.loads(p.read_text()) for p in sweep_dir.rglob("result.json")]
     return {f"{r['attention']}+{r['position']}": r for r in results}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from experiments.training.single_run import train
 from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
 from tests.helpers.env import environment
-from tests.helpers.paths import ROOT
 
 # a few steps with a checkpoint every 2, so that a resumed run continues from a real step
 BASE = [*TINY, "trainer.max_steps=4", "trainer.val_check_interval=4", "checkpoint_every_n_steps=2", "seed=1"]
@@ -229,10 +227,7 @@ def test_a_multirun_retrains_a_changed_cell_and_its_closing_line_says_so(tmp_pat
     same_folder = "hydra.job.config.override_dirname.exclude_keys=[optim.lr]"
 
     def sweep(lr: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "experiments.train", "-m", *BASE, f"optim.lr={lr}", same_folder]
-        return subprocess.run(
-            [*command, f"hydra.sweep.dir={tmp_path}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-        )
+        return train_cli("-m", *BASE, f"optim.lr={lr}", same_folder, f"hydra.sweep.dir={tmp_path}", env=env)
 
     assert sweep("0.001").returncode == 0
     (cell,) = [p.parent for p in tmp_path.glob("*/result.json")]
