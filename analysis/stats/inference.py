@@ -1,7 +1,7 @@
 """Statistics over seeds: mean and t-interval, effects, Welch tests against a baseline cell, Holm correction.
 
-Tests, intervals and corrections come from statsmodels (as the claims' do, analysis.stats.claims); scipy only
-gives the t quantile of the mean's interval.
+Tests and intervals come from statsmodels (as the claims' do, analysis.stats.claims), Holm's correction from its
+formula (``holm``); scipy only gives the t quantile of the mean's interval.
 
 Everything here takes plain frames (one row per run, a metric column) and uses
 completed runs only: a diverged or failed run has no trustworthy metric, and the
@@ -20,7 +20,6 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind
 
 from analysis.stats.comparison_tests import TESTS, comparison_test
@@ -119,13 +118,19 @@ def effects(cells: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.DataFrame, fl
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error), statsmodels' ``multipletests``; NaN stays NaN and is
-    not counted in the family."""
+    """Holm's step-down adjusted p-values (family-wise error); NaN stays NaN and is not counted in the family.
+
+    The i-th smallest of m p-values is multiplied by m − i + 1, the products are made non-decreasing in that order
+    (a running maximum) and capped at 1. Written out rather than taken from statsmodels' ``multipletests``, whose
+    Holm branch runs a full ``gc.collect()`` on every call: 0.16 s in a process that holds pandas and scipy, for a
+    few multiplications, once per table and claim set of a report. The tests hold it equal to ``multipletests``.
+    """
     p = np.asarray(pvalues, dtype=float)
     adjusted = np.full_like(p, np.nan)
-    valid = np.isfinite(p)
-    if valid.any():
-        adjusted[valid] = multipletests(p[valid], method="holm")[1]
+    valid = np.flatnonzero(np.isfinite(p))
+    order = valid[np.argsort(p[valid], kind="stable")]  # indices of the finite p-values, smallest first
+    steps = np.arange(len(order), 0, -1)  # m, m − 1, ..., 1
+    adjusted[order] = np.minimum(np.maximum.accumulate(p[order] * steps), 1.0)
     return adjusted
 
 

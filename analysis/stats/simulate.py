@@ -31,11 +31,9 @@ same table. Each budget reads the first seeds of one draw at the largest budget 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -193,19 +191,6 @@ def fixed_n_verdict(
     return {"supported": 1, "contradicted": -1}.get(verdict, 0)
 
 
-@contextlib.contextmanager
-def _collections_deferred() -> Iterator[None]:
-    """statsmodels' Holm (multipletests) runs gc.collect() on every call: 0.16 s each in a process that holds pandas
-    and scipy, where the fixed-n engine itself takes milliseconds. The simulation calls the engine thousands of times,
-    so the full collections wait until it is done (reference counting still frees everything meanwhile)."""
-    collect = gc.collect
-    gc.collect = lambda generation=2: 0
-    try:
-        yield
-    finally:
-        gc.collect = collect
-
-
 @dataclass(frozen=True)
 class Looks:
     """Per comparison: the verdict (+1, −1, 0) and the seeds per side spent, within each budget."""
@@ -221,23 +206,22 @@ def run(rule: str, pairs: Draw, budgets: Sequence[int], alpha: float, margin: fl
     if rule == FIXED:
         lost = zip(pairs.lost_a, pairs.lost_b) if bounded else None
         rows = list(zip(pairs.a, pairs.b, lost or [None] * len(pairs.a)))
-        with _collections_deferred():
-            decision = {
-                n: np.array(
-                    [
-                        fixed_n_verdict(
-                            a[:n] - margin,
-                            b[:n],
-                            CLAIM,
-                            alpha,
-                            None if gone is None else (gone[0][:n], gone[1][:n]),
-                            assume,
-                        )
-                        for a, b, gone in rows
-                    ]
-                )
-                for n in budgets
-            }
+        decision = {
+            n: np.array(
+                [
+                    fixed_n_verdict(
+                        a[:n] - margin,
+                        b[:n],
+                        CLAIM,
+                        alpha,
+                        None if gone is None else (gone[0][:n], gone[1][:n]),
+                        assume,
+                    )
+                    for a, b, gone in rows
+                ]
+            )
+            for n in budgets
+        }
         return Looks(decision, {n: np.full(len(pairs.a), n) for n in budgets})
     declared = SEQUENTIAL.declared(rule)
     support = SUPPORT if declared.bounds else None
