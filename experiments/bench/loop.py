@@ -64,6 +64,11 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="with --max-step-ratio: measure again while above it, this many times in all; exit 1 if every one is",
     )
+    parser.add_argument(
+        "--aa",
+        action="store_true",
+        help="two identical plain loops take turns instead: the step ratio's noise floor on this machine",
+    )
     parser.add_argument("--work", type=Path, default=None, help="folder for attnlab's run (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     parser.add_argument("overrides", nargs="*", help="more overrides for attnlab's run (and the plain model)")
@@ -101,6 +106,10 @@ def _check(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')}={value} is not allowed; it must be >= 1")
+    if args.aa and args.max_step_ratio is not None:
+        raise ValueError(
+            "--max-step-ratio is not allowed with --aa: two identical loops have no step to hold to a limit"
+        )
     if args.max_step_ratio is not None and not args.max_step_ratio > 0:
         raise ValueError(f"--max-step-ratio={args.max_step_ratio} is not allowed; it must be > 0")
 
@@ -121,6 +130,12 @@ def loop(args: argparse.Namespace) -> int:
     attempts = []
     with tempfile.TemporaryDirectory(prefix="bench_loop_") as scratch:
         data = args.data if args.data.is_file() else generated_corpus(Path(scratch) / "corpus.txt")
+        if args.aa:
+            noise = measure_noise(args, data, (args.work or Path(scratch)) / "aa", cuda)
+            _print_noise(noise)
+            if args.out:
+                args.out.write_text(json.dumps(noise, indent=2) + "\n")
+            return 0
         for attempt in range(args.attempts):
             figures = measure_once(args, data, (args.work or Path(scratch)) / f"attempt{attempt + 1}", cuda)
             if figures is None:
@@ -161,13 +176,13 @@ def _overrides(args: argparse.Namespace, data: Path, cuda: bool) -> list[str]:
     ]
 
 
-def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> dict[str, Any] | None:
-    """One attnlab run beside one plain loop, taking turns; their figures (None: attnlab's run failed)."""
+def _plain_loop(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> tuple[Any, Any, list[str]]:
+    """The plain loop of the preset's run (the same model spec, text, windows, optimiser and seed), the
+    composed config and the run's overrides."""
     import torch
     from omegaconf import OmegaConf
 
     from experiments.app import api
-    from experiments.bench import _loop_probe
     from experiments.bench._loop_plain import PlainLoop
     from experiments.bench.measure import CLOCKS
     from experiments.config.schema import OptimConf
@@ -179,7 +194,6 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
     spec = build_spec(cfg)  # the roles expanded in ``cfg`` too
     work.mkdir(parents=True, exist_ok=True)
     datamodule = build.build_datamodule(spec, work)
-    device = torch.device("cuda" if cuda else "cpu")
     optim = cast(OptimConf, OmegaConf.to_object(cfg.optim))  # the schema's node (experiments/config/schema.py)
     plain = PlainLoop(
         Path(data),
@@ -192,10 +206,32 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
         test_windows=cfg.task.get("test_windows"),
         eval_contexts=list(cfg.task.eval_contexts),
         max_steps=cfg.trainer.max_steps,
-        device=device,
+        device=torch.device("cuda" if cuda else "cpu"),
         seed=cfg.seed,
         clock=CLOCKS[args.clock],
     )
+    return plain, cfg, overrides
+
+
+def _setup(args: argparse.Namespace, cuda: bool, steps: int) -> dict[str, Any]:
+    return {
+        "device": "cuda" if cuda else "cpu",
+        "clock": args.clock,
+        "threads": args.threads,
+        "steps": steps,
+        "block": args.block,
+        "data": str(args.data) if args.data.is_file() else "generated",
+        "load_average": os.getloadavg(),
+    }
+
+
+def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> dict[str, Any] | None:
+    """One attnlab run beside one plain loop, taking turns; their figures (None: attnlab's run failed)."""
+    from experiments.app import api
+    from experiments.bench import _loop_probe
+    from experiments.bench.measure import CLOCKS
+
+    plain, cfg, overrides = _plain_loop(args, data, work, cuda)
     _loop_probe.PLAIN = plain
     probe = [
         f"+callbacks.loop_probe._target_={_loop_probe.LoopProbe.__module__}.{_loop_probe.LoopProbe.__qualname__}",
@@ -211,16 +247,41 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
         return None
     figures = _figures(_loop_probe.LAST, plain, began, ended, cfg.trainer.max_steps)
     figures["val_loss"] = {"attnlab": result["metrics"].get("val/loss"), "plain": plain_metrics["val/loss"]}
-    figures["setup"] = {
-        "device": device.type,
-        "clock": args.clock,
-        "threads": args.threads,
-        "steps": cfg.trainer.max_steps,
-        "block": args.block,
-        "data": str(args.data) if args.data.is_file() else "generated",
-        "load_average": os.getloadavg(),
-    }
+    figures["setup"] = _setup(args, cuda, cfg.trainer.max_steps)
     return figures
+
+
+def measure_noise(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> dict[str, Any]:
+    """Two identical plain loops (one spec, text and seed) taking turns as attnlab's run and the plain loop do,
+    the first always before the second: the step ratio when the two sides differ in nothing, which is the noise
+    floor (and any first-mover bias) of the bench's ``ratios.step`` on this machine."""
+    first, cfg, _ = _plain_loop(args, data, work, cuda)
+    second, _, _ = _plain_loop(args, data, work, cuda)
+    figures = noise_figures(first, second, cfg.trainer.max_steps, args.block)
+    figures["setup"] = _setup(args, cuda, cfg.trainer.max_steps)
+    return figures
+
+
+def noise_figures(first: Any, second: Any, steps: int, block: int) -> dict[str, Any]:
+    """``steps`` steps of each loop in turns of ``block`` (a last part-block left out, as the bench's plain loop
+    runs whole blocks only); each side's step is the median of its blocks after the first, as in ``_figures``."""
+    for _ in range(max(steps // block, 1)):
+        first.block(block)
+        second.block(block)
+    a, b = first.times.steps_ms, second.times.steps_ms
+    step = {"first": _median_after_first(a), "second": _median_after_first(b)}
+    paired = [x / y for x, y in zip(a[1:], b[1:])]
+    return {
+        "step_ms": step,
+        "blocks": len(a),
+        "block_step_ms": {"first": a, "second": b},
+        "paired_step_ratio": {
+            "median": statistics.median(paired) if paired else None,
+            "min": min(paired) if paired else None,
+            "max": max(paired) if paired else None,
+        },
+        "ratios": {"step": _ratio(step["first"], step["second"])},
+    }
 
 
 def _figures(fit: Any, plain: Any, began: float, ended: float, steps: int) -> dict[str, Any]:
@@ -284,6 +345,21 @@ def _print(figures: dict[str, Any]) -> None:
     )
     loss = figures["val_loss"]
     print(f"validation loss: attnlab {_num(loss['attnlab'], 0, 4)}, plain {_num(loss['plain'], 0, 4)}")
+
+
+def _print_noise(figures: dict[str, Any]) -> None:
+    setup, step, spread = figures["setup"], figures["step_ms"], figures["paired_step_ratio"]
+    print(
+        f"loop bench, A/A: two identical plain loops taking turns, {setup['steps']} steps on {setup['device']}, "
+        f"{setup['threads']} thread(s), {setup['clock']} clock, blocks of {setup['block']}, data {setup['data']}, "
+        f"load average {' '.join(f'{v:.2f}' for v in setup['load_average'])}"
+    )
+    print(f"{'':16} {'first':>10} {'second':>10} {'ratio':>8}")
+    print(f"{'step (ms)':16} {_num(step['first'])} {_num(step['second'])} {_num(figures['ratios']['step'], 8, 3)}")
+    print(
+        f"step ratio of paired blocks: median {_num(spread['median'], 0, 3)}, "
+        f"range {_num(spread['min'], 0, 3)}-{_num(spread['max'], 0, 3)} over {figures['blocks']} blocks"
+    )
 
 
 def _num(value: float | None, width: int = 10, digits: int = 2) -> str:

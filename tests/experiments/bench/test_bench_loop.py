@@ -178,8 +178,64 @@ def test_the_check_measures_again_while_above_the_limit_and_fails_only_when_ever
 
     monkeypatch.setattr(bench_loop, "measure_once", canned)
     monkeypatch.setattr(bench_loop, "_print", lambda figures: None)
+    monkeypatch.setattr(bench_loop, "generated_corpus", lambda path: path)  # 4 s of text the canned runs never read
     argv = ["loop", "--data", str(tmp_path / "absent.txt"), "--work", str(tmp_path / "w")]
     assert main([*argv, "--max-step-ratio", "1.1", "--attempts", str(attempts)]) == code
     assert len(made) == calls and len(set(made)) == calls  # each attempt in a folder of its own
     if code:
         assert f"in {calls} attempt(s) (allowed: 1.1x)" in capsys.readouterr().err
+
+
+class Turns:
+    """A stand-in plain loop whose blocks take the given milliseconds per step, noting the turns taken."""
+
+    def __init__(self, name: str, ms: list[float], turns: list[tuple[str, int]]) -> None:
+        self.name, self.ms, self.turns = name, list(ms), turns
+        self.times = SimpleNamespace(steps_ms=[])
+
+    def block(self, steps: int) -> float:
+        self.turns.append((self.name, steps))
+        self.times.steps_ms.append(self.ms.pop(0))
+        return self.times.steps_ms[-1]
+
+
+def test_the_aa_mode_alternates_two_loops_first_then_second_and_reports_their_ratio():
+    from experiments.bench.loop import noise_figures
+
+    turns: list[tuple[str, int]] = []
+    first = Turns("first", [50.0, 10.0, 12.0, 11.0, 30.0], turns)
+    second = Turns("second", [40.0, 10.0, 10.0, 12.0, 10.0], turns)
+    # 23 steps in turns of 5: 4 whole turns each, the last 3 steps left out as the bench's plain loop leaves them
+    figures = noise_figures(first, second, steps=23, block=5)
+    assert turns == [("first", 5), ("second", 5)] * 4
+    # by hand: the first block (warm-up) out; medians of [10, 12, 11] and [10, 10, 12]; block ratios 1, 1.2, 11/12
+    assert figures["step_ms"] == {"first": 11.0, "second": 10.0}
+    assert figures["ratios"]["step"] == pytest.approx(1.1)
+    assert figures["paired_step_ratio"] == pytest.approx({"median": 1.0, "min": 11 / 12, "max": 1.2})
+    assert figures["blocks"] == 4
+
+
+def test_the_aa_mode_refuses_a_step_limit_before_any_work(tmp_path, capsys, monkeypatch):
+    from experiments.bench import loop as bench_loop
+    from experiments.bench import main
+
+    monkeypatch.setattr(bench_loop, "measure_noise", lambda *a: pytest.fail("measured before refusing"))
+    with pytest.raises(SystemExit) as info:
+        main(["loop", "--aa", "--max-step-ratio", "1.1", "--data", str(tmp_path / "absent.txt")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--max-step-ratio is not allowed with --aa" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_the_aa_mode_runs_two_real_plain_loops_of_the_preset_and_writes_its_figures(tmp_path, capsys):
+    from experiments.bench import main
+
+    out = tmp_path / "aa.json"
+    tiny = ["model.d_model=16", "model.ffn_dim=32", "model.decoder_layers=1", "attention.num_heads=2"]
+    argv = ["loop", "--aa", "--data", str(tmp_path / "absent.txt"), "--steps", "8", "--block", "2"]
+    assert main([*argv, "--work", str(tmp_path / "w"), "--out", str(out), *tiny]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["blocks"] == 4 and len(figures["block_step_ms"]["second"]) == 4
+    assert figures["ratios"]["step"] == pytest.approx(figures["step_ms"]["first"] / figures["step_ms"]["second"])
+    assert "loop bench, A/A: two identical plain loops" in capsys.readouterr().out
