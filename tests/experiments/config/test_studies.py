@@ -4,7 +4,6 @@ and the length-generalisation study runs end to end at a tiny budget into a clai
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,9 @@ from attnlab.claims import parse_claims
 from experiments.config.schema import register_configs
 from experiments.config.spec import grid_spec
 from experiments.sweep.grid import grid_values
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
-from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
-from tests.helpers.warm import run_module
 
 STUDIES = sorted(
     p.relative_to(CONF / "experiment").with_suffix("").as_posix()
@@ -71,10 +69,7 @@ def test_study_composes_and_its_claims_name_cells_of_its_grid(study: str) -> Non
 def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: Path) -> None:
 
     sweep = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        "-m",
-        "experiments.train",
+    args = [
         "-m",
         "experiment=study/length_generalization",
         *TINY,
@@ -82,7 +77,7 @@ def test_length_generalisation_study_runs_end_to_end_into_its_claims(tmp_path: P
         "seed=0,1",
         f"hydra.sweep.dir={sweep}",
     ]
-    proc = run_module(*command[2:], cwd=tmp_path, env=ENV, timeout=480)  # from the warm Python (tests.helpers.warm)
+    proc = train_cli(*args, cwd=tmp_path, timeout=480)
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = collect(sweep)
     assert len(runs) == 4 * 2 and (runs.runs["status"] == "completed").all()

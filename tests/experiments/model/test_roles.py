@@ -7,7 +7,6 @@ registry's own classes; bad input is checked for one line that names the role.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,10 +18,9 @@ from experiments.app.preflight import PreflightError, preflight
 from experiments.config.roles import RoleError, check_roles, expand_roles, label, role_labels
 from experiments.config.spec import build_spec, grid_spec
 from experiments.record.result import config_hash, flatten
+from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY, compose
-from tests.helpers.env import ENV
 from tests.helpers.paths import CONF
-from tests.helpers.warm import run_module
 
 DATA = SimpleNamespace(vocab_size=13, pad_id=0, bos_id=1, eos_id=2, num_classes=0)
 
@@ -176,9 +174,6 @@ def test_alignment_cell_runs_and_names_its_cross_attention(tmp_path: Path):
     and the W&B tags all name the cross attention's variant."""
     sweep_dir = tmp_path / "sweep"
     args = [
-        sys.executable,
-        "-m",
-        "experiments.train",
         "-m",
         "experiment=alignment",
         *TINY,
@@ -187,7 +182,7 @@ def test_alignment_cell_runs_and_names_its_cross_attention(tmp_path: Path):
         "model.cross_attention={name:local,mode:predictive,window:2}",
         f"hydra.sweep.dir={sweep_dir}",
     ]
-    proc = run_module(*args[2:], cwd=tmp_path, env=ENV, timeout=300)  # from the warm Python (tests.helpers.warm)
+    proc = train_cli(*args, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = sweep_dir.rglob("result.json")
     result = json.loads(path.read_text())

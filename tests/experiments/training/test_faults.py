@@ -18,7 +18,7 @@ from attnlab.run_folders import LOCK
 from tests.helpers.cli import train_cli
 from tests.helpers.config import TINY
 from tests.helpers.env import ENV, LIMITED_FILES_ENV
-from tests.helpers.warm import Started, run_module, start_module
+from tests.helpers.warm import Started, start_module
 
 QUICK = [*TINY, "num_threads=1", "logger=csv", "optim.warmup_steps=0"]
 LONG = ["trainer.max_steps=100000", "trainer.val_check_interval=20", "checkpoint_every_n_steps=10"]
@@ -202,11 +202,11 @@ def test_a_killed_tuning_trial_resumes_from_its_checkpoint_in_its_own_folder(tmp
     from experiments.training.checkpointing import checkpoint_step
 
     sweep_dir = tmp_path / "sweep"
-    command = [sys.executable, "-m", "experiments.train", "-m", "hparams_search=tuned", *QUICK,
-               "hydra.sweeper.n_trials=1", "hydra.sweeper.final_seeds=[1000]", "trainer.max_steps=200",
-               "trainer.val_check_interval=50", "checkpoint_every_n_steps=10",
-               f"hydra.sweep.dir={sweep_dir}"]  # fmt: skip
-    proc = start_module(*command[2:], cwd=tmp_path, env=ENV, stdout=Path(os.devnull))  # from the warm Python
+    args = ["-m", "hparams_search=tuned", *QUICK,
+            "hydra.sweeper.n_trials=1", "hydra.sweeper.final_seeds=[1000]", "trainer.max_steps=200",
+            "trainer.val_check_interval=50", "checkpoint_every_n_steps=10",
+            f"hydra.sweep.dir={sweep_dir}"]  # fmt: skip
+    proc = start_module("experiments.train", *args, cwd=tmp_path, env=ENV, stdout=Path(os.devnull))
     began = time.time()
     while not list(sweep_dir.glob("*/checkpoints/last.ckpt")):
         assert proc.poll() is None and time.time() - began < 240, "the trial wrote no checkpoint"
@@ -215,7 +215,7 @@ def test_a_killed_tuning_trial_resumes_from_its_checkpoint_in_its_own_folder(tmp
     proc.wait()
     (trial_dir,) = [p.parent.parent for p in sweep_dir.glob("*/checkpoints/last.ckpt")]
     killed_at = checkpoint_step(trial_dir / "checkpoints" / "last.ckpt")
-    rerun = run_module(*command[2:], cwd=tmp_path, env=ENV, timeout=600)
+    rerun = train_cli(*args, cwd=tmp_path, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     made = [p.parent for p in sweep_dir.glob("*/result.json")]
     tuning = [d for d in made if "trial.role=tuning" in (d / ".hydra" / "overrides.yaml").read_text()]
