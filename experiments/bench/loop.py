@@ -176,9 +176,11 @@ def _overrides(args: argparse.Namespace, data: Path, cuda: bool) -> list[str]:
     ]
 
 
-def _plain_loop(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -> tuple[Any, Any, list[str]]:
-    """The plain loop of the preset's run (the same model spec, text, windows, optimiser and seed), the
-    composed config and the run's overrides."""
+def _plain_loops(
+    args: argparse.Namespace, data: Path, work: Path, cuda: bool, count: int = 1
+) -> tuple[list[Any], Any, list[str]]:
+    """``count`` plain loops of the preset's run (the same model spec, text, windows, optimiser and seed, each
+    with a model of its own), the composed config and the run's overrides; composed and read once."""
     import torch
     from omegaconf import OmegaConf
 
@@ -195,22 +197,26 @@ def _plain_loop(args: argparse.Namespace, data: Path, work: Path, cuda: bool) ->
     work.mkdir(parents=True, exist_ok=True)
     datamodule = build.build_datamodule(spec, work)
     optim = cast(OptimConf, OmegaConf.to_object(cfg.optim))  # the schema's node (experiments/config/schema.py)
-    plain = PlainLoop(
-        Path(data),
-        build.model_spec(spec, datamodule),
-        optim,
-        context=cfg.task.context,
-        batch_size=cfg.task.batch_size,
-        val_fraction=cfg.task.val_fraction,
-        val_windows=cfg.task.val_windows,
-        test_windows=cfg.task.get("test_windows"),
-        eval_contexts=list(cfg.task.eval_contexts),
-        max_steps=cfg.trainer.max_steps,
-        device=torch.device("cuda" if cuda else "cpu"),
-        seed=cfg.seed,
-        clock=CLOCKS[args.clock],
-    )
-    return plain, cfg, overrides
+    model_spec = build.model_spec(spec, datamodule)
+    loops = [
+        PlainLoop(
+            Path(data),
+            model_spec,
+            optim,
+            context=cfg.task.context,
+            batch_size=cfg.task.batch_size,
+            val_fraction=cfg.task.val_fraction,
+            val_windows=cfg.task.val_windows,
+            test_windows=cfg.task.get("test_windows"),
+            eval_contexts=list(cfg.task.eval_contexts),
+            max_steps=cfg.trainer.max_steps,
+            device=torch.device("cuda" if cuda else "cpu"),
+            seed=cfg.seed,
+            clock=CLOCKS[args.clock],
+        )
+        for _ in range(count)
+    ]
+    return loops, cfg, overrides
 
 
 def _setup(args: argparse.Namespace, cuda: bool, steps: int) -> dict[str, Any]:
@@ -231,7 +237,7 @@ def measure_once(args: argparse.Namespace, data: Path, work: Path, cuda: bool) -
     from experiments.bench import _loop_probe
     from experiments.bench.measure import CLOCKS
 
-    plain, cfg, overrides = _plain_loop(args, data, work, cuda)
+    (plain,), cfg, overrides = _plain_loops(args, data, work, cuda)
     _loop_probe.PLAIN = plain
     probe = [
         f"+callbacks.loop_probe._target_={_loop_probe.LoopProbe.__module__}.{_loop_probe.LoopProbe.__qualname__}",
@@ -255,8 +261,7 @@ def measure_noise(args: argparse.Namespace, data: Path, work: Path, cuda: bool) 
     """Two identical plain loops (one spec, text and seed) taking turns as attnlab's run and the plain loop do,
     the first always before the second: the step ratio when the two sides differ in nothing, which is the noise
     floor (and any first-mover bias) of the bench's ``ratios.step`` on this machine."""
-    first, cfg, _ = _plain_loop(args, data, work, cuda)
-    second, _, _ = _plain_loop(args, data, work, cuda)
+    (first, second), cfg, _ = _plain_loops(args, data, work, cuda, count=2)
     figures = noise_figures(first, second, cfg.trainer.max_steps, args.block)
     figures["setup"] = _setup(args, cuda, cfg.trainer.max_steps)
     return figures
@@ -270,24 +275,29 @@ def noise_figures(first: Any, second: Any, steps: int, block: int) -> dict[str, 
         second.block(block)
     a, b = first.times.steps_ms, second.times.steps_ms
     step = {"first": _median_after_first(a), "second": _median_after_first(b)}
-    paired = [x / y for x, y in zip(a[1:], b[1:])]
     return {
         "step_ms": step,
         "blocks": len(a),
         "block_step_ms": {"first": a, "second": b},
-        "paired_step_ratio": {
-            "median": statistics.median(paired) if paired else None,
-            "min": min(paired) if paired else None,
-            "max": max(paired) if paired else None,
-        },
+        "paired_step_ratio": _paired_spread(a, b),
         "ratios": {"step": _ratio(step["first"], step["second"])},
+    }
+
+
+def _paired_spread(a: list[float], b: list[float]) -> dict[str, float | None]:
+    """Median, least and largest of the block-by-block ratios a / b, the first (warm-up) pair left out: how much
+    one pair of turns varies on this machine."""
+    paired = [x / y for x, y in zip(a[1:], b[1:])]
+    return {
+        "median": statistics.median(paired) if paired else None,
+        "min": min(paired) if paired else None,
+        "max": max(paired) if paired else None,
     }
 
 
 def _figures(fit: Any, plain: Any, began: float, ended: float, steps: int) -> dict[str, Any]:
     """Seconds and milliseconds of each phase on both sides, and their ratios (attnlab / plain)."""
     step = {"attnlab": _median_after_first(fit.steps_ms), "plain": _median_after_first(plain.times.steps_ms)}
-    paired = [a / b for a, b in zip(fit.steps_ms[1:], plain.times.steps_ms[1:])]
     evaluation = {"attnlab": _median_after_first(fit.evals), "plain": _median_after_first(plain.times.evals)}
     startup = {"attnlab": fit.first_step - began, "plain": plain.times.startup}
     test = {"attnlab": ended - fit.train_end, "plain": plain.times.final}
@@ -305,11 +315,7 @@ def _figures(fit: Any, plain: Any, began: float, ended: float, steps: int) -> di
         "blocks": {"attnlab": len(fit.steps_ms), "plain": len(plain.times.steps_ms)},
         "block_step_ms": {"attnlab": fit.steps_ms, "plain": plain.times.steps_ms},
         # the spread of block-by-block ratios: how much one pair of turns varies on this machine
-        "paired_step_ratio": {
-            "median": statistics.median(paired) if paired else None,
-            "min": min(paired) if paired else None,
-            "max": max(paired) if paired else None,
-        },
+        "paired_step_ratio": _paired_spread(fit.steps_ms, plain.times.steps_ms),
         "ratios": {
             "step": _ratio(step["attnlab"], step["plain"]),
             "evaluation": _ratio(evaluation["attnlab"], evaluation["plain"]),
@@ -322,11 +328,7 @@ def _figures(fit: Any, plain: Any, began: float, ended: float, steps: int) -> di
 
 def _print(figures: dict[str, Any]) -> None:
     setup = figures["setup"]
-    print(
-        f"loop bench: {setup['steps']} steps on {setup['device']}, {setup['threads']} thread(s), {setup['clock']} "
-        f"clock, blocks of "
-        f"{setup['block']}, data {setup['data']}, load average {' '.join(f'{v:.2f}' for v in setup['load_average'])}"
-    )
+    print(f"loop bench: {_setup_text(setup)}")
     rows = [
         ("step (ms)", figures["step_ms"], "step"),
         ("evaluation (s)", figures["evaluation_s"], "evaluation"),
@@ -338,27 +340,31 @@ def _print(figures: dict[str, Any]) -> None:
     for name, pair, key in rows:
         ratio = figures["ratios"][key]
         print(f"{name:16} {_num(pair['attnlab'])} {_num(pair['plain'])} {_num(ratio, 8, 3)}")
-    spread = figures["paired_step_ratio"]
-    print(
-        f"step ratio of paired blocks: median {_num(spread['median'], 0, 3)}, "
-        f"range {_num(spread['min'], 0, 3)}-{_num(spread['max'], 0, 3)} over {figures['blocks']['plain']} blocks"
-    )
+    print(_spread_text(figures["paired_step_ratio"], figures["blocks"]["plain"]))
     loss = figures["val_loss"]
     print(f"validation loss: attnlab {_num(loss['attnlab'], 0, 4)}, plain {_num(loss['plain'], 0, 4)}")
 
 
 def _print_noise(figures: dict[str, Any]) -> None:
-    setup, step, spread = figures["setup"], figures["step_ms"], figures["paired_step_ratio"]
-    print(
-        f"loop bench, A/A: two identical plain loops taking turns, {setup['steps']} steps on {setup['device']}, "
-        f"{setup['threads']} thread(s), {setup['clock']} clock, blocks of {setup['block']}, data {setup['data']}, "
-        f"load average {' '.join(f'{v:.2f}' for v in setup['load_average'])}"
-    )
+    step = figures["step_ms"]
+    print(f"loop bench, A/A: two identical plain loops taking turns, {_setup_text(figures['setup'])}")
     print(f"{'':16} {'first':>10} {'second':>10} {'ratio':>8}")
     print(f"{'step (ms)':16} {_num(step['first'])} {_num(step['second'])} {_num(figures['ratios']['step'], 8, 3)}")
-    print(
+    print(_spread_text(figures["paired_step_ratio"], figures["blocks"]))
+
+
+def _setup_text(setup: dict[str, Any]) -> str:
+    return (
+        f"{setup['steps']} steps on {setup['device']}, {setup['threads']} thread(s), {setup['clock']} clock, "
+        f"blocks of {setup['block']}, data {setup['data']}, "
+        f"load average {' '.join(f'{v:.2f}' for v in setup['load_average'])}"
+    )
+
+
+def _spread_text(spread: dict[str, float | None], blocks: int) -> str:
+    return (
         f"step ratio of paired blocks: median {_num(spread['median'], 0, 3)}, "
-        f"range {_num(spread['min'], 0, 3)}-{_num(spread['max'], 0, 3)} over {figures['blocks']} blocks"
+        f"range {_num(spread['min'], 0, 3)}-{_num(spread['max'], 0, 3)} over {blocks} blocks"
     )
 
 
