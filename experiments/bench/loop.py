@@ -110,6 +110,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(
             "--max-step-ratio is not allowed with --aa: two identical loops have no step to hold to a limit"
         )
+    if args.aa and args.val_every is not None:
+        raise ValueError("--val-every is not allowed with --aa: the two plain loops only take training turns")
     if args.max_step_ratio is not None and not args.max_step_ratio > 0:
         raise ValueError(f"--max-step-ratio={args.max_step_ratio} is not allowed; it must be > 0")
 

@@ -215,16 +215,17 @@ def test_the_aa_mode_alternates_two_loops_first_then_second_and_reports_their_ra
     assert figures["blocks"] == 4
 
 
-def test_the_aa_mode_refuses_a_step_limit_before_any_work(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("option", [["--max-step-ratio", "1.1"], ["--val-every", "10"]])
+def test_the_aa_mode_refuses_what_it_would_not_use_before_any_work(tmp_path, capsys, monkeypatch, option):
     from experiments.bench import loop as bench_loop
     from experiments.bench import main
 
     monkeypatch.setattr(bench_loop, "measure_noise", lambda *a: pytest.fail("measured before refusing"))
     with pytest.raises(SystemExit) as info:
-        main(["loop", "--aa", "--max-step-ratio", "1.1", "--data", str(tmp_path / "absent.txt")])
+        main(["loop", "--aa", *option, "--data", str(tmp_path / "absent.txt")])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "--max-step-ratio is not allowed with --aa" in err and err.count("\n") == 1, err
+    assert f"{option[0]} is not allowed with --aa" in err and err.count("\n") == 1, err
 
 
 @pytest.mark.slow
