@@ -97,6 +97,9 @@ class ModelOptions:
     tie_embeddings: bool = True
     pooling: str = "mean"  # encoder only: mean | cls
     embedding: str = "scaled"  # scaled (the paper: std d^-1/2, x sqrt(d) at the input) | gpt2 (std 0.02, no scale)
+    # additive biases in the attention projections, feed-forward layers, layer norms and classifier; false: none,
+    # as in nanoGPT's recipe (about 6% less time per CPU step there: each biased matmul first copies its bias)
+    bias: bool = True
 
     def validate(self) -> None:
         validate_model_options(self)

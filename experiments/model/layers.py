@@ -14,9 +14,11 @@ from variants.pairs import check_pair
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ffn_dim: int, dropout: float) -> None:
+    def __init__(self, d_model: int, ffn_dim: int, dropout: float, bias: bool = True) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, ffn_dim), ReLU(), Dropout(dropout), nn.Linear(ffn_dim, d_model))
+        self.net = nn.Sequential(
+            nn.Linear(d_model, ffn_dim, bias=bias), ReLU(), Dropout(dropout), nn.Linear(ffn_dim, d_model, bias=bias)
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -25,9 +27,9 @@ class FeedForward(nn.Module):
 class Residual(nn.Module):
     """LayerNorm(x + Dropout(f(x))) for ``post``; x + Dropout(f(LayerNorm(x))) for ``pre``."""
 
-    def __init__(self, d_model: int, dropout: float, norm: str) -> None:
+    def __init__(self, d_model: int, dropout: float, norm: str, bias: bool = True) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = nn.LayerNorm(d_model, bias=bias)
         self.drop = Dropout(dropout)
         self.pre = norm == "pre"
 
@@ -38,8 +40,10 @@ class Residual(nn.Module):
 
 
 def _build_attention(spec: ModelSpec, variant: VariantSpec) -> AttentionLayer:
+    # model.bias is every projection's default; an attention group's own ``bias`` decides for its role
+    params = {"bias": spec.bias, **variant.params}
     return ATTENTION.build(
-        variant.name, d_model=spec.d_model, dropout=spec.attention_dropout, backend=spec.backend, **variant.params
+        variant.name, d_model=spec.d_model, dropout=spec.attention_dropout, backend=spec.backend, **params
     )
 
 
@@ -50,9 +54,9 @@ class Layer(nn.Module):
         super().__init__()
         self.self_attn = _build_attention(spec, self_attn)
         self.cross_attn = _build_attention(spec, cross_attn) if cross_attn is not None else None
-        self.ffn = FeedForward(spec.d_model, spec.ffn_dim, spec.dropout)
+        self.ffn = FeedForward(spec.d_model, spec.ffn_dim, spec.dropout, spec.bias)
         n_sub = 3 if cross_attn is not None else 2
-        self.sub = nn.ModuleList(Residual(spec.d_model, spec.dropout, spec.norm) for _ in range(n_sub))
+        self.sub = nn.ModuleList(Residual(spec.d_model, spec.dropout, spec.norm, spec.bias) for _ in range(n_sub))
 
     def forward(
         self,
@@ -121,7 +125,7 @@ class Stack(nn.Module):
         # a pair that cannot compose is refused here, in one line, before anything trains.
         if num_layers:
             check_pair(self_attn.name, self.layers[0].self_attn, spec.position.name, self.position)
-        self.final_norm = nn.LayerNorm(spec.d_model) if spec.norm == "pre" else nn.Identity()
+        self.final_norm = nn.LayerNorm(spec.d_model, bias=spec.bias) if spec.norm == "pre" else nn.Identity()
 
     def embed(self, tokens: Tensor, offset: int = 0, prefix: Tensor | None = None) -> Tensor:
         x = self.embedding(tokens) * self.scale  # (B, T, d_model)

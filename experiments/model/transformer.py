@@ -62,7 +62,9 @@ class Transformer(nn.Module):
                 self.lm_head.weight = self.embedding.weight
         if spec.arch == "encoder":
             self.cls = nn.Parameter(torch.randn(1, 1, d) * d**-0.5) if spec.pooling == "cls" else None
-            self.classifier = nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Linear(d, spec.num_classes))
+            self.classifier = nn.Sequential(
+                nn.Linear(d, d, bias=spec.bias), nn.Tanh(), nn.Linear(d, spec.num_classes, bias=spec.bias)
+            )
 
     def built_parts(self) -> set[str]:
         """The parts of ``PART_FIELDS`` this model built, read off its modules (not off ``spec.arch``)."""
