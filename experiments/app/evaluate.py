@@ -139,5 +139,13 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
+def command() -> None:
+    """``python -m experiments.evaluate`` and ``attnlab-evaluate``: ``main``, its process ended without the
+    interpreter's teardown once the command is done (``experiments.app.quick_exit``)."""
+    from experiments.app.quick_exit import run_then_exit
+
+    run_then_exit(main)
+
+
 if __name__ == "__main__":
-    main()
+    command()

@@ -231,5 +231,13 @@ def main() -> None:
     sys.exit(exit_code_for_last_multirun())
 
 
+def command() -> None:
+    """``python -m experiments.train`` and ``attnlab-train``: ``main`` in a process of its own, which ends
+    without the interpreter's second of teardown once the command is done (``experiments.app.quick_exit``)."""
+    from experiments.app.quick_exit import run_then_exit
+
+    run_then_exit(main)
+
+
 if __name__ == "__main__":
-    main()
+    command()
