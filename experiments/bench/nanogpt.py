@@ -81,6 +81,8 @@ def check(args: argparse.Namespace) -> None:
     for name in ("steps", "runs"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name}={getattr(args, name)} is not allowed; it must be >= 1")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout={args.timeout} is not allowed; it must be > 0")
     missing = [name for name in CLONE_FILES if not (args.clone / name).exists()]
     if missing:
         raise ValueError(f"--clone={args.clone} is not a nanoGPT clone: it lacks {', '.join(missing)}")

@@ -92,6 +92,7 @@ def test_ratios_are_attnlab_over_nanogpt() -> None:
     [
         ("no clone", "is not a nanoGPT clone: it lacks train.py, model.py"),
         ("runs 0", "--runs=0 is not allowed; it must be >= 1"),
+        ("timeout 0", "--timeout=0.0 is not allowed; it must be > 0"),
         ("no text", "is not a file"),
     ],
 )
@@ -99,7 +100,7 @@ def test_a_bad_option_is_refused_in_one_line_before_anything_runs(problem: str, 
     clone = tmp_path / "clone" if problem == "no clone" else _stand_in_clone(tmp_path / "clone")
     clone.mkdir(exist_ok=True)
     data = tmp_path / "missing.txt" if problem == "no text" else _text(tmp_path / "input.txt")
-    runs = ["--runs", "0"] if problem == "runs 0" else []
+    runs = {"runs 0": ["--runs", "0"], "timeout 0": ["--timeout", "0"]}.get(problem, [])
     done = _bench("--clone", str(clone), "--data", str(data), *runs)
     assert done.returncode == 2 and says in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
