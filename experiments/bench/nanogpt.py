@@ -57,7 +57,7 @@ VAL_LINE = re.compile(r"^step (\d+): train loss ([0-9.]+), val loss ([0-9.]+)", 
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--clone", type=Path, required=True, help="a clone of karpathy/nanoGPT")
+    parser.add_argument("--clone", type=Path, default=None, help="a clone of karpathy/nanoGPT (needed)")
     parser.add_argument("--data", type=Path, default=SHAKESPEARE, help="the text both train on (tiny Shakespeare)")
     parser.add_argument("--steps", type=int, default=2000, help="training steps of each side (the recipe's 2,000)")
     parser.add_argument("--runs", type=int, default=1, help="pairs, one after another")
@@ -83,6 +83,8 @@ def check(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name}={getattr(args, name)} is not allowed; it must be >= 1")
     if not args.timeout > 0:
         raise ValueError(f"--timeout={args.timeout} is not allowed; it must be > 0")
+    if args.clone is None:
+        raise ValueError("--clone is needed: the folder of a clone of karpathy/nanoGPT, which nothing here downloads")
     missing = [name for name in CLONE_FILES if not (args.clone / name).exists()]
     if missing:
         raise ValueError(f"--clone={args.clone} is not a nanoGPT clone: it lacks {', '.join(missing)}")

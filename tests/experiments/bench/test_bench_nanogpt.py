@@ -91,6 +91,7 @@ def test_ratios_are_attnlab_over_nanogpt() -> None:
     "problem, says",
     [
         ("no clone", "is not a nanoGPT clone: it lacks train.py, model.py"),
+        ("clone not named", "--clone is needed: the folder of a clone of karpathy/nanoGPT"),
         ("runs 0", "--runs=0 is not allowed; it must be >= 1"),
         ("timeout 0", "--timeout=0.0 is not allowed; it must be > 0"),
         ("no text", "is not a file"),
@@ -101,7 +102,8 @@ def test_a_bad_option_is_refused_in_one_line_before_anything_runs(problem: str, 
     clone.mkdir(exist_ok=True)
     data = tmp_path / "missing.txt" if problem == "no text" else _text(tmp_path / "input.txt")
     runs = {"runs 0": ["--runs", "0"], "timeout 0": ["--timeout", "0"]}.get(problem, [])
-    done = _bench("--clone", str(clone), "--data", str(data), *runs)
+    named = [] if problem == "clone not named" else ["--clone", str(clone)]
+    done = _bench(*named, "--data", str(data), *runs)
     assert done.returncode == 2 and says in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
 
