@@ -69,10 +69,12 @@ POSITIVE = (
     "gen_prompt",
     "gen_batch",
     "gen_repeats",
+    "steps",
+    "runs",
 )
 OUTPUTS = ("out", "figure")  # files a command writes
 # Time budgets: 0 would stop every series after its first point and still report a finished bench.
-POSITIVE_SECONDS = ("max_seconds",)
+POSITIVE_SECONDS = ("max_seconds", "timeout")
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -102,7 +102,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name in ("steps", "block", "val_every", "threads", "attempts"):
+    for name in ("block", "val_every", "attempts"):  # --steps and --threads: experiments.bench.check_arguments
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')}={value} is not allowed; it must be >= 1")

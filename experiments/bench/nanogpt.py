@@ -77,12 +77,8 @@ class Side:
 
 
 def check(args: argparse.Namespace) -> None:
-    """The options, refused in one line each before anything runs."""
-    for name in ("steps", "runs"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name}={getattr(args, name)} is not allowed; it must be >= 1")
-    if not args.timeout > 0:
-        raise ValueError(f"--timeout={args.timeout} is not allowed; it must be > 0")
+    """The clone and the text, refused in one line each before anything runs (the counts and the timeout are
+    ``experiments.bench.check_arguments``')."""
     if args.clone is None:
         raise ValueError("--clone is needed: the folder of a clone of karpathy/nanoGPT, which nothing here downloads")
     missing = [name for name in CLONE_FILES if not (args.clone / name).exists()]

@@ -93,7 +93,7 @@ def test_ratios_are_attnlab_over_nanogpt() -> None:
         ("no clone", "is not a nanoGPT clone: it lacks train.py, model.py"),
         ("clone not named", "--clone is needed: the folder of a clone of karpathy/nanoGPT"),
         ("runs 0", "--runs=0 is not allowed; it must be >= 1"),
-        ("timeout 0", "--timeout=0.0 is not allowed; it must be > 0"),
+        ("timeout 0", "--timeout=0 is not allowed; it must be a number of seconds > 0"),
         ("no text", "is not a file"),
     ],
 )
