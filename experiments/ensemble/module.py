@@ -29,6 +29,7 @@ from torch.func import stack_module_state, vmap
 
 from experiments.training.module import TransformerModule
 from experiments.training.optimiser import adamw_with_schedule
+from experiments.training.step_logging import log_if_stopped, logs_this_step
 
 log = logging.getLogger("attnlab")
 
@@ -92,6 +93,7 @@ class EnsembleModule(L.LightningModule):
         self.loss_history: list[tuple[int, list[float | None]]] = []
         self._frozen: dict[int, list[Tensor]] = {}  # a member's weights when it was seen to stop training
         self._bad_loss: Tensor | None = None  # (N,) each member's first non-finite loss, kept on the device
+        self._unlogged_loss: Tensor | None = None  # this step's mean loss when it was not logged
         self._reported: set[int] = set()  # diverged members already reported
 
     @property
@@ -162,7 +164,7 @@ class EnsembleModule(L.LightningModule):
             finally:
                 for (table, attr, _), tensor in zip(self._slots, own):
                     table[attr] = tensor
-            return self.template._losses(logits, y, smoothing)[0]
+            return self.template._loss(logits, y, smoothing)
 
         return vmap(one, randomness="different")(list(self.stacked), buffers, inputs, targets)
 
@@ -181,7 +183,12 @@ class EnsembleModule(L.LightningModule):
         live = torch.where(updating, losses, torch.zeros_like(losses))
         # Not a progress-bar metric: Lightning turns those into numbers after every step (a GPU stall);
         # the progress line reads ``callback_metrics`` at the logging steps.
-        self.log("train/loss", live.sum() / updating.sum().clamp(min=1))
+        mean = live.sum() / updating.sum().clamp(min=1)
+        self._unlogged_loss = None
+        if logs_this_step(self._trainer):  # at the steps Lightning writes, as a single run (step_logging)
+            self.log("train/loss", mean)
+        else:
+            self._unlogged_loss = mean.detach()
         done = self.global_step + 1
         if done % self.log_every == 0 or done >= self.max_steps:
             self._read_members(detached, updating)
@@ -235,6 +242,7 @@ class EnsembleModule(L.LightningModule):
             g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        log_if_stopped(self, "train/loss", self._unlogged_loss)
         # AdamW's momentum and weight decay would move a frozen member's weights: put them back.
         with torch.no_grad():
             for i, weights in self._frozen.items():

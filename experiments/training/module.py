@@ -25,6 +25,7 @@ from experiments.model.reinforce import Baseline, mean_entropy, repeat_batch, re
 from experiments.model.transformer import ModelSpec, Transformer
 from experiments.tasks.batches import IGNORE, REPEATED
 from experiments.training.optimiser import adamw_with_schedule
+from experiments.training.step_logging import log_if_stopped, logs_this_step
 from experiments.training.task_adapters import TaskAdapter, adapter_for
 from experiments.training.testing import EvalOptions, TestingPhase
 from variants.attention.hard import reinforce_layers
@@ -88,6 +89,7 @@ class TransformerModule(TestingPhase):
         self.divergence_every, self.cudagraph_steps = divergence_every, cudagraph_steps
         self.evaluation = evaluation or EvalOptions()
         self._bad_loss: Tensor | None = None
+        self._unlogged_loss: Tensor | None = None  # this step's loss when it was not logged
         self.reinforce_spec = self.optim_spec.reinforce()
         self.baselines = reinforce_baselines(self.model, self.reinforce_spec, self.spec.d_model)
         self.val_loss, self.val_acc = MeanMetric(), MeanMetric()
@@ -103,6 +105,10 @@ class TransformerModule(TestingPhase):
     def _losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
         """Mean loss and the per-example loss (B,)."""
         return self.adapter.losses(logits, targets, smoothing)
+
+    def _loss(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
+        """The mean loss alone (a training step's): ``_losses(...)[0]``, computed without the per-example part."""
+        return self.adapter.loss(logits, targets, smoothing)
 
     def on_fit_start(self) -> None:
         # Flex's kernel options are chosen here, on the device and before a compiled model traces flex
@@ -127,7 +133,7 @@ class TransformerModule(TestingPhase):
         if self.baselines:
             batch = repeat_batch(batch, self.reinforce_spec.samples)
         logits, targets, src = self._io(batch)
-        loss, _ = self._losses(logits, targets, self.optim_spec.label_smoothing)
+        loss = self._loss(logits, targets, self.optim_spec.label_smoothing)
         if self.baselines:
             costs = self._token_losses(logits, targets, self.optim_spec.label_smoothing).detach()
             loss = loss + self._reinforce(costs, targets, src)
@@ -136,9 +142,16 @@ class TransformerModule(TestingPhase):
         self.tokens_seen = self.tokens_seen + self.adapter.seen(targets, src).detach()
         # Not a progress-bar metric: Lightning turns those into numbers (.item()) after every step,
         # which would stall the GPU each step. The bar and the log lines read ``callback_metrics``
-        # at ``log_every_n_steps``.
-        self.log("train/loss", loss)
+        # at ``log_every_n_steps``; logged only at the steps Lightning writes (step_logging).
+        self._unlogged_loss = None
+        if logs_this_step(self._trainer):
+            self.log("train/loss", loss)
+        else:
+            self._unlogged_loss = loss.detach()
         return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        log_if_stopped(self, "train/loss", self._unlogged_loss)
 
     def _watch_divergence(self, loss: Tensor) -> None:
         """Remember the first non-finite loss on the device; read it every ``divergence_every`` steps.

@@ -59,6 +59,10 @@ class TaskAdapter(ABC):
     def losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
         """Mean loss and the per-example loss (B,)."""
 
+    def loss(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
+        """The mean loss alone, ``losses(...)[0]``: what a training step needs, without the per-example losses."""
+        return self.losses(logits, targets, smoothing)[0]
+
     @abstractmethod
     def token_losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
         """Per-position losses c (B, T), 0 where nothing is scored (REINFORCE's costs)."""
@@ -112,6 +116,17 @@ class TokenAdapter(TaskAdapter):
         mask = targets.ne(IGNORE)
         per = (per_tok * mask).sum(1) / mask.sum(1).clamp(min=1)
         return (per_tok * mask).sum() / mask.sum().clamp(min=1), per
+
+    def loss(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
+        # torch's own mean over the targets that are not IGNORE, in one call over (B * T, V) rows, which is
+        # ``losses(...)[0]`` (the training step's loss) in about half the time on CPU: no per-position
+        # losses, masks or per-example means to build and differentiate
+        flat = targets.flatten()  # (B * T,)
+        mean = F.cross_entropy(
+            logits.flatten(0, -2).float(), flat, ignore_index=IGNORE, label_smoothing=smoothing
+        )  # (B * T, V) rows
+        # a batch with nothing scored: torch's mean is 0 / 0, ``losses`` gives 0, and so does this (gradient 0)
+        return torch.where(flat.ne(IGNORE).any(), mean, torch.zeros_like(mean))
 
     def token_losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
         return cross_entropy(logits, targets, smoothing) * targets.ne(IGNORE)

@@ -402,15 +402,13 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path: Path) -> None:
 def test_nan_loss_is_recorded_as_diverged_at_its_step(tmp_path: Path, monkeypatch) -> None:
     from experiments.training.module import TransformerModule
 
-    original = TransformerModule._losses
+    original = TransformerModule._loss  # the training step's loss
 
     def poisoned(self, logits, targets, smoothing=0.0):
-        loss, per = original(self, logits, targets, smoothing)
-        if self.training and self.global_step == 3:
-            return loss * float("inf"), per
-        return loss, per
+        loss = original(self, logits, targets, smoothing)
+        return loss * float("inf") if self.training and self.global_step == 3 else loss
 
-    monkeypatch.setattr(TransformerModule, "_losses", poisoned)
+    monkeypatch.setattr(TransformerModule, "_loss", poisoned)
     overrides = [*TINY, "trainer.max_steps=10"]
     result = train(build_spec(compose(overrides)), tmp_path, overrides)
     assert result["status"] == "diverged" and result["diverged_at_step"] == 3

@@ -61,6 +61,18 @@ def test_loss_is_torch_cross_entropy_on_the_adapters_targets(kind: str, arch: st
         for b in range(len(targets))
     ]
     torch.testing.assert_close(per_example, torch.stack(rows), rtol=1e-6, atol=1e-6)
+    # the training step's loss alone: the same value, and torch's gradient of it
+    leaf = logits.clone().requires_grad_(True)
+    adapter.loss(leaf, targets, smoothing).backward()
+    reference = logits.clone().requires_grad_(True)
+    F.cross_entropy(
+        reference.movedim(-1, 1) if reference.dim() == 3 else reference,
+        targets,
+        ignore_index=IGNORE,
+        label_smoothing=smoothing,
+    ).backward()
+    torch.testing.assert_close(adapter.loss(logits, targets, smoothing), expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(leaf.grad, reference.grad, rtol=1e-6, atol=1e-7)
     # REINFORCE's per-position costs: torch's unreduced loss where scored, 0 elsewhere; their sum over
     # the scored positions is the loss
     costs = adapter.token_losses(logits, targets, smoothing)  # (B, T)
@@ -70,6 +82,21 @@ def test_loss_is_torch_cross_entropy_on_the_adapters_targets(kind: str, arch: st
     ).reshape(costs.shape)
     torch.testing.assert_close(costs, torch.where(scored, unreduced, torch.zeros_like(unreduced)))
     torch.testing.assert_close(costs.sum() / scored.sum(), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind, arch", [c for c in CHOICES if c[0] != "classify"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_a_batch_with_nothing_scored_has_loss_zero_and_a_zero_gradient(kind: str, arch: str, smoothing: float) -> None:
+    """Every target IGNORE: torch's mean would be 0 / 0 (NaN, read as a divergence); the loss is 0, as the
+    per-example path's, and no NaN reaches the weights."""
+    adapter = adapter_for(kind, arch, pad_id=PAD, bos_id=BOS, sep_id=SEP)
+    _, targets, _ = adapter.io(batch_for(kind))
+    targets = torch.full_like(targets, IGNORE)
+    logits = torch.randn(*targets.shape, VOCAB, requires_grad=True)
+    loss = adapter.loss(logits, targets, smoothing)
+    loss.backward()
+    assert loss.item() == 0.0 == adapter.losses(logits, targets, smoothing)[0].item()
+    assert torch.equal(logits.grad, torch.zeros_like(logits))
 
 
 def test_each_kind_gets_its_adapter_and_an_unknown_kind_names_the_choices() -> None:
@@ -108,7 +135,6 @@ def test_the_module_and_the_ensemble_use_the_same_adapter(kind: str, arch: str) 
     seen = targets.ne(IGNORE).sum() + (src.ne(PAD).sum() if src is not None else 0)  # tokens a step reads
     assert int(member["tokens"][0]) == int(seen)
     classes_second = logits.movedim(-1, 1) if logits.dim() == 3 else logits
-    torch.testing.assert_close(
-        module._losses(logits, targets, 0.1)[0],
-        F.cross_entropy(classes_second, targets, ignore_index=IGNORE, label_smoothing=0.1),
-    )
+    expected = F.cross_entropy(classes_second, targets, ignore_index=IGNORE, label_smoothing=0.1)
+    torch.testing.assert_close(module._losses(logits, targets, 0.1)[0], expected)
+    torch.testing.assert_close(module._loss(logits, targets, 0.1), expected)
