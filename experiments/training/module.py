@@ -11,6 +11,7 @@ lives in one adapter per kind (``experiments/training/task_adapters.py``), chose
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -88,7 +89,8 @@ class TransformerModule(TestingPhase):
         self.tokens_seen = 0
         self.divergence_every, self.cudagraph_steps = divergence_every, cudagraph_steps
         self.evaluation = evaluation or EvalOptions()
-        self._bad_loss: Tensor | None = None
+        # (step, loss) of the steps since divergence was last read (_watch_divergence)
+        self._unread_losses: list[tuple[int, Tensor]] = []
         self._unlogged_loss: Tensor | None = None  # this step's loss when it was not logged
         self.reinforce_spec = self.optim_spec.reinforce()
         self.baselines = reinforce_baselines(self.model, self.reinforce_spec, self.spec.d_model)
@@ -154,25 +156,25 @@ class TransformerModule(TestingPhase):
         log_if_stopped(self, "train/loss", self._unlogged_loss)
 
     def _watch_divergence(self, loss: Tensor) -> None:
-        """Remember the first non-finite loss on the device; read it every ``divergence_every`` steps.
+        """Keep each step's loss on the device; every ``divergence_every`` steps, read them and raise at the first
+        non-finite one.
 
-        ``bool(isfinite(loss))`` on every step would make the host wait for the GPU each step.
-        The step and value of the first bad loss stay exact however late they are read; the
-        training app reads them at every logging and checkpointing step, so no checkpoint is
-        written after a divergence it has not seen.
+        ``bool(isfinite(loss))`` on every step would make the host wait for the GPU each step. The step
+        and value of the first bad loss stay exact however late they are read; the training app reads them
+        at every logging and checkpointing step, so no checkpoint is written after a divergence it has not
+        seen. Between reads a step only keeps a reference to its loss: no operator, no kernel.
         """
-        loss = loss.detach().float()
-        if self._bad_loss is None:
-            self._bad_loss = loss.new_tensor([-1.0, 0.0])  # (first bad step, its loss); once per run
-        first = torch.isfinite(loss).logical_not() & self._bad_loss[0].lt(0)
-        self._bad_loss = torch.where(
-            first, torch.stack((loss.new_full((), float(self.global_step)), loss)), self._bad_loss
-        )
+        kept = loss.detach()
+        # CUDA graphs may reuse their outputs' memory at the next step: keep a copy of anything they made
+        self._unread_losses.append((self.global_step, kept.clone() if self.cudagraph_steps else kept))
         done = self.global_step + 1
         if done % max(self.divergence_every, 1) == 0 or done >= self.max_steps:
-            step, value = self._bad_loss.tolist()
-            if step >= 0:
-                raise DivergedError(int(step), value)
+            steps = [step for step, _ in self._unread_losses]
+            values = torch.stack([value for _, value in self._unread_losses]).float().tolist()  # one read
+            self._unread_losses = []
+            for step, value in zip(steps, values):
+                if not math.isfinite(value):
+                    raise DivergedError(int(step), value)
 
     def _token_losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
         """Per-position losses c (B, T), 0 where nothing is scored; a classifier's (B,) becomes (B, 1)."""
