@@ -29,7 +29,7 @@ from torch.func import stack_module_state, vmap
 
 from experiments.training.module import TransformerModule
 from experiments.training.optimiser import adamw_with_schedule
-from experiments.training.step_logging import log_if_stopped, logs_this_step
+from experiments.training.step_logging import log_if_stopped, log_step_loss
 
 log = logging.getLogger("attnlab")
 
@@ -182,13 +182,9 @@ class EnsembleModule(L.LightningModule):
         self.tokens_seen += batch["tokens"].to(self.tokens_seen.device) * updating
         live = torch.where(updating, losses, torch.zeros_like(losses))
         # Not a progress-bar metric: Lightning turns those into numbers after every step (a GPU stall);
-        # the progress line reads ``callback_metrics`` at the logging steps.
-        mean = live.sum() / updating.sum().clamp(min=1)
-        self._unlogged_loss = None
-        if logs_this_step(self._trainer):  # at the steps Lightning writes, as a single run (step_logging)
-            self.log("train/loss", mean)
-        else:
-            self._unlogged_loss = mean.detach()
+        # the progress line reads ``callback_metrics`` at the logging steps, the only steps it is logged at, as a
+        # single run's (experiments/training/step_logging.py).
+        self._unlogged_loss = log_step_loss(self, live.sum() / updating.sum().clamp(min=1))
         done = self.global_step + 1
         if done % self.log_every == 0 or done >= self.max_steps:
             self._read_members(detached, updating)
@@ -242,7 +238,7 @@ class EnsembleModule(L.LightningModule):
             g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        log_if_stopped(self, "train/loss", self._unlogged_loss)
+        log_if_stopped(self, self._unlogged_loss)
         # AdamW's momentum and weight decay would move a frozen member's weights: put them back.
         with torch.no_grad():
             for i, weights in self._frozen.items():

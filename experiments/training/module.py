@@ -26,7 +26,7 @@ from experiments.model.reinforce import Baseline, mean_entropy, repeat_batch, re
 from experiments.model.transformer import ModelSpec, Transformer
 from experiments.tasks.batches import IGNORE, REPEATED
 from experiments.training.optimiser import adamw_with_schedule
-from experiments.training.step_logging import log_if_stopped, logs_this_step
+from experiments.training.step_logging import log_if_stopped, log_step_loss
 from experiments.training.task_adapters import TaskAdapter, adapter_for
 from experiments.training.testing import EvalOptions, TestingPhase
 from variants.attention.hard import reinforce_layers
@@ -145,15 +145,11 @@ class TransformerModule(TestingPhase):
         # Not a progress-bar metric: Lightning turns those into numbers (.item()) after every step,
         # which would stall the GPU each step. The bar and the log lines read ``callback_metrics``
         # at ``log_every_n_steps``; logged only at the steps Lightning writes (step_logging).
-        self._unlogged_loss = None
-        if logs_this_step(self._trainer):
-            self.log("train/loss", loss)
-        else:
-            self._unlogged_loss = loss.detach()
+        self._unlogged_loss = log_step_loss(self, loss)
         return loss
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        log_if_stopped(self, "train/loss", self._unlogged_loss)
+        log_if_stopped(self, self._unlogged_loss)
 
     def _watch_divergence(self, loss: Tensor) -> None:
         """Keep each step's loss on the device; every ``divergence_every`` steps, read them and raise at the first

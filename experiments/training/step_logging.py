@@ -26,6 +26,7 @@ from torch import Tensor
 
 #: the hook whose result entry holds the training loss (Lightning keys logged values by hook and name)
 STEP_HOOK = "training_step"
+TRAIN_LOSS = "train/loss"
 
 
 def logs_this_step(trainer: Any) -> bool:
@@ -39,14 +40,23 @@ def logs_this_step(trainer: Any) -> bool:
     return step % every == 0 or 0 < trainer.max_steps <= step
 
 
-def log_if_stopped(module: Any, name: str, value: Tensor | None) -> None:
-    """From ``module``'s ``on_train_batch_end``: log ``value`` (this step's loss, None when the step logged
-    it) under ``name`` in the training step's entry when a callback has just stopped the fit."""
-    if value is None or not module.trainer.should_stop:
+def log_step_loss(module: Any, loss: Tensor) -> Tensor | None:
+    """From ``module``'s training step: log ``loss`` as ``train/loss`` when this step logs it; else return it
+    (detached), for ``log_if_stopped`` at the step's end."""
+    if logs_this_step(module._trainer):
+        module.log(TRAIN_LOSS, loss)
+        return None
+    return loss.detach()
+
+
+def log_if_stopped(module: Any, unlogged: Tensor | None) -> None:
+    """From ``module``'s ``on_train_batch_end``: log ``unlogged`` (this step's loss that ``log_step_loss`` did not
+    log, else None) in the training step's entry when a callback has just stopped the fit."""
+    if unlogged is None or not module.trainer.should_stop:
         return
     hook = module._current_fx_name  # Lightning's record of the running hook, which names the entry
     module._current_fx_name = STEP_HOOK
     try:
-        module.log(name, value)
+        module.log(TRAIN_LOSS, unlogged)
     finally:
         module._current_fx_name = hook

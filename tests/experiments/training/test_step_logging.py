@@ -74,7 +74,7 @@ def fit(folder: Path, stop: int | None) -> tuple[dict[int, float], ReadAtLogStep
 def test_what_is_logged_equals_logging_every_step(stop: int | None, tmp_path: Path, monkeypatch) -> None:
     rows, reader = fit(tmp_path / "sparse", stop)
     with monkeypatch.context() as m:
-        m.setattr("experiments.training.module.logs_this_step", lambda trainer: True)
+        m.setattr("experiments.training.step_logging.logs_this_step", lambda trainer: True)
         every_step_rows, every_step_reader = fit(tmp_path / "every", stop)
     assert rows == every_step_rows and rows, (rows, every_step_rows)
     assert reader.read == every_step_reader.read and reader.read
