@@ -32,15 +32,17 @@ from typing import Any
 
 from experiments.bench.registry import BENCHMARKS
 
+# the cell named in full: a multirun would otherwise also sweep the preset's own grid
+QUICK_CELL = ("experiment=quick", "attention=multihead", "position=sinusoidal")
+
+
+def cell_argument(parser: argparse.ArgumentParser) -> None:
+    """``--cell``: the overrides naming the cell, by default the quick grid's multihead + sinusoidal."""
+    parser.add_argument("--cell", nargs="*", default=list(QUICK_CELL), help="overrides naming the cell")
+
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    # the cell named in full: a multirun would otherwise also sweep the preset's own grid
-    parser.add_argument(
-        "--cell",
-        nargs="*",
-        default=["experiment=quick", "attention=multihead", "position=sinusoidal"],
-        help="overrides naming the cell",
-    )
+    cell_argument(parser)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=None, help="trainer.max_steps (default: the cell's)")
     parser.add_argument("--cores", type=int, default=2)

@@ -32,18 +32,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from experiments.bench.ensemble import cell_argument
 from experiments.bench.registry import BENCHMARKS
 
 ARRANGEMENTS = ("ensemble", "one-model-Nx", "N-models")
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--cell",
-        nargs="*",
-        default=["experiment=quick", "attention=multihead", "position=sinusoidal"],
-        help="overrides naming the cell",
-    )
+    cell_argument(parser)
     parser.add_argument("--seeds", type=int, default=5, help="members")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 16, 32], help="examples per member")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="intra-op threads, one row each")
