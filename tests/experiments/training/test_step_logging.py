@@ -48,13 +48,14 @@ class ReadAtLogSteps(L.Callback):
             self.read[step] = float(trainer.callback_metrics["train/loss"])
 
 
-def fit(folder: Path, stop: int | None) -> tuple[dict[int, float], ReadAtLogSteps]:
+def fit(folder: Path, stop: int | None, min_steps: int | None = None) -> tuple[dict[int, float], ReadAtLogSteps]:
     """(train/loss rows the CSV logger received by step, the reader) of a small fit."""
     L.seed_everything(0)
     parts = build.assemble(build_spec(compose([*TINY, "model.dropout=0.0"])), folder, run_id="x")
     reader = ReadAtLogSteps()
     trainer = L.Trainer(
         max_steps=STEPS,
+        min_steps=min_steps,
         log_every_n_steps=EVERY,
         logger=CSVLogger(folder, name="csv", version=""),
         callbacks=[StopAfter(stop), reader],
@@ -70,18 +71,42 @@ def fit(folder: Path, stop: int | None) -> tuple[dict[int, float], ReadAtLogStep
     return rows, reader
 
 
-@pytest.mark.parametrize("stop", [None, 5], ids=["to the last step", "stopped at a step not logged"])
-def test_what_is_logged_equals_logging_every_step(stop: int | None, tmp_path: Path, monkeypatch) -> None:
-    rows, reader = fit(tmp_path / "sparse", stop)
+@pytest.mark.parametrize(
+    ("stop", "min_steps"),
+    [(None, None), (5, None), (5, STEPS)],
+    ids=["to the last step", "stopped at a step not logged", "asked to stop there before min_steps"],
+)
+def test_what_is_logged_equals_logging_every_step(
+    stop: int | None, min_steps: int | None, tmp_path: Path, monkeypatch
+) -> None:
+    """With min_steps unmet, Lightning goes on after a callback's stop: the loss logged at the end of the
+    stopped step must not shadow the later steps' (it is logged in the training step's own entry)."""
+    calls: list[int] = []
+    log = L.LightningModule.log
+
+    def counted(module, name, *args, **kwargs):  # noqa: ANN001 - Lightning's signature
+        if name == "train/loss":
+            calls.append(module.trainer.global_step)
+        return log(module, name, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(L.LightningModule, "log", counted)
+        rows, reader = fit(tmp_path / "sparse", stop, min_steps)
     with monkeypatch.context() as m:
         m.setattr("experiments.training.step_logging.logs_this_step", lambda trainer: True)
-        every_step_rows, every_step_reader = fit(tmp_path / "every", stop)
+        every_step_rows, every_step_reader = fit(tmp_path / "every", stop, min_steps)
     assert rows == every_step_rows and rows, (rows, every_step_rows)
     assert reader.read == every_step_reader.read and reader.read
     # and each row is the loss of the step it is written at (Lightning numbers rows from 0)
     assert rows == {step - 1: reader.losses[step] for step in reader.losses if step - 1 in rows}
+    # the loss is logged once per row Lightning writes, and at the last step for the progress line, at no other
+    # step (the point of the rule)
+    last_unwritten = STEPS in reader.losses and STEPS - 1 not in rows
+    assert len(calls) == len(rows) + last_unwritten, (calls, rows)
     if stop is not None:  # Lightning writes the step a callback stopped the fit at
         assert stop - 1 in rows, rows
+    if min_steps is not None:  # ... and went on to min_steps, writing every step after the stop
+        assert max(rows) == STEPS - 1 and all(step in rows for step in range(stop - 1, STEPS)), rows
     assert STEPS in reader.read or stop is not None  # the progress line's last step: that step's own loss
 
 
