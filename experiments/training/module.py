@@ -151,6 +151,15 @@ class TransformerModule(TestingPhase):
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         log_if_stopped(self, self._unlogged_loss)
 
+    def on_validation_start(self) -> None:
+        # A validation during the fit judges the weights (early stopping, a pruner, the best checkpoint):
+        # never weights made by a divergence not read yet. (Outside a fit nothing is left unread.)
+        self._read_losses()
+
+    def on_train_end(self) -> None:
+        # a fit stopped between two reads (a callback's stop, max_time) that diverged first is a divergence
+        self._read_losses()
+
     def _watch_divergence(self, loss: Tensor) -> None:
         """Keep each step's loss on the device; every ``divergence_every`` steps, read them and raise at the first
         non-finite one.
@@ -158,19 +167,26 @@ class TransformerModule(TestingPhase):
         ``bool(isfinite(loss))`` on every step would make the host wait for the GPU each step. The step
         and value of the first bad loss stay exact however late they are read; the training app reads them
         at every logging and checkpointing step, so no checkpoint is written after a divergence it has not
-        seen. Between reads a step only keeps a reference to its loss: no operator, no kernel.
+        seen, and also before every validation and at the end of training, however the fit stopped. Between
+        reads a step only keeps a reference to its loss: no operator, no kernel.
         """
         kept = loss.detach()
         # CUDA graphs may reuse their outputs' memory at the next step: keep a copy of anything they made
         self._unread_losses.append((self.global_step, kept.clone() if self.cudagraph_steps else kept))
         done = self.global_step + 1
         if done % max(self.divergence_every, 1) == 0 or done >= self.max_steps:
-            steps = [step for step, _ in self._unread_losses]
-            values = torch.stack([value for _, value in self._unread_losses]).float().tolist()  # one read
-            self._unread_losses = []
-            for step, value in zip(steps, values):
-                if not math.isfinite(value):
-                    raise DivergedError(int(step), value)
+            self._read_losses()
+
+    def _read_losses(self) -> None:
+        """Read the losses kept since the last read (one host read) and raise at the first non-finite one."""
+        if not self._unread_losses:
+            return
+        steps = [step for step, _ in self._unread_losses]
+        values = torch.stack([value for _, value in self._unread_losses]).float().tolist()  # one read
+        self._unread_losses = []
+        for step, value in zip(steps, values):
+            if not math.isfinite(value):
+                raise DivergedError(int(step), value)
 
     def _token_losses(self, logits: Tensor, targets: Tensor, smoothing: float = 0.0) -> Tensor:
         """Per-position losses c (B, T), 0 where nothing is scored; a classifier's (B,) becomes (B, 1)."""

@@ -416,6 +416,44 @@ def test_nan_loss_is_recorded_as_diverged_at_its_step(tmp_path: Path, monkeypatc
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "diverged"
 
 
+def _poison_step(monkeypatch, bad_step: int, stop_step: int | None = None) -> None:
+    """The training loss becomes inf at ``bad_step``; at ``stop_step`` the step asks the fit to stop, as a
+    callback's stop (Lightning's Timer for max_time) does."""
+    from experiments.training.module import TransformerModule
+
+    original = TransformerModule._loss
+
+    def poisoned(self, logits, targets, smoothing=0.0):
+        loss = original(self, logits, targets, smoothing)
+        if self.training and self.global_step == stop_step:
+            self.trainer.should_stop = True
+        return loss * float("inf") if self.training and self.global_step == bad_step else loss
+
+    monkeypatch.setattr(TransformerModule, "_loss", poisoned)
+
+
+def test_a_divergence_before_a_stop_between_two_reads_is_recorded(tmp_path: Path, monkeypatch) -> None:
+    """The losses are read every 10 steps here; the fit diverges at step 3 and is stopped at step 5: the
+    run is diverged at step 3, not completed with non-finite weights."""
+    _poison_step(monkeypatch, bad_step=3, stop_step=5)
+    # no validation during the fit: Lightning validates at a stop, which reads the losses too
+    overrides = [*TINY, "trainer.max_steps=20", "trainer.log_every_n_steps=10", "trainer.limit_val_batches=0"]
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
+    assert result["status"] == "diverged" and result["diverged_at_step"] == 3, (result["status"], result["error"])
+
+
+def test_no_validation_judges_weights_of_a_divergence_not_read_yet(tmp_path: Path, monkeypatch) -> None:
+    """Validation every 5 steps, losses read every 10: the divergence at step 3 is read before the validation
+    at step 5, which early stopping, a pruner or the best checkpoint would otherwise judge by a NaN."""
+    _poison_step(monkeypatch, bad_step=3)
+    overrides = [*TINY, "trainer.max_steps=20", "trainer.log_every_n_steps=10", "trainer.val_check_interval=5"]
+    result = train(build_spec(compose(overrides)), tmp_path, overrides)
+    assert result["status"] == "diverged" and result["diverged_at_step"] == 3, (result["status"], result["error"])
+    logged = list((tmp_path / "csv").glob("**/metrics.csv"))
+    rows = [row for path in logged for row in csv.DictReader(path.open())]
+    assert not [row for row in rows if row.get("val/loss")], rows
+
+
 def test_wandb_failing_to_start_leaves_a_completed_result(tmp_path: Path, monkeypatch, caplog) -> None:
     import wandb
 
