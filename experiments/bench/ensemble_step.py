@@ -65,31 +65,18 @@ def _members(cell: list[str], seeds: int, work: Path):
     """The cell's members as ``ensemble.seeds`` assembles them, its batched module and its batches."""
     from experiments.app.api import compose
     from experiments.config.spec import build_spec
-    from experiments.ensemble.data import MemberBatches
+    from experiments.ensemble.fit import member_batches, train_loaders
     from experiments.ensemble.members import member_spec, without_wandb
     from experiments.ensemble.module import EnsembleModule
     from experiments.training import build
 
     spec = build_spec(compose([*cell, "logger=csv"]))
+    numbers = list(range(int(spec.run.seed), int(spec.run.seed) + seeds))  # as ensemble.seeds numbers them
     parts = [
-        build.assemble(without_wandb(member_spec(spec, s)), work / f"seed={s}", run_id=f"bench-{s}")
-        for s in range(int(spec.run.seed), int(spec.run.seed) + seeds)
+        build.assemble(without_wandb(member_spec(spec, s)), work / f"seed={s}", run_id=f"bench-{s}") for s in numbers
     ]
-    loaders = []
-    for p in parts:
-        p.datamodule.prepare_data()
-        p.datamodule.setup("fit")
-        loaders.append(p.datamodule.train_dataloader())
-    first = parts[0]
-    batches = MemberBatches(
-        loaders,
-        kind=first.datamodule.kind,
-        arch=first.module.spec.arch,
-        pad_id=first.module.spec.pad_id,
-        bos_id=first.module.spec.bos_id,
-        sep_id=first.datamodule.sep_id,
-    )
-    ensemble = EnsembleModule([p.module for p in parts], list(range(seeds)), None)
+    batches = member_batches(parts, train_loaders(parts))
+    ensemble = EnsembleModule([p.module for p in parts], numbers, None)
     return parts, ensemble, batches
 
 

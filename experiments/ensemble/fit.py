@@ -30,7 +30,7 @@ def fit_members(spec: Spec, shared_dir: Path, todo: list[Member], callbacks: lis
     clip = t.get("gradient_clip_val")
     module = EnsembleModule([m.parts.module for m in todo], seeds, clip, log_every=t.get("log_every_n_steps"))
     extra = [FailAtStep(int(spec.run.fail_at_step))] if spec.run.fail_at_step is not None else []
-    loaders = _train_loaders(todo)
+    loaders = train_loaders([m.parts for m in todo])
     # before the fit's callbacks: a member stopped early at this step takes no step after it
     validation = MemberValidation(
         [m.parts for m in todo],
@@ -54,11 +54,12 @@ def fit_members(spec: Spec, shared_dir: Path, todo: list[Member], callbacks: lis
     return module, trainer, train_seconds, validation
 
 
-def _train_loaders(todo: list[Member]) -> list:
-    """Each member's training loader, from its own datamodule: the batches its separate run would read."""
+def train_loaders(parts: list) -> list:
+    """Each member's training loader, from its own datamodule (``parts``: each member's assembled run): the
+    batches its separate run would read."""
     loaders = []
-    for m in todo:
-        dm = m.parts.datamodule
+    for p in parts:
+        dm = p.datamodule
         dm.prepare_data()
         dm.setup("fit")
         loaders.append(dm.train_dataloader())
@@ -108,11 +109,17 @@ def _trainer(t: TrainerSpec, shared_dir: Path, validation, callbacks: list[Any])
 
 def _member_batches(todo: list[Member], trainer, loaders: list):
     """The members' loaders as one stream of batches for the batched model."""
-    from experiments.ensemble.data import MemberBatches
-
-    first = todo[0].parts
     for m in todo:  # each member's sampler reads the ensemble's epoch and step, as in its own run
         m.parts.datamodule.trainer = trainer
+    return member_batches([m.parts for m in todo], loaders)
+
+
+def member_batches(parts: list, loaders: list):
+    """The members' ``loaders`` zipped into one stream of stacked batches, collated as the members' runs
+    (``parts``, each member's assembled run) collate theirs."""
+    from experiments.ensemble.data import MemberBatches
+
+    first = parts[0]
     model = first.module.spec
     return MemberBatches(
         loaders,
