@@ -41,6 +41,14 @@ def cell_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cell", nargs="*", default=list(QUICK_CELL), help="overrides naming the cell")
 
 
+def check_cell(cell: list[str]) -> None:
+    """Before any work: the cell's overrides checked as the training command checks them (a ``PreflightError``,
+    one line; ``python -m experiments.bench`` exits 2 with it)."""
+    from experiments.app.preflight import preflight
+
+    preflight(list(cell))
+
+
 def arguments(parser: argparse.ArgumentParser) -> None:
     cell_argument(parser)
     parser.add_argument("--seeds", type=int, default=5)
@@ -186,6 +194,7 @@ def _print_table(args: argparse.Namespace, cell: list[str], rows: list[dict[str,
 )
 def ensemble(args: argparse.Namespace) -> int:
     cell = list(args.cell) + ([f"trainer.max_steps={args.steps}"] if args.steps else [])
+    check_cell(cell)
     work = args.work.resolve()
     threads = args.ensemble_threads or [args.cores]
     rows = _time_each(_arrangements(args, cell, threads, work), args.seeds)

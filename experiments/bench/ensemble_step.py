@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from experiments.bench.ensemble import cell_argument
+from experiments.bench.ensemble import cell_argument, check_cell
 from experiments.bench.registry import BENCHMARKS
 
 ARRANGEMENTS = ("ensemble", "one-model-Nx", "N-models")
@@ -59,18 +59,31 @@ def _check(args: argparse.Namespace) -> None:
     unknown = sorted(set(args.only or ()) - set(ARRANGEMENTS))
     if unknown:
         raise BenchArgumentError(f"--only {unknown[0]} is not allowed; choose among {', '.join(ARRANGEMENTS)}")
+    check_cell(args.cell)
 
 
-def _members(cell: list[str], seeds: int, work: Path):
-    """The cell's members as ``ensemble.seeds`` assembles them, its batched module and its batches."""
-    from experiments.app.api import compose
+def _check_batches(batches: list[int], cfg) -> None:
+    """Every ``--batches`` size fits in the cell's batch (``task.batch_size`` examples per member)."""
+    from experiments.bench.options import BenchArgumentError
+
+    largest = int(cfg.task.batch_size)
+    over = [b for b in batches if b > largest]
+    if over:
+        raise BenchArgumentError(
+            f"--batches={over[0]} is not allowed; the cell's batches hold task.batch_size={largest} examples per member"
+        )
+
+
+def _members(cfg, seeds: int, work: Path):
+    """The members of the cell composed as ``cfg``, assembled as ``ensemble.seeds`` assembles them, its batched
+    module and its batches."""
     from experiments.config.spec import build_spec
     from experiments.ensemble.fit import member_batches, train_loaders
     from experiments.ensemble.members import member_spec, without_wandb
     from experiments.ensemble.module import EnsembleModule
     from experiments.training import build
 
-    spec = build_spec(compose([*cell, "logger=csv"]))
+    spec = build_spec(cfg)
     numbers = list(range(int(spec.run.seed), int(spec.run.seed) + seeds))  # as ensemble.seeds numbers them
     parts = [
         build.assemble(without_wandb(member_spec(spec, s)), work / f"seed={s}", run_id=f"bench-{s}") for s in numbers
@@ -189,14 +202,17 @@ def _fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
 def ensemble_step(args: argparse.Namespace) -> int:
     import torch
 
+    from experiments.app.api import compose
     from experiments.training.quiet import quiet_library_warnings
 
     _check(args)
+    cfg = compose([*args.cell, "logger=csv"])
+    _check_batches(args.batches, cfg)
     quiet_library_warnings()
     arrangements = [a for a in ARRANGEMENTS if args.only is None or a in args.only]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
-        parts, ensemble, stream = _members(args.cell, args.seeds, Path(scratch))
+        parts, ensemble, stream = _members(cfg, args.seeds, Path(scratch))
         full = []
         for batch in stream:
             full.append(batch)
@@ -204,11 +220,10 @@ def ensemble_step(args: argparse.Namespace) -> int:
                 break
         if len(full) < args.steps + 3:
             raise SystemExit(f"the cell has {len(full)} training batches, fewer than --steps={args.steps} + 3")
-        largest = full[0]["targets"].shape[1]
-        sizes = [b for b in args.batches if b <= largest]
-        if not sizes:
-            raise SystemExit(f"--batches {args.batches}: the cell's batches hold {largest} examples per member")
-        for size in sizes:
+        largest = min(b["targets"].shape[1] for b in full)  # below task.batch_size only for a tiny training set
+        if max(args.batches) > largest:
+            raise SystemExit(f"--batches={max(args.batches)}: the cell's batches hold {largest} examples per member")
+        for size in args.batches:
             batches = [_rows_of(b, slice(0, size)) for b in full]
             for threads in args.threads:
                 torch.set_num_threads(threads)

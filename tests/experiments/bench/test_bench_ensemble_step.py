@@ -4,7 +4,6 @@ examples per member and thread count."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import torch
 
 from experiments.bench import build_parser, check_arguments
 from experiments.bench.ensemble_step import _fit, _members, _rows_of, _steps, ensemble_step
-from tests.helpers.config import TINY
+from tests.helpers.config import TINY, compose
 
 # a seq2seq cell of two members, small enough for seconds; batches of 8 examples per member
 CELL = [*TINY, "attention=multihead", "position=sinusoidal", "model.dropout=0.0"]
@@ -29,7 +28,7 @@ def _grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
 def test_the_split_step_sums_to_the_whole_batch_gradient(tmp_path: Path) -> None:
     """Two threads each on half the examples, each half's mean weighted by its share of the scored
     targets: the summed gradient is the whole batch's (torch's own backward of the unsplit step)."""
-    parts, ensemble, stream = _members(CELL, 2, tmp_path)
+    parts, ensemble, stream = _members(compose(CELL), 2, tmp_path)
     batch = next(iter(stream))
     assert batch["targets"].shape[1] >= 2
     # halves of unequal scored targets: the weighting matters (the plain average of the two means would differ)
@@ -48,7 +47,7 @@ def test_the_split_step_sums_to_the_whole_batch_gradient(tmp_path: Path) -> None
 
 
 def test_the_rows_of_a_batch_are_every_members_first_examples(tmp_path: Path) -> None:
-    parts, ensemble, stream = _members(CELL, 2, tmp_path)
+    parts, ensemble, stream = _members(compose(CELL), 2, tmp_path)
     batch = next(iter(stream))
     sub = _rows_of(batch, slice(0, 3))
     for key, value in batch["inputs"].items():
@@ -83,13 +82,30 @@ def test_the_command_writes_a_row_per_arrangement_batch_and_thread(tmp_path: Pat
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--seeds", "1"], "--seeds=1 is not allowed"),
-        (["--only", "vmap"], "--only vmap is not allowed; choose among ensemble, one-model-Nx, N-models"),
+        (["ensemble-step", "--seeds", "1"], "--seeds=1 is not allowed"),
+        (["ensemble-step", "--only", "vmap"], "--only vmap is not allowed; choose among ensemble, one-model-Nx"),
+        (
+            ["ensemble-step", "--batches", "64"],
+            "--batches=64 is not allowed; the cell's batches hold task.batch_size=32",
+        ),
+        (["ensemble-step", "--cell", "experiment=quick", "attention=sofft"], "attention=sofft is unknown"),
+        (["ensemble", "--cell", "experiment=quick", "attention=sofft"], "attention=sofft is unknown"),
     ],
 )
-def test_bad_options_are_refused_in_one_line(argv: list[str], message: str) -> None:
-    from experiments.bench.ensemble_step import _check
-    from experiments.bench.options import BenchArgumentError
+def test_bad_options_are_refused_in_one_line_before_any_work(
+    argv: list[str], message: str, capsys, monkeypatch
+) -> None:
+    """Exit 2 and one line naming the option, before a member is assembled or a run started."""
+    import experiments.ensemble.fit as fit
+    from experiments.bench import main
 
-    with pytest.raises(BenchArgumentError, match=message.replace(".", r"\.")):
-        _check(argparse.Namespace(**{**vars(build_parser().parse_args(["ensemble-step", *argv]))}))
+    def no_work(*args, **kwargs):
+        raise AssertionError("work began before the options were checked")
+
+    monkeypatch.setattr(fit, "train_loaders", no_work)
+    monkeypatch.setattr("experiments.bench.ensemble._time_each", no_work)
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
