@@ -62,11 +62,11 @@ def _check(args: argparse.Namespace) -> None:
     check_cell(args.cell)
 
 
-def _check_batches(batches: list[int], cfg) -> None:
+def _check_batches(batches: list[int], spec) -> None:
     """Every ``--batches`` size fits in the cell's batch (``task.batch_size`` examples per member)."""
     from experiments.bench.options import BenchArgumentError
 
-    largest = int(cfg.task.batch_size)
+    largest = int(spec.task.params["batch_size"])
     over = [b for b in batches if b > largest]
     if over:
         raise BenchArgumentError(
@@ -74,16 +74,14 @@ def _check_batches(batches: list[int], cfg) -> None:
         )
 
 
-def _members(cfg, seeds: int, work: Path):
-    """The members of the cell composed as ``cfg``, assembled as ``ensemble.seeds`` assembles them, its batched
+def _members(spec, seeds: int, work: Path):
+    """The members of the cell ``spec`` (its run spec), assembled as ``ensemble.seeds`` assembles them, its batched
     module and its batches."""
-    from experiments.config.spec import build_spec
     from experiments.ensemble.fit import member_batches, train_loaders
     from experiments.ensemble.members import member_spec, without_wandb
     from experiments.ensemble.module import EnsembleModule
     from experiments.training import build
 
-    spec = build_spec(cfg)
     numbers = list(range(int(spec.run.seed), int(spec.run.seed) + seeds))  # as ensemble.seeds numbers them
     parts = [
         build.assemble(without_wandb(member_spec(spec, s)), work / f"seed={s}", run_id=f"bench-{s}") for s in numbers
@@ -203,16 +201,17 @@ def ensemble_step(args: argparse.Namespace) -> int:
     import torch
 
     from experiments.app.api import compose
+    from experiments.config.spec import build_spec
     from experiments.training.quiet import quiet_library_warnings
 
     _check(args)
-    cfg = compose([*args.cell, "logger=csv"])
-    _check_batches(args.batches, cfg)
+    spec = build_spec(compose([*args.cell, "logger=csv"]))
+    _check_batches(args.batches, spec)
     quiet_library_warnings()
     arrangements = [a for a in ARRANGEMENTS if args.only is None or a in args.only]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
-        parts, ensemble, stream = _members(cfg, args.seeds, Path(scratch))
+        parts, ensemble, stream = _members(spec, args.seeds, Path(scratch))
         full = []
         for batch in stream:
             full.append(batch)

@@ -12,6 +12,7 @@ import torch
 
 from experiments.bench import build_parser, check_arguments
 from experiments.bench.ensemble_step import _fit, _members, _rows_of, _steps, ensemble_step
+from experiments.config.spec import build_spec
 from tests.helpers.config import TINY, compose
 
 # a seq2seq cell of two members, small enough for seconds; batches of 8 examples per member
@@ -28,7 +29,7 @@ def _grads(params: list[torch.Tensor]) -> list[torch.Tensor]:
 def test_the_split_step_sums_to_the_whole_batch_gradient(tmp_path: Path) -> None:
     """Two threads each on half the examples, each half's mean weighted by its share of the scored
     targets: the summed gradient is the whole batch's (torch's own backward of the unsplit step)."""
-    parts, ensemble, stream = _members(compose(CELL), 2, tmp_path)
+    parts, ensemble, stream = _members(build_spec(compose(CELL)), 2, tmp_path)
     batch = next(iter(stream))
     assert batch["targets"].shape[1] >= 2
     # halves of unequal scored targets: the weighting matters (the plain average of the two means would differ)
@@ -47,7 +48,7 @@ def test_the_split_step_sums_to_the_whole_batch_gradient(tmp_path: Path) -> None
 
 
 def test_the_rows_of_a_batch_are_every_members_first_examples(tmp_path: Path) -> None:
-    parts, ensemble, stream = _members(compose(CELL), 2, tmp_path)
+    parts, ensemble, stream = _members(build_spec(compose(CELL)), 2, tmp_path)
     batch = next(iter(stream))
     sub = _rows_of(batch, slice(0, 3))
     for key, value in batch["inputs"].items():
